@@ -1,0 +1,55 @@
+# attnserve: `make serve` (set up, train + export the default model if needed, serve) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+REPO   ?= models
+MODEL  ?= car-order
+PORT   ?= 50051
+METRICS_PORT ?= 9100
+
+.PHONY: serve setup model test lint typecheck pytest proto compare bench clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch is pinned in pyproject (train extra): any other version pulls a multi-GB CUDA build
+	$(BIN)/python -m pip install -q -e '.[train,dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+# Train and export the built-in car-order model unless the repository already holds one.
+model: setup
+	@if [ -z "$$(ls -A $(REPO)/$(MODEL) 2>/dev/null)" ]; then \
+		echo "== training the default car-order model (about a minute on 2 cores)"; \
+		$(BIN)/attnserve-train --task car-order --model transformer --out runs/$(MODEL) && \
+		echo "== exporting it to $(REPO)/$(MODEL)" && \
+		$(BIN)/attnserve-export runs/$(MODEL) --repository $(REPO) --name $(MODEL); \
+	else echo "== $(REPO)/$(MODEL) already holds a model"; fi
+
+serve: model
+	@echo "== serving $(REPO) on 127.0.0.1:$(PORT) (metrics on :$(METRICS_PORT)/metrics)"
+	@echo "   try:  $(BIN)/attnserve-client classify 'the white car is on the left of the black car'"
+	exec $(BIN)/attnserve-serve --repository $(REPO) --port $(PORT) --metrics-port $(METRICS_PORT)
+
+# System and tool dependencies of the test suite (Debian packages, the Triton client tools venv).
+test-deps: setup
+	bash scripts/test-deps.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy service export
+
+pytest: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test: test-deps lint pytest
+
+proto: setup
+	$(BIN)/python -m service.protogen
+
+compare: setup
+	$(BIN)/attnserve-train compare --task car-order
+
+clean:
+	rm -rf runs $(REPO) .pytest_cache .mypy_cache .ruff_cache

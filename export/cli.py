@@ -1,0 +1,177 @@
+"""`attnserve-export`: turn a training run into a proven, versioned model bundle.
+
+    attnserve-export RUN_DIR --repository models --name NAME [--version N]
+                     [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
+
+Every proof (ONNX checker, symbolic dims, parity with PyTorch, int8 accuracy, the bundle
+read back) must pass, or nothing is published and the command exits non-zero with a message
+naming the mismatch. On success it prints the files, parity figures and the latency of
+onnxruntime against PyTorch measured there and then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from export.bundle import BundleError, BundleManifest, read_bundle
+from export.errors import ExportError
+from export.golden import DEFAULT_COUNT
+from export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
+from export.parity import DEFAULT_TOLERANCE
+from export.quantize import DEFAULT_MAX_DROP, METHODS
+from export.timing import DEFAULT_LENGTH, Latency, measure_latency
+from export.writer import export_run
+from training.checkpoint import load_run
+
+EXIT_FAILED = 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnserve-export", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "run_dir", type=Path, help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl)"
+    )
+    p.add_argument("--repository", type=Path, required=True, help="model repository folder, e.g. models/")
+    p.add_argument("--name", required=True, help="model name: the bundle goes to REPOSITORY/NAME/VERSION")
+    p.add_argument("--version", type=int, default=None, help="version number (default: next free one)")
+    p.add_argument(
+        "--quantize", choices=METHODS, default=None, help="store an onnxruntime dynamic-int8 graph"
+    )
+    p.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        default=DEFAULT_MAX_DROP * 100,
+        help="with --quantize: refuse if validation accuracy drops by more than this many points",
+    )
+    p.add_argument("--optimize", action="store_true", help="store the ORT_ENABLE_EXTENDED-optimized graph")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (>= 17)")
+    p.add_argument("--exporter", choices=EXPORTERS, default=DEFAULT_EXPORTER, help="torch.onnx exporter")
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max abs difference vs PyTorch")
+    p.add_argument("--golden", type=int, default=DEFAULT_COUNT, help="golden cases stored in bundle.json")
+    p.add_argument("--seed", type=int, default=0, help="seed of the parity batches")
+    p.add_argument("--latency-length", type=int, default=DEFAULT_LENGTH, help="tokens per row when timing")
+    p.add_argument("--latency-threads", type=int, default=1, help="threads for both runtimes when timing")
+    p.add_argument("--no-latency", action="store_true", help="skip the latency comparison")
+    p.add_argument("-v", "--verbose", action="store_true", help="log each step")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    console = Console()
+    errors = Console(stderr=True)
+    try:
+        with console.status(f"exporting {args.run_dir} as {args.name}"):
+            path = export_run(
+                args.run_dir,
+                args.repository,
+                args.name,
+                args.version,
+                quantize=args.quantize,
+                optimize=args.optimize,
+                opset=args.opset,
+                exporter=args.exporter,
+                tolerance=args.tolerance,
+                max_accuracy_drop=args.max_accuracy_drop / 100,
+                golden_count=args.golden,
+                seed=args.seed,
+            )
+        bundle = read_bundle(path)
+        latency: list[Latency] = []
+        if not args.no_latency:
+            with console.status("timing PyTorch and onnxruntime"):
+                model = load_run(args.run_dir).model
+                latency = measure_latency(
+                    model, bundle.model_path, length=args.latency_length, threads=args.latency_threads
+                )
+    except (ExportError, BundleError) as exc:
+        errors.print(f"[bold red]export failed:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return EXIT_FAILED
+    _report(console, path, bundle.manifest, latency, tolerance=args.tolerance, optimized=args.optimize)
+    return 0
+
+
+def _report(
+    console: Console,
+    path: Path,
+    manifest: BundleManifest,
+    latency: list[Latency],
+    *,
+    tolerance: float,
+    optimized: bool,
+) -> None:
+    files = Table(title=f"{manifest.name} version {manifest.version} — {path}")
+    for column in ("file", "size", "sha256"):
+        files.add_column(column, justify="right" if column == "size" else "left")
+    for name in sorted([*manifest.files, "bundle.json"]):
+        digest = manifest.files.get(name, "")
+        files.add_row(name, _size((path / name).stat().st_size), digest[:16] + ("…" if digest else ""))
+    console.print(files)
+    graph = ("dynamic-int8" if manifest.quantization else "float32") + (
+        ", onnxruntime-optimized" if optimized else ""
+    )
+    console.print(
+        f"{manifest.family} · {len(manifest.labels)} classes · max_len {manifest.max_len} · "
+        f"opset {manifest.opset} · "
+        f"{manifest.exporter} exporter · {graph} graph · attention {manifest.attention.kind}"
+    )
+    proofs = Table(title="proofs (all passed)")
+    proofs.add_column("check")
+    proofs.add_column("result")
+    proofs.add_row("onnx.checker (full) + shape inference", "passed")
+    if manifest.parity is not None:
+        parity = manifest.parity
+        gate = "recorded; int8 is gated on accuracy" if manifest.quantization else f"<= {tolerance:g}"
+        proofs.add_row(
+            "symbolic batch/sequence dims",
+            f"ran at lengths {parity.lengths} x batch sizes {parity.batch_sizes} ({parity.provider})",
+        )
+        proofs.add_row("logits max |Δ| vs PyTorch", f"{parity.logits_max_abs_diff:.2e} ({gate})")
+        if parity.attention_max_abs_diff is not None:
+            proofs.add_row("attention max |Δ| vs PyTorch", f"{parity.attention_max_abs_diff:.2e} ({gate})")
+            proofs.add_row("attention on padded positions", "exactly 0")
+    if manifest.quantization is not None:
+        q = manifest.quantization
+        proofs.add_row(
+            "int8 validation accuracy",
+            f"{q.before:.4f} -> {q.after:.4f} ({100 * (q.after - q.before):+.2f} points; "
+            f"allowed drop {100 * q.max_drop:.2f})",
+        )
+    proofs.add_row(
+        "bundle read back", f"sha256 verified, I/O as declared, {len(manifest.golden)} golden cases match"
+    )
+    console.print(proofs)
+    if latency:
+        table = Table(title="latency, median per batch (same threads for both)")
+        for column in ("batch", "tokens/row", "PyTorch ms", "onnxruntime ms", "onnxruntime speed-up"):
+            table.add_column(column, justify="right")
+        for row in latency:
+            table.add_row(
+                str(row.batch),
+                str(row.length),
+                f"{row.torch_ms:.3f}",
+                f"{row.onnx_ms:.3f}",
+                f"{row.speedup:.2f}x",
+            )
+        console.print(table)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

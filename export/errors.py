@@ -1,0 +1,19 @@
+"""The one error type of the export stage: a proof failed or the input cannot be exported.
+
+Every message names what mismatched (which output, shape, batch, length, tolerance) so the
+command line can print it as it is and exit non-zero.
+"""
+
+from __future__ import annotations
+
+
+class ExportError(Exception):
+    """The run cannot be exported, or the exported graph failed one of its proofs."""
+
+
+class ParityError(ExportError):
+    """onnxruntime's outputs differ from PyTorch's beyond the tolerance, or break a masking rule."""
+
+
+class QuantizationRefused(ExportError):
+    """The quantized graph lost more validation accuracy than allowed."""

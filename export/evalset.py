@@ -1,0 +1,87 @@
+"""The run's validation texts (``eval.jsonl``), tokenized with the bundle's own tokenizer.
+
+Export uses them twice: a few become the bundle's golden cases, and all of them measure the
+accuracy an int8 graph keeps. Tokenizing here goes through the same ``tokenizer.json`` file
+the bundle ships, so the ids are the ones the service will produce.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from export.errors import ExportError
+from training.tokenizer import encode_batch, load_tokenizer
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    texts: list[str]
+    labels: npt.NDArray[np.int64]  # [N]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+@dataclass(frozen=True)
+class EncodedChunk:
+    input_ids: npt.NDArray[np.int64]  # [B, T], padded to this chunk's longest row
+    attention_mask: npt.NDArray[np.int64]  # [B, T]
+    labels: npt.NDArray[np.int64]  # [B]
+
+
+def read_eval_set(path: Path | None, num_classes: int) -> EvalSet:
+    if path is None or not path.is_file():
+        raise ExportError(
+            "the run directory has no eval.jsonl (the validation split): export needs it for the "
+            "bundle's golden cases and the int8 accuracy check; re-run training to produce it"
+        )
+    texts: list[str] = []
+    labels: list[int] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            text, label = row["text"], row["label"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ExportError(
+                f"{path}:{number}: expected a JSON object with 'text' and 'label' ({exc})"
+            ) from None
+        if not isinstance(text, str) or not isinstance(label, int) or not 0 <= label < num_classes:
+            raise ExportError(
+                f"{path}:{number}: 'text' must be a string and 'label' an int in [0, {num_classes})"
+            )
+        texts.append(text)
+        labels.append(label)
+    if not texts:
+        raise ExportError(f"{path} holds no examples")
+    return EvalSet(texts, np.asarray(labels, dtype=np.int64))
+
+
+def encode_chunks(
+    tokenizer_path: Path, eval_set: EvalSet, max_len: int, chunk_size: int = 64
+) -> Iterator[EncodedChunk]:
+    """Encode in chunks sorted by length, so each chunk pads only to its own longest text."""
+    tokenizer = load_tokenizer(tokenizer_path)
+    order = sorted(range(len(eval_set)), key=lambda i: len(eval_set.texts[i]))
+    for start in range(0, len(order), chunk_size):
+        picked = order[start : start + chunk_size]
+        encoded = encode_batch(tokenizer, [eval_set.texts[i] for i in picked], max_len)
+        ids, mask = encoded.input_ids, encoded.attention_mask
+        if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
+            ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
+        yield EncodedChunk(ids, mask, eval_set.labels[picked])
+
+
+def encode_one(
+    tokenizer_path: Path, text: str, max_len: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One text as a batch of one without padding: ids and mask [1, T]."""
+    encoded = encode_batch(load_tokenizer(tokenizer_path), [text], max_len)
+    return encoded.input_ids, encoded.attention_mask

@@ -1,0 +1,95 @@
+"""``--quantize int8``: onnxruntime dynamic quantization, accepted only if accuracy holds.
+
+Weights of MatMul/Gather become int8 and activations are quantized on the fly, so the graph
+keeps its float32 inputs and outputs and its symbolic dims. Accuracy on the run's validation
+split (eval.jsonl) is measured with the float graph and the int8 graph through onnxruntime;
+a drop larger than ``max_drop`` (a fraction: 0.01 is one accuracy point) refuses the export.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from onnxruntime.quantization import QuantType, quantize_dynamic
+
+from export.bundle import QuantizationInfo
+from export.errors import ExportError, QuantizationRefused
+from export.evalset import EvalSet, encode_chunks
+from export.parity import cpu_session, run_onnx
+
+METHODS = ("int8",)
+METHOD_NAME = "dynamic-int8"
+DEFAULT_MAX_DROP = 0.01
+
+
+@dataclass(frozen=True)
+class AccuracyChange:
+    before: float
+    after: float
+    examples: int
+    max_drop: float
+
+    @property
+    def drop(self) -> float:
+        return self.before - self.after
+
+    def info(self) -> QuantizationInfo:
+        return QuantizationInfo(
+            method=METHOD_NAME,
+            metric="accuracy",
+            before=self.before,
+            after=self.after,
+            max_drop=self.max_drop,
+        )
+
+
+def quantize_int8(source: Path, target: Path) -> None:
+    """Write the dynamically int8-quantized form of ``source`` to ``target``."""
+    quant_log = logging.getLogger("root")  # the quantizer logs its per-node notes on the root logger
+    level = quant_log.level
+    quant_log.setLevel(logging.ERROR)
+    try:
+        quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=False)
+    except Exception as exc:  # the quantizer raises assorted types; keep the cause attached
+        raise ExportError(f"int8 quantization of {source.name} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        quant_log.setLevel(level)
+
+
+def accuracy(session: ort.InferenceSession, tokenizer_path: Path, eval_set: EvalSet, max_len: int) -> float:
+    correct = 0
+    for chunk in encode_chunks(tokenizer_path, eval_set, max_len):
+        logits = run_onnx(session, chunk.input_ids, chunk.attention_mask).logits  # [B, C]
+        correct += int((logits.argmax(axis=1) == chunk.labels).sum())
+    return correct / len(eval_set)
+
+
+def check_accuracy(
+    float_graph: Path,
+    int8_graph: Path,
+    *,
+    tokenizer_path: Path,
+    eval_set: EvalSet,
+    max_len: int,
+    max_drop: float = DEFAULT_MAX_DROP,
+) -> AccuracyChange:
+    """Measure both graphs on the validation texts; raise QuantizationRefused past ``max_drop``."""
+    if not np.isfinite(max_drop):
+        raise ExportError(f"max accuracy drop must be a finite number, got {max_drop}")
+    change = AccuracyChange(
+        before=accuracy(cpu_session(float_graph), tokenizer_path, eval_set, max_len),
+        after=accuracy(cpu_session(int8_graph), tokenizer_path, eval_set, max_len),
+        examples=len(eval_set),
+        max_drop=max_drop,
+    )
+    if change.drop > max_drop:
+        raise QuantizationRefused(
+            f"int8 quantization refused: validation accuracy {change.before:.4f} -> {change.after:.4f} "
+            f"on {change.examples} examples is a drop of {100 * change.drop:.2f} points, more than the "
+            f"allowed {100 * max_drop:.2f} (raise --max-accuracy-drop to accept it)"
+        )
+    return change

@@ -1,0 +1,170 @@
+"""Turn a training run into a new, never-overwritten bundle version: ``repository/name/N/``.
+
+Everything is built and proven inside a staging folder in ``repository/name/`` (its name
+starts with ``STAGING_PREFIX``, which readers skip), read back with the service's own reader,
+and only then renamed to ``N`` in one ``os.rename``: a reader sees no version or a complete
+one. Version numbers are chosen, checked and claimed under an exclusive lock on the model
+folder, so two exports running at once never take the same number, and an existing version
+is never replaced.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from export.bundle import (
+    MODEL_FILE,
+    NAME_PATTERN,
+    STAGING_PREFIX,
+    TOKENIZER_FILE,
+    BundleError,
+    BundleManifest,
+    check_io,
+    hash_files,
+    read_bundle,
+    write_manifest,
+)
+from export.errors import ExportError
+from export.golden import DEFAULT_COUNT, verify_golden
+from export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
+from export.parity import DEFAULT_TOLERANCE, cpu_session
+from export.pipeline import Built, ExportOptions, build_files
+from export.quantize import DEFAULT_MAX_DROP
+from training.checkpoint import LoadedRun, load_run
+
+log = logging.getLogger(__name__)
+LOCK_FILE = ".export.lock"
+
+
+def export_run(
+    run_dir: str | Path,
+    repository: str | Path,
+    name: str,
+    version: int | None = None,
+    *,
+    quantize: str | None = None,
+    optimize: bool = False,
+    opset: int = DEFAULT_OPSET,
+    exporter: Exporter = DEFAULT_EXPORTER,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_accuracy_drop: float = DEFAULT_MAX_DROP,
+    golden_count: int = DEFAULT_COUNT,
+    seed: int = 0,
+) -> Path:
+    """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder."""
+    options = ExportOptions(
+        quantize, optimize, opset, exporter, tolerance, max_accuracy_drop, golden_count, seed
+    )
+    options.validate()
+    if not NAME_PATTERN.match(name) or name.startswith("."):
+        raise ExportError(f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'")
+    if version is not None and version < 1:
+        raise ExportError(f"versions are positive integers, got {version}")
+    model_dir = Path(repository) / name
+    if version is not None and _taken(model_dir, version):
+        raise ExportError(f"{model_dir / str(version)} already exists; versions are never overwritten")
+    try:
+        run = load_run(run_dir)
+    except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:
+        raise ExportError(f"cannot load the training run {run_dir}: {exc}") from exc
+    model_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir))
+    try:
+        bundle_dir = staging / "bundle"  # a name the reader accepts, inside a folder it skips
+        bundle_dir.mkdir()
+        built = build_files(run, bundle_dir, staging, options)
+        with _locked(model_dir):
+            number = version if version is not None else _next_version(model_dir)
+            if _taken(model_dir, number):
+                raise ExportError(f"{model_dir / str(number)} already exists; versions are never overwritten")
+            _finish(run, bundle_dir, name, number, built, options)
+            target = model_dir / str(number)
+            os.rename(bundle_dir, target)
+            _fsync_dir(model_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("wrote %s", target)
+    return target
+
+
+def _finish(
+    run: LoadedRun, bundle_dir: Path, name: str, number: int, built: Built, options: ExportOptions
+) -> None:
+    """Write bundle.json for version ``number`` and read the bundle back as the service will."""
+    contract = built.contract
+    manifest = BundleManifest(
+        name=name,
+        version=number,
+        family=run.family,
+        labels=run.labels,
+        max_len=run.max_len,
+        pad_id=run.pad_id,
+        attention=contract.attention,
+        inputs=contract.inputs,
+        outputs=contract.outputs,
+        opset=built.opset,
+        exporter=options.exporter,
+        files=hash_files(bundle_dir, [MODEL_FILE, TOKENIZER_FILE]),
+        training_metrics=dict(run.metrics),
+        parity=built.parity,
+        golden=built.golden,
+        quantization=built.quantization,
+    )
+    write_manifest(bundle_dir, manifest)
+    try:
+        bundle = read_bundle(bundle_dir, expect_name=name, expect_version=number)
+        session = cpu_session(bundle.model_path)
+        check_io(bundle.manifest, session)
+    except BundleError as exc:
+        raise ExportError(f"the written bundle does not read back: {exc}") from exc
+    verify_golden(session, bundle.manifest.golden, bundle.tokenizer_path, bundle.manifest.max_len)
+    for path in bundle_dir.iterdir():
+        _fsync_file(path)
+    _fsync_dir(bundle_dir)
+
+
+def _taken(model_dir: Path, number: int) -> bool:
+    """Whether ``number`` is in use under any spelling (``3``, ``03``) or by any kind of entry."""
+    if not model_dir.is_dir():
+        return False
+    return any(entry.name.isdigit() and int(entry.name) == number for entry in model_dir.iterdir())
+
+
+def _next_version(model_dir: Path) -> int:
+    numbers = [int(entry.name) for entry in model_dir.iterdir() if entry.name.isdigit()]
+    return max(numbers, default=0) + 1
+
+
+@contextmanager
+def _locked(model_dir: Path) -> Iterator[None]:
+    """Exclusive advisory lock on the model folder while a version number is claimed."""
+    fd = os.open(model_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,158 @@
+"""The set of models being served, read from `<repository>/<name>/<version>/`.
+
+Callers resolve a (name, version) to a `LoadedModel` once per call and keep that object,
+so a version swapped out later finishes the calls it accepted. The table of models is an
+immutable mapping replaced in one assignment (`_install`), which is what makes a later
+reload atomic: a new version is loaded and checked off to the side, then published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from export.bundle import NAME_PATTERN, is_version_dir
+from service.errors import NotFound
+from service.metrics import UNKNOWN_MODEL, Metrics
+from service.model import LoadedModel, LoadError, load_model
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class RepositoryError(Exception):
+    """The repository holds nothing servable (fatal at start-up)."""
+
+
+@dataclass(frozen=True)
+class ModelVersions:
+    name: str
+    versions: Mapping[int, LoadedModel]
+
+    @property
+    def latest(self) -> LoadedModel:
+        return self.versions[max(self.versions)]
+
+
+def scan(root: Path) -> dict[str, list[int]]:
+    """Model names and their complete version folders, versions descending."""
+    if not root.is_dir():
+        raise RepositoryError(f"model repository {root} does not exist or is not a directory")
+    found: dict[str, list[int]] = {}
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or entry.name.startswith(".") or not NAME_PATTERN.match(entry.name):
+            log.debug("repository: skipping %s (not a model folder)", entry.name)
+            continue
+        versions = sorted((int(p.name) for p in entry.iterdir() if is_version_dir(p)), reverse=True)
+        if versions:
+            found[entry.name] = versions
+        else:
+            log.warning("repository: %s has no complete version folder", entry.name)
+    return found
+
+
+class Repository:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._models: Mapping[str, ModelVersions] = MappingProxyType({})
+
+    @property
+    def models(self) -> Mapping[str, ModelVersions]:
+        return self._models
+
+    def metric_name(self, name: str) -> str:
+        """`name` if it is a served model, else the bounded placeholder label."""
+        return name if name in self._models else UNKNOWN_MODEL
+
+    def resolve(self, name: str, version: int = 0) -> LoadedModel:
+        models = self._models
+        if not name:
+            if len(models) != 1:
+                raise NotFound(f"model: no model named; this server holds {len(models)} models, name one")
+            entry = next(iter(models.values()))
+        else:
+            found = models.get(name)
+            if found is None:
+                raise NotFound(f"model: no model named {name[:64]!r} (ListModels shows the available ones)")
+            entry = found
+        if version == 0:
+            return entry.latest
+        loaded = entry.versions.get(version)
+        if loaded is None:
+            have = ", ".join(str(v) for v in sorted(entry.versions))
+            raise NotFound(f"version: model {entry.name!r} has no loaded version {version} (loaded: {have})")
+        return loaded
+
+    def load_version(self, name: str, version: int) -> LoadedModel:
+        """Load and check one version (blocking); failures are counted and re-raised."""
+        try:
+            return load_model(
+                self._settings.repository / name / str(version),
+                self._settings,
+                self._metrics,
+                name=name,
+                version=version,
+                on_cpu_fallback=self._metrics.cpu_fallback.inc,
+            )
+        except LoadError as exc:
+            self._metrics.load_failed(name)
+            log.error("model %s version %d refused: %s", name, version, exc)
+            raise
+
+    def _load_by_policy(self, name: str, versions: list[int]) -> list[LoadedModel]:
+        loaded: list[LoadedModel] = []
+        for version in versions:
+            try:
+                loaded.append(self.load_version(name, version))
+            except LoadError:
+                continue
+            if self._settings.version_policy == "latest":
+                if version != versions[0]:
+                    log.warning(
+                        "model %s: serving version %d because newer versions were refused", name, version
+                    )
+                break
+        return loaded
+
+    async def load_all(self) -> None:
+        """Load every model by the version policy; raise RepositoryError if none loads."""
+        root = self._settings.repository
+        found = scan(root)
+        loop = asyncio.get_running_loop()
+        for name, versions in found.items():
+            loaded = await loop.run_in_executor(None, self._load_by_policy, name, versions)
+            for model in loaded:
+                self._install(model)
+        if not self._models:
+            detail = "it is empty" if not found else "every version was refused (see the errors above)"
+            raise RepositoryError(f"no servable model in {root}: {detail}")
+        for entry in self._models.values():
+            log.info(
+                "serving %s versions %s (%s, %s)",
+                entry.name,
+                sorted(entry.versions),
+                entry.latest.manifest.family,
+                entry.latest.provider,
+            )
+
+    def _install(self, model: LoadedModel) -> LoadedModel | None:
+        """Publish `model`, returning the version object it replaces (to be closed by the caller)."""
+        model.start()
+        current = self._models.get(model.name)
+        versions = dict(current.versions) if current else {}
+        previous = versions.get(model.version)
+        versions[model.version] = model
+        table = dict(self._models)
+        table[model.name] = ModelVersions(model.name, MappingProxyType(versions))
+        self._models = MappingProxyType(table)
+        return previous
+
+    async def close(self) -> None:
+        """Finish queued work of every version and stop their threads."""
+        models = [model for entry in self._models.values() for model in entry.versions.values()]
+        await asyncio.gather(*(model.close() for model in models))

@@ -1,0 +1,208 @@
+"""`Server`: owns start-up, serving and shutdown of one server process.
+
+Start-up: metrics endpoint, gRPC server listening with health NOT_SERVING, models loaded
+(verified, warmed up, golden-checked), then health SERVING and calls admitted.
+
+Shutdown (SIGTERM/SIGINT or `shutdown()`): health NOT_SERVING at once (Watch streams see
+it), new calls answered UNAVAILABLE, accepted calls finish within `grace_seconds` (the
+batchers drain their own queues first: grpc's `stop(grace)` alone would cancel calls that
+were accepted but not yet answered), then the gRPC server stops and the sessions close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Protocol
+from wsgiref.simple_server import WSGIServer
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry, start_http_server
+
+from service.core import Core, State
+from service.metrics import Metrics
+from service.native import NativeApi
+from service.repository import Repository
+from service.runtime import check_device
+from service.settings import Settings
+from service.v2 import V2Api
+
+log = logging.getLogger(__name__)
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_FLUSH_SECONDS = 1.0  # after draining: time for replies to reach the wire and Watch streams to end
+
+
+class Api(Protocol):
+    """A gRPC service on top of the core (attnserve.v1, the V2 inference protocol, ...)."""
+
+    service_name: str
+
+    def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]: ...
+
+
+ApiFactory = Callable[[Core], Api]
+
+
+def default_apis() -> list[ApiFactory]:
+    return [NativeApi, V2Api]
+
+
+class Server:
+    """One server process. Use `async with Server(settings) as server:` or `await server.serve()`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: CollectorRegistry | None = None,
+        apis: Sequence[ApiFactory] | None = None,
+        serve_metrics: bool | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.core = Core(settings, self.metrics, Repository(settings, self.metrics))
+        self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
+        self.health = HealthServicer()
+        self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
+        self._grpc: grpc.aio.Server | None = None
+        self._http: WSGIServer | None = None
+        self._stop_requested = asyncio.Event()
+        self._stopped = False
+        self.port = 0
+        self.metrics_port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Listen, load the models, then report SERVING. Raises if nothing can be served."""
+        await self.listen()
+        try:
+            await self.load()
+        except BaseException:
+            await self._close_transport(0)
+            await self.core.repository.close()
+            raise
+
+    async def listen(self) -> None:
+        """Open the metrics and gRPC ports with health NOT_SERVING (calls get UNAVAILABLE)."""
+        settings = self.settings
+        check_device(settings)
+        if self._serve_metrics:
+            httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
+            self._http = httpd
+            self.metrics_port = int(httpd.server_port)
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
+        ]
+        server = grpc.aio.server(options=options)
+        server.add_generic_rpc_handlers(tuple(api.handler() for api in self.apis))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        names = [api.service_name for api in self.apis]
+        if settings.reflection:
+            reflection.enable_server_reflection(
+                [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+                server,
+            )
+        address = f"{settings.host}:{settings.port}"
+        self.port = server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {address}")
+        await server.start()
+        self._grpc = server
+        for name in ("", *names):
+            await self.health.set(name, NOT_SERVING)
+        log.info("listening on %s:%d (not serving until the models are loaded)", settings.host, self.port)
+        if self._http is not None:
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_bind_host, self.metrics_port)
+
+    async def load(self) -> None:
+        """Load every model, then admit calls."""
+        started = time.perf_counter()
+        await self.core.repository.load_all()
+        for name in self.core.repository.models:
+            await self.health.set(name, SERVING)
+        for name in ("", *(api.service_name for api in self.apis)):
+            await self.health.set(name, SERVING)
+        self.core.gate.state = State.SERVING
+        log.info(
+            "ready in %.1fs: %d model(s) on port %d",
+            time.perf_counter() - started,
+            len(self.core.repository.models),
+            self.port,
+        )
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Drain and stop; safe to call more than once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        grace = self.settings.grace_seconds if grace is None else grace
+        deadline = time.monotonic() + grace
+        gate = self.core.gate
+        await self.health.enter_graceful_shutdown()
+        gate.drain()
+        log.info("shutting down: %d call(s) in progress, grace %.1fs", gate.active, grace)
+        try:
+            await asyncio.wait_for(gate.wait_idle(), grace)
+        except TimeoutError:
+            log.warning("grace period over with %d call(s) unfinished; cancelling them", gate.active)
+        await self._close_transport(min(_FLUSH_SECONDS, max(0.0, deadline - time.monotonic())))
+        await self.core.repository.close()
+        log.info("stopped")
+
+    async def _close_transport(self, grace: float) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(grace)
+            self._grpc = None
+        if self._http is not None:
+            httpd = self._http
+            self._http = None
+            await asyncio.get_running_loop().run_in_executor(None, _stop_http, httpd)
+
+    def request_stop(self) -> None:
+        """Ask `serve()` to shut down (signal handlers call this)."""
+        self._stop_requested.set()
+
+    async def serve(self) -> None:
+        """Start, serve until SIGTERM/SIGINT (or `request_stop()`), then shut down."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self.start()
+            await self._stop_requested.wait()
+            await self.shutdown()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    @property
+    def target(self) -> str:
+        host = "127.0.0.1" if self.settings.host in ("0.0.0.0", "::", "[::]") else self.settings.host
+        return f"{host}:{self.port}"
+
+
+def _stop_http(httpd: WSGIServer) -> None:
+    with contextlib.suppress(OSError):
+        httpd.shutdown()
+        httpd.server_close()

@@ -1,0 +1,195 @@
+"""Service settings: defaults < `ATTNSERVE_*` environment variables < command-line flags.
+
+Every field below is one setting; its description is the documentation (`attnserve-serve
+--help` prints it, docs/service.md lists it). A flag is the field name with dashes
+(`max_batch_size` -> `--max-batch-size`), an environment variable the upper-case name with
+the `ATTNSERVE_` prefix (`ATTNSERVE_MAX_BATCH_SIZE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Device = Literal["cpu", "cuda", "auto"]
+GraphOptimization = Literal["disable", "basic", "extended", "all"]
+LongText = Literal["truncate", "reject"]
+VersionPolicy = Literal["latest", "all"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+# Measured on a 2-core machine (bench/service_bench.py, docs/service.md): one intra-op
+# thread leaves the other core to the event loop and beat two threads under concurrent load.
+DEFAULT_INTRA_OP_THREADS = 1
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ATTNSERVE_", extra="forbid", frozen=True)
+
+    # --- model repository -------------------------------------------------------------
+    repository: Path = Field(Path("models"), description="Model repository: <repository>/<name>/<version>/.")
+    version_policy: VersionPolicy = Field(
+        "latest", description="Load only each model's latest good version, or every version."
+    )
+
+    # --- network ----------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Address the gRPC server binds; use 0.0.0.0 in containers.")
+    port: int = Field(50051, ge=0, le=65535, description="gRPC port (0 picks a free port).")
+    metrics_host: str | None = Field(None, description="Address of the /metrics server (default: --host).")
+    metrics_port: int = Field(
+        9100, ge=0, le=65535, description="Prometheus /metrics port (0 picks a free port)."
+    )
+    metrics: bool = Field(True, description="Serve Prometheus metrics over HTTP.")
+    reflection: bool = Field(True, description="Enable gRPC server reflection (grpcurl and friends).")
+    max_message_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1024,
+        description="Largest request message accepted, in bytes (after decompression).",
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the port (SO_REUSEPORT); each has its own models.",
+    )
+
+    # --- onnxruntime ------------------------------------------------------------------
+    device: Device = Field(
+        "cpu",
+        description="cpu; cuda (fail at start without CUDAExecutionProvider); "
+        "auto (CUDA when available, else CPU with a warning and attnserve_cpu_fallback_total).",
+    )
+    cuda_device_id: int = Field(0, ge=0, description="GPU index for --device cuda/auto.")
+    intra_op_threads: int = Field(
+        DEFAULT_INTRA_OP_THREADS,
+        ge=0,
+        description="onnxruntime intra-op threads per session (0 = onnxruntime's default: one per core).",
+    )
+    graph_optimization: GraphOptimization = Field("all", description="onnxruntime graph optimisation level.")
+    cpu_arena: bool = Field(
+        True, description="Use onnxruntime's CPU memory arena (faster, holds peak memory)."
+    )
+    allow_spinning: bool = Field(
+        False, description="Let idle intra-op threads spin (lower latency, burns CPU the event loop needs)."
+    )
+
+    # --- batching and limits ----------------------------------------------------------
+    max_batch_size: int = Field(32, ge=1, le=4096, description="Most texts in one model call.")
+    max_batch_tokens: int = Field(
+        4096,
+        ge=1,
+        description="Most padded tokens (texts x longest text) in one model call; one text always fits.",
+    )
+    # Measured: at one caller a 1 ms wait only adds latency; under load, batches form anyway
+    # from the texts that arrive while the previous batch runs (docs/service.md).
+    max_delay_ms: float = Field(
+        0.0,
+        ge=0,
+        le=10_000,
+        description="Longest time a queued text waits for its batch to fill; 0 = run as soon as the model is "
+        "free (texts arriving while a batch runs still form the next batch).",
+    )
+    max_concurrent_batches: int = Field(
+        1, ge=1, le=64, description="Batches of one model version running at once (threads per model)."
+    )
+    max_queue: int = Field(
+        1024, ge=1, description="Texts waiting per model version; beyond it calls get RESOURCE_EXHAUSTED."
+    )
+    max_texts_per_request: int = Field(64, ge=1, description="Most texts in one request.")
+    max_text_chars: int = Field(10_000, ge=1, description="Most characters in one text.")
+    long_text: LongText = Field(
+        "truncate",
+        description="Texts longer than the model's max_len tokens: truncate (flagged per text) or reject.",
+    )
+    stream_window: int = Field(
+        64,
+        ge=1,
+        description="Requests of one ClassifyStream processed concurrently (keeps replies in order).",
+    )
+
+    # --- lifecycle and logs -----------------------------------------------------------
+    grace_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="On SIGTERM/SIGINT: time for accepted calls to finish before the server stops.",
+    )
+    log_level: LogLevel = Field("info", description="Log level.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.max_texts_per_request > self.max_queue:
+            raise ValueError(
+                f"max_texts_per_request ({self.max_texts_per_request}) "
+                f"cannot exceed max_queue ({self.max_queue})"
+            )
+        if self.workers > 1 and self.port == 0:
+            raise ValueError("workers > 1 needs a fixed port: the processes share it with SO_REUSEPORT")
+        return self
+
+    @property
+    def metrics_bind_host(self) -> str:
+        return self.metrics_host if self.metrics_host is not None else self.host
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
+    """(callable converting the flag's string, choices) for a field annotation."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        annotation = members[0]
+    if typing.get_origin(annotation) is Literal:
+        return str, [str(value) for value in typing.get_args(annotation)]
+    return annotation, None
+
+
+def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Serve the models of a repository over gRPC (attnserve.v1 API, health, reflection) "
+        "with Prometheus metrics. Every flag also reads ATTNSERVE_<NAME> from the environment.",
+        argument_default=argparse.SUPPRESS,  # only flags actually given override env/defaults
+    )
+    for name, field in Settings.model_fields.items():
+        help_text = field.description or ""
+        if field.annotation is bool:
+            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            continue
+        convert, choices = _argument_type(field.annotation)
+        parser.add_argument(
+            _flag(name),
+            dest=name,
+            type=convert,
+            choices=choices,
+            help=f"{help_text} (default: {field.default})",
+        )
+    parser.add_argument(
+        "--truncate",
+        dest="long_text",
+        action="store_const",
+        const="truncate",
+        help="Same as --long-text truncate.",
+    )
+    parser.add_argument(
+        "--reject-long",
+        dest="long_text",
+        action="store_const",
+        const="reject",
+        help="Same as --long-text reject.",
+    )
+    return parser
+
+
+def load_settings(argv: Sequence[str] | None = None) -> Settings:
+    """Settings from the environment with `argv` flags on top (argparse exits on bad flags)."""
+    parser = build_parser()
+    overrides = vars(parser.parse_args(argv))
+    return Settings(**overrides)

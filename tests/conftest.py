@@ -1,0 +1,72 @@
+"""Suite-wide fixtures: one real model repository built by the real pipeline.
+
+`model_repository` trains three small models on the car-order task with
+`training.run.train_run` and exports each with `export.writer.export_run`, exactly as
+`attnserve-train` + `attnserve-export` would, so service and bundle tests run against
+bundles the product itself produces:
+
+    <repository>/car/1    transformer (2 layers x 2 heads): attention [B, L, H, T, T]
+    <repository>/pool/1   attention_pool: attention [B, T]
+    <repository>/bow/1    bow_mlp: no attention output
+
+Built once per test session (car's training is capped at 90 s); tests that modify a bundle
+copy it first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MAX_LEN = 48
+
+
+@dataclass(frozen=True)
+class FixtureModel:
+    name: str
+    family: str
+    config: dict[str, Any]
+    train: dict[str, Any]  # TrainConfig fields
+    n_pairs: int
+
+
+# `car` must classify new car-order sentences correctly (tests/service/test_classify.py):
+# it gets the trainer's full recipe (early stopping), capped at 90 s. The others only need
+# to be real bundles of their family.
+FIXTURE_MODELS = (
+    FixtureModel(
+        "car", "transformer", {"n_layers": 2, "n_heads": 2, "d_model": 32, "max_len": MAX_LEN},
+        {"word_dropout": 0.1, "max_seconds": 90.0}, 600,
+    ),
+    FixtureModel("pool", "attention_pool", {"max_len": MAX_LEN}, {"epochs": 3, "lr": 5e-3}, 200),
+    FixtureModel("bow", "bow_mlp", {"max_len": MAX_LEN}, {"epochs": 2, "lr": 5e-3}, 200),
+)  # fmt: skip
+
+
+def build_repository(root: Path) -> Path:
+    """Train and export every fixture model into `root / "models"`; return that folder."""
+    from export.writer import export_run
+    from training.run import DataSpec, train_run
+    from training.trainer import TrainConfig
+
+    repository = root / "models"
+    for spec in FIXTURE_MODELS:
+        run_dir = root / "runs" / spec.name
+        train_run(
+            run_dir,
+            spec.family,
+            spec.config,
+            TrainConfig(seed=0, device="cpu", progress=False, **spec.train),
+            DataSpec(task="car-order", n_pairs=spec.n_pairs, seed=0),
+        )
+        export_run(run_dir, repository, spec.name)
+    return repository
+
+
+@pytest.fixture(scope="session")
+def model_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository with car (transformer), pool (attention_pool) and bow (bow_mlp), version 1 each."""
+    return build_repository(tmp_path_factory.mktemp("pipeline"))

@@ -1,0 +1,24 @@
+"""Service fixtures: a server shared by a test module, built on the suite's model repository."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from service.client import Client
+from tests.service.support import RunningServer, make_settings
+
+
+@pytest.fixture(scope="module")
+def server(model_repository: Path) -> Iterator[RunningServer]:
+    """A server with default settings on free ports, shared by the tests of one module."""
+    with RunningServer(make_settings(model_repository)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server: RunningServer) -> Iterator[Client]:
+    with Client(server.target, timeout=30) as connected:
+        yield connected

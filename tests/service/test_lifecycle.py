@@ -1,0 +1,246 @@
+"""Start-up, shutdown and process management of the real server (in-process and as a CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import onnxruntime as ort
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from service.client import AsyncClient, Client, ClientError, build_request
+from service.proto.attnserve.v1 import attnserve_pb2 as pb
+from tests.service.support import RunningServer, make_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_CUDA = "CUDAExecutionProvider" not in ort.get_available_providers()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_cli(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "service.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_serving(target: str, process: subprocess.Popen[str], times: int = 1, timeout: float = 90) -> None:
+    """Wait until `times` consecutive health checks on fresh connections answer SERVING."""
+    deadline = time.monotonic() + timeout
+    streak = 0
+    while streak < times:
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline, "server did not become ready"
+        try:
+            with Client(target, timeout=2) as client:
+                streak = streak + 1 if client.health() == "SERVING" else 0
+        except ClientError:
+            streak = 0
+            time.sleep(0.1)
+
+
+def metric(port: int, name: str, **labels: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_health_watch_sees_not_serving_on_shutdown(model_repository: Path) -> None:
+    with RunningServer(make_settings(model_repository)) as running:
+        assert running.server is not None
+        server = running.server
+
+        async def scenario() -> tuple[list[str], list[str]]:
+            seen: dict[str, list[str]] = {"": [], "car": []}
+
+            async def watch(service: str) -> None:
+                async with AsyncClient(running.target) as client:
+                    try:
+                        async for status in client.watch_health(service):
+                            seen[service].append(status)
+                    except ClientError:
+                        pass  # the stream ends when the server stops
+
+            watchers = [asyncio.ensure_future(watch(name)) for name in seen]
+            while not all(seen.values()):
+                await asyncio.sleep(0.01)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, lambda: running.run(server.shutdown(grace=2)))
+            await asyncio.wait_for(asyncio.gather(*watchers), 10)
+            return seen[""], seen["car"]
+
+        overall, car = asyncio.run(scenario())
+    assert overall[0] == "SERVING" and "NOT_SERVING" in overall[1:]
+    assert car[0] == "SERVING" and "NOT_SERVING" in car[1:]
+
+
+def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_repository: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    process = start_cli(
+        "--repository",
+        str(model_repository),
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--max-delay-ms",
+        "1500",
+        "--max-batch-size",
+        "64",
+        "--grace-seconds",
+        "10",
+    )
+    target = f"127.0.0.1:{port}"
+    try:
+        wait_serving(target, process)
+
+        async def scenario() -> tuple[list[str], ClientError]:
+            async with AsyncClient(target, timeout=30) as client:
+                calls = [
+                    asyncio.ensure_future(client.classify("a white car on the left", model="car"))
+                    for _ in range(40)
+                ]
+                while metric(metrics_port, "attnserve_queue_depth", model="car") < 40:
+                    await asyncio.sleep(0.02)
+                process.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.3)
+                with pytest.raises(ClientError) as refused:
+                    await client.classify("a black car", model="car")
+                replies = await asyncio.gather(*calls)
+                return [reply.results[0].label for reply in replies], refused.value
+
+        labels, refused = asyncio.run(scenario())
+        assert len(labels) == 40 and all(labels), "every accepted call must complete"
+        assert refused.code == grpc.StatusCode.UNAVAILABLE and "shutting down" in refused.details
+        output, _ = process.communicate(timeout=15)
+        assert process.returncode == 0, output
+        assert "shutting down: " in output and "stopped" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA: --device auto would not fall back")
+def test_device_auto_falls_back_to_cpu_and_says_so(
+    model_repository: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="service.runtime")
+    with RunningServer(make_settings(model_repository, device="auto")) as server:
+        assert server.value("attnserve_cpu_fallback_total") == 3  # one per session: car, pool, bow
+        with Client(server.target) as client:
+            assert client.model("car").provider == "CPUExecutionProvider"
+            assert client.classify("a white car", model="car").results[0].label
+    warnings = [r.getMessage() for r in caplog.records if "CPU fallback" in r.getMessage()]
+    assert len(warnings) == 3 and "no CUDAExecutionProvider" in warnings[0]
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
+def test_device_cuda_without_cuda_fails_at_start_with_a_clear_message(model_repository: Path) -> None:
+    process = start_cli(
+        "--repository", str(model_repository), "--port", "0", "--metrics-port", "0", "--device", "cuda"
+    )
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert "--device cuda needs onnxruntime's CUDAExecutionProvider" in output
+    assert "Traceback" not in output
+
+
+def test_empty_repository_fails_at_start(tmp_path: Path) -> None:
+    process = start_cli("--repository", str(tmp_path), "--port", "0", "--metrics-port", "0")
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert "no servable model" in output and "it is empty" in output
+
+
+def test_workers_share_the_port_and_aggregate_metrics(model_repository: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    process = start_cli(
+        "--repository",
+        str(model_repository),
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--workers",
+        "2",
+    )
+    target = f"127.0.0.1:{port}"
+    try:
+        wait_serving(target, process, times=8)
+        workers = psutil.Process(process.pid).children()
+        assert len(workers) == 2
+        for _ in range(12):  # fresh connections spread over the workers
+            with Client(target) as client:
+                assert client.classify(["a white car", "a black car"], model="pool").results[1].label
+        assert metric(metrics_port, "attnserve_requests_total", model="pool", code="OK") == 12
+        assert metric(metrics_port, "attnserve_texts_total", model="pool", code="OK") == 24
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, output
+        assert output.count("stopped") == 2
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_open_stream_is_answered_then_ended_unavailable_on_shutdown(model_repository: Path) -> None:
+    with RunningServer(make_settings(model_repository)) as running:
+        assert running.server is not None
+        server = running.server
+
+        async def scenario() -> tuple[list[str], ClientError, float]:
+            hold = asyncio.Event()
+
+            async def requests() -> AsyncIterator[pb.ClassifyRequest]:
+                for i in range(5):
+                    yield build_request("a white car", model="car", request_id=str(i))
+                await hold.wait()  # keep the stream open, as a long-lived client would
+
+            ids: list[str] = []
+            async with AsyncClient(running.target) as client:
+                with pytest.raises(ClientError) as ended:
+                    async for reply in client.stream(requests()):
+                        ids.append(reply.request_id)
+                        if len(ids) == 5:
+                            loop = asyncio.get_running_loop()
+                            started = time.monotonic()
+                            shutdown = loop.run_in_executor(
+                                None, lambda: running.run(server.shutdown(grace=60), timeout=90)
+                            )
+                await shutdown
+                hold.set()
+            return ids, ended.value, time.monotonic() - started
+
+        ids, ended, seconds = asyncio.run(scenario())
+    assert ids == ["0", "1", "2", "3", "4"]
+    assert ended.code == grpc.StatusCode.UNAVAILABLE and "shutting down" in ended.details
+    assert seconds < 30, "an open stream must not hold shutdown for the whole grace period (60 s)"

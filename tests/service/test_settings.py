@@ -1,0 +1,61 @@
+"""Settings: defaults < ATTNSERVE_* environment < command-line flags; every setting documented."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from service.settings import Settings, build_parser, load_settings
+
+
+def test_environment_overrides_defaults_and_flags_override_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATTNSERVE_MAX_BATCH_SIZE", "8")
+    monkeypatch.setenv("ATTNSERVE_PORT", "6000")
+    monkeypatch.setenv("ATTNSERVE_REFLECTION", "false")
+    settings = load_settings(["--port", "7000", "--repository", "elsewhere", "--device", "auto"])
+    assert settings.port == 7000  # flag beats environment
+    assert settings.max_batch_size == 8  # environment beats default
+    assert settings.reflection is False
+    assert settings.repository == Path("elsewhere") and settings.device == "auto"
+    assert settings.metrics_port == 9100  # default
+
+
+def test_long_text_flags() -> None:
+    assert load_settings([]).long_text == "truncate"
+    assert load_settings(["--reject-long"]).long_text == "reject"
+    assert load_settings(["--reject-long", "--truncate"]).long_text == "truncate"
+    assert load_settings(["--no-metrics"]).metrics is False
+
+
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit):
+        load_settings(["--device", "tpu"])
+    with pytest.raises(ValidationError, match="max_texts_per_request"):
+        Settings(max_queue=10, max_texts_per_request=20)
+    with pytest.raises(ValidationError, match="fixed port"):
+        Settings(workers=2, port=0)
+    monkeypatch.setenv("ATTNSERVE_NOT_A_SETTING", "1")  # unrelated variables are ignored
+    assert Settings().port == 50051
+
+
+def test_every_setting_has_a_flag_and_a_description() -> None:
+    help_text = build_parser().format_help()
+    for name, field in Settings.model_fields.items():
+        assert field.description, f"{name} is undocumented"
+        assert "--" + name.replace("_", "-") in help_text
+    for flag in (
+        "--truncate",
+        "--reject-long",
+        "--intra-op-threads",
+        "--graph-optimization",
+        "--grace-seconds",
+    ):
+        assert flag in help_text
+
+
+def test_every_setting_is_documented_in_the_service_guide() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
+    for name in Settings.model_fields:
+        assert f"`ATTNSERVE_{name.upper()}`" in guide, f"docs/service.md lacks {name}"

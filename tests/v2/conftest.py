@@ -1,0 +1,110 @@
+"""V2 protocol fixtures: a real server, raw gRPC calls, and the Triton tools environment.
+
+The real Triton clients (tritonclient, perf_analyzer) live in `.venv-tools`, made by
+`tools/triton-env.sh`. Without it these tests fail under CI (which creates it first) and
+are skipped, with the reason, on a developer machine where CI is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+
+from service.proto.inference import grpc_service_pb2 as pb
+from tests.service.support import RunningServer, make_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS_VENV = Path(os.environ.get("ATTNSERVE_TOOLS_VENV", ROOT / ".venv-tools"))
+PERF_ANALYZER_SH = ROOT / "tools" / "perf-analyzer.sh"
+SERVICE = "/inference.GRPCInferenceService/"
+
+
+def missing_tools(reason: str) -> None:
+    message = f"{reason}; create the Triton tools environment with `bash tools/triton-env.sh`"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def tools_python() -> Path:
+    python = TOOLS_VENV / "bin" / "python"
+    if not python.is_file():
+        missing_tools(f"no tools environment at {TOOLS_VENV}")
+    probe = subprocess.run(
+        [str(python), "-c", "import tritonclient.grpc"], capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        missing_tools(f"tritonclient[grpc] does not import in {TOOLS_VENV}: {probe.stderr.strip()[-300:]}")
+    return python
+
+
+@pytest.fixture(scope="session")
+def perf_analyzer(tools_python: Path) -> Path:
+    located = subprocess.run(
+        ["bash", str(PERF_ANALYZER_SH), "--locate"], capture_output=True, text=True, timeout=60
+    )
+    if located.returncode != 0:
+        missing_tools(f"perf_analyzer is not usable: {located.stderr.strip()}")
+    return PERF_ANALYZER_SH
+
+
+@pytest.fixture(scope="module")
+def server(model_repository: Path) -> Iterator[RunningServer]:
+    with RunningServer(make_settings(model_repository, max_delay_ms=2.0)) as running:
+        yield running
+
+
+class V2Calls:
+    """Raw calls of inference.GRPCInferenceService over a real channel (our own messages)."""
+
+    def __init__(self, target: str) -> None:
+        self.channel = grpc.insecure_channel(target)
+
+    def unary(
+        self, method: str, request: Message | bytes, reply_type: type[Message], timeout: float = 30
+    ) -> Message:
+        call = self.channel.unary_unary(
+            SERVICE + method,
+            request_serializer=lambda m: m if isinstance(m, bytes) else m.SerializeToString(),
+            response_deserializer=reply_type.FromString,
+        )
+        reply: Message = call(request, timeout=timeout)
+        return reply
+
+    def infer(self, request: pb.ModelInferRequest | bytes) -> pb.ModelInferResponse:
+        reply = self.unary("ModelInfer", request, pb.ModelInferResponse)
+        assert isinstance(reply, pb.ModelInferResponse)
+        return reply
+
+    def stream(self, requests: list[pb.ModelInferRequest]) -> list[pb.ModelStreamInferResponse]:
+        call = self.channel.stream_stream(
+            SERVICE + "ModelStreamInfer",
+            request_serializer=pb.ModelInferRequest.SerializeToString,
+            response_deserializer=pb.ModelStreamInferResponse.FromString,
+        )
+        return list(call(iter(requests), timeout=30))
+
+    def statistics(self, model: str) -> pb.ModelStatistics:
+        reply = self.unary(
+            "ModelStatistics", pb.ModelStatisticsRequest(name=model), pb.ModelStatisticsResponse
+        )
+        assert isinstance(reply, pb.ModelStatisticsResponse)
+        (stats,) = reply.model_stats
+        return stats
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@pytest.fixture(scope="module")
+def v2(server: RunningServer) -> Iterator[V2Calls]:
+    calls = V2Calls(server.target)
+    yield calls
+    calls.close()

@@ -1,0 +1,27 @@
+"""Training data: built-in tasks, users' files and Hugging Face datasets, and augmentations.
+
+Every source yields a ``Dataset`` of ``Example`` rows split into train / val / test (plus
+extra evaluation splits such as car-order's ``template_heldout``), with class names in id order.
+"""
+
+from __future__ import annotations
+
+from training.data.augment import add_distractor_prefix, word_dropout
+from training.data.core import DataError, Dataset, Example, split_groups, words
+from training.data.files import load_file, load_hf_dataset
+from training.data.tasks import TASKS, TEMPLATE_HELDOUT, load_task
+
+__all__ = [
+    "TASKS",
+    "TEMPLATE_HELDOUT",
+    "DataError",
+    "Dataset",
+    "Example",
+    "add_distractor_prefix",
+    "load_file",
+    "load_hf_dataset",
+    "load_task",
+    "split_groups",
+    "word_dropout",
+    "words",
+]

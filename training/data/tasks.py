@@ -1,0 +1,53 @@
+"""Built-in tasks by name."""
+
+from __future__ import annotations
+
+import random
+
+from training.data import car_order, greetings
+from training.data.augment import add_distractor_prefix
+from training.data.core import DataError, Dataset, Example, split_groups
+
+TASKS = ("car-order", "greetings-food")
+DEFAULT_PAIRS = {"car-order": 600, "greetings-food": 40}
+TEMPLATE_HELDOUT = "template_heldout"
+
+
+def load_task(
+    name: str,
+    *,
+    seed: int = 0,
+    n_pairs: int | None = None,
+    distractor_prefix: bool = False,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+) -> Dataset:
+    """Generate a built-in task, split by group (a car-order pair never straddles splits).
+
+    ``n_pairs`` counts pairs of opposite-label sentences; ``None`` takes the task's default
+    (600 for car-order, 40 for greetings-food). car-order adds a ``template_heldout`` split
+    holding every pair of the templates that training never sees. With ``distractor_prefix``
+    every sentence is preceded by another sentence of its own split.
+    """
+    if name not in TASKS:
+        raise DataError(f"unknown task {name!r}; built-in tasks: {', '.join(TASKS)}")
+    n = DEFAULT_PAIRS[name] if n_pairs is None else n_pairs
+    extra: dict[str, list[Example]] = {}
+    if name == "car-order":
+        heldout_names = {t.name for t in car_order.TEMPLATES if t.heldout}
+        pairs = car_order.generate_pairs(n, seed)
+        seen = [ex for p in pairs if p.template not in heldout_names for ex in (p.first, p.second)]
+        heldout = [ex for p in pairs if p.template in heldout_names for ex in (p.first, p.second)]
+        random.Random(seed).shuffle(heldout)
+        extra[TEMPLATE_HELDOUT] = heldout
+        labels = car_order.LABELS
+    else:
+        seen = greetings.generate(n, seed)
+        labels = greetings.LABELS
+    train, val, test = split_groups(seen, seed=seed, val_fraction=val_fraction, test_fraction=test_fraction)
+    if distractor_prefix:
+        rng = random.Random(f"distractor/{seed}")
+        train, val, test = (add_distractor_prefix(s, rng) if s else s for s in (train, val, test))
+        extra = {k: add_distractor_prefix(v, rng) if v else v for k, v in extra.items()}
+        name = f"{name}+distractor"
+    return Dataset(name=name, labels=labels, train=train, val=val, test=test, extra=extra)

@@ -1,0 +1,75 @@
+"""Pictures people look at: training curves and attention heatmaps (PNG)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: runs in CI and containers without a display
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def plot_curves(epochs: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    x = [row["epoch"] for row in epochs]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax_loss.plot(x, [r["train_loss"] for r in epochs], label="train (running)")
+    ax_loss.plot(x, [r["val_loss"] for r in epochs], label="validation")
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("cross-entropy")
+    ax_loss.legend()
+    ax_acc.plot(x, [r["train_accuracy"] for r in epochs], label="train")
+    ax_acc.plot(x, [r["val_accuracy"] for r in epochs], label="validation")
+    ax_acc.plot(x, [r["val_macro_f1"] for r in epochs], label="validation macro-F1", linestyle="--")
+    ax_acc.set_ylim(0.0, 1.02)
+    ax_acc.set_xlabel("epoch")
+    ax_acc.legend(loc="lower right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _as_grid(attention: np.ndarray) -> np.ndarray:
+    """Any family's per-text attention as [layers, heads, rows, T] for one grid of panels."""
+    if attention.ndim == 1:  # pooling weights [T]
+        return attention[None, None, None, :]
+    if attention.ndim == 2:  # one self-attention map [T, T]
+        return attention[None, None]
+    return attention  # encoders: [L, H, T, T]
+
+
+def plot_attention(
+    samples: Sequence[tuple[str, list[str], np.ndarray]], path: Path, title: str
+) -> Path | None:
+    """One row of panels per (label, tokens, attention) sample; encoders get a layer x head grid."""
+    if not samples:
+        return None
+    grids = [(label, tokens, _as_grid(att)) for label, tokens, att in samples]
+    layers, heads = grids[0][2].shape[:2]
+    cols = layers * heads
+    fig, axes = plt.subplots(len(grids), cols, figsize=(2.8 * cols + 1, 2.6 * len(grids) + 0.6), squeeze=False)
+    for r, (label, tokens, grid) in enumerate(grids):
+        for li in range(layers):
+            for hi in range(heads):
+                ax = axes[r][li * heads + hi]
+                panel = grid[li, hi]
+                ax.imshow(panel, cmap="viridis", aspect="auto", vmin=0.0)
+                ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+                if panel.shape[0] == len(tokens):
+                    ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
+                else:
+                    ax.set_yticks([])
+                if r == 0 and cols > 1:
+                    ax.set_title(f"layer {li + 1} head {hi + 1}", fontsize=8)
+                if li == 0 and hi == 0:
+                    ax.set_ylabel(label, fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,188 @@
+"""A model-agnostic training loop: AdamW, warmup + cosine decay, clipping, early stopping.
+
+The trainer sees only token ids, masks and labels; it knows nothing about a particular family.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from training.metrics import Scores, score
+from training.models.base import Classifier
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 40
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.05
+    grad_clip: float = 1.0
+    patience: int = 8  # epochs without validation improvement before stopping
+    seed: int = 0
+    device: str = "auto"
+    word_dropout: float = 0.0  # share of real tokens replaced by [UNK] while training
+    max_seconds: float = 0.0  # 0 = no wall-clock budget
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Split:
+    """One encoded split: ids/mask [N, T] int64 and labels [N] int64 (numpy)."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+@dataclass
+class History:
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0
+    seconds: float = 0.0
+    stopped_early: bool = False
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def pick_device(name: str) -> torch.device:
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _batches(split: Split, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    order = np.arange(len(split)) if rng is None else rng.permutation(len(split))
+    return [order[i : i + batch_size] for i in range(0, len(split), batch_size)]
+
+
+def _tensors(split: Split, idx: np.ndarray, device: torch.device) -> tuple[torch.Tensor, ...]:
+    mask = split.attention_mask[idx]
+    width = max(int(mask.sum(axis=1).max()), 1)  # pad each batch only to its own longest row
+    ids = torch.from_numpy(split.input_ids[idx, :width]).to(device)
+    return ids, torch.from_numpy(mask[:, :width]).to(device), torch.from_numpy(split.labels[idx]).to(device)
+
+
+def drop_words(ids: torch.Tensor, mask: torch.Tensor, p: float, unk_id: int, keep_first: bool) -> torch.Tensor:
+    """Replace a share `p` of real tokens by [UNK] so the model learns to cope with unseen words."""
+    hit = (torch.rand(ids.shape, device=ids.device) < p) & mask.bool()
+    if keep_first:  # never drop a [CLS] token
+        hit[:, 0] = False
+    return torch.where(hit, torch.full_like(ids, unk_id), ids)
+
+
+@torch.no_grad()
+def predict(model: Classifier, split: Split, device: torch.device, batch_size: int = 256) -> tuple[np.ndarray, float]:
+    """Probabilities [N, C] and mean cross-entropy over a split."""
+    model.eval()
+    probs, total = [], 0.0
+    for idx in _batches(split, batch_size, None):
+        ids, mask, labels = _tensors(split, idx, device)
+        logits, _ = model(ids, mask)
+        total += float(F.cross_entropy(logits, labels, reduction="sum"))
+        probs.append(torch.softmax(logits.float(), dim=-1).cpu().numpy())
+    return np.concatenate(probs), total / max(len(split), 1)
+
+
+def evaluate(model: Classifier, split: Split, device: torch.device) -> Scores:
+    probs, loss = predict(model, split, device)
+    return score(split.labels, probs, loss)
+
+
+def fit(
+    model: Classifier,
+    train: Split,
+    val: Split,
+    cfg: TrainConfig,
+    *,
+    unk_id: int = 1,
+    keep_first_token: bool = False,
+) -> History:
+    """Train in place, restore the weights of the best validation epoch, return the history."""
+    seed_everything(cfg.seed)
+    device = pick_device(cfg.device)
+    model.to(device)
+    rng = np.random.default_rng(cfg.seed)
+    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+    total_steps = max(cfg.epochs * steps_per_epoch, 1)
+    warmup = max(int(cfg.warmup_fraction * total_steps), 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def lr_factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(total_steps - warmup, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    history = History()
+    best_key: tuple[float, float] = (-1.0, -math.inf)
+    best_state: dict[str, torch.Tensor] | None = None
+    since_best = 0
+    start = time.perf_counter()
+    bar = tqdm(range(1, cfg.epochs + 1), desc="train", unit="epoch", disable=not cfg.progress, leave=False)
+    for epoch in bar:
+        model.train()
+        running, seen = 0.0, 0
+        for idx in _batches(train, cfg.batch_size, rng):
+            ids, mask, labels = _tensors(train, idx, device)
+            if cfg.word_dropout > 0:
+                ids = drop_words(ids, mask, cfg.word_dropout, unk_id, keep_first_token)
+            logits, _ = model(ids, mask)
+            loss = F.cross_entropy(logits, labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            sched.step()
+            running += float(loss.detach()) * len(idx)
+            seen += len(idx)
+        train_scores = evaluate(model, train, device)
+        val_scores = evaluate(model, val, device)
+        row = {
+            "epoch": epoch,
+            "train_loss": running / seen,
+            "lr": sched.get_last_lr()[0],
+            "seconds": time.perf_counter() - start,
+            **{f"train_{k}": v for k, v in train_scores.as_dict().items() if k != "n"},
+            **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
+        }
+        history.epochs.append(row)
+        bar.set_postfix(loss=f"{row['train_loss']:.3f}", val_acc=f"{val_scores.accuracy:.3f}")
+        key = (val_scores.accuracy, -val_scores.loss)  # accuracy first, loss breaks ties
+        if key > best_key:
+            best_key, since_best, history.best_epoch = key, 0, epoch
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            since_best += 1
+        if since_best >= cfg.patience or (cfg.max_seconds and row["seconds"] > cfg.max_seconds):
+            history.stopped_early = epoch < cfg.epochs
+            break
+    bar.close()
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    history.seconds = time.perf_counter() - start
+    return history
