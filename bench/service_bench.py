@@ -7,7 +7,8 @@
 2. The service (`attnserve-serve` in a subprocess on 127.0.0.1) under a closed-loop load of
    1, 8, 32 and 64 concurrent asyncio callers sending one sentence per call, with batching
    on (default settings) and off (--max-batch-size 1), attention off (NONE) and on (ALL
-   for encoders, POOLED for pooling models).
+   for encoders, POOLED for pooling models); and 16 texts per call at 1 and 8 callers,
+   which shows what the per-call cost of Python gRPC leaves on the table.
 
 Prints one table: sentences/s, p50 and p99 latency in ms, and throughput as a share of
 the raw ceiling. The load generator shares the machine's cores with the server, as a
@@ -32,9 +33,11 @@ import onnxruntime as ort
 
 from export.bundle import read_bundle
 from service.client import AsyncClient, Client, ClientError
+from service.model import pad_ids
 from service.tokenization import TextEncoder
 
 ROOT = Path(__file__).resolve().parent.parent
+MULTI = 16  # texts per call in the multi-text rows
 SENTENCES = [
     "the white car is on the left and the black car is on the right.",
     "there is a black car on the left and a white car on the right near the park.",
@@ -71,11 +74,7 @@ def raw_onnxruntime(repository: Path, model: str, seconds: float, threads: int) 
     for batch in (1, 8, 32, 64, 128):
         texts = [SENTENCES[i % len(SENTENCES)] for i in range(batch)]
         encoded = encoder.encode(texts)
-        width = max(encoded.lengths)
-        ids = np.zeros((batch, width), np.int64)
-        mask = np.zeros((batch, width), np.int64)
-        for i, (row, n) in enumerate(zip(encoded.ids, encoded.lengths, strict=True)):
-            ids[i, :n], mask[i, :n] = row, 1
+        ids, mask = pad_ids(encoded.ids, bundle.manifest.pad_id)
         feeds = {"input_ids": ids, "attention_mask": mask}
         session.run(["logits"], feeds)
         latencies = []
@@ -140,7 +139,9 @@ class ServerProcess:
         self.process.wait(30)
 
 
-async def _load(target: str, model: str, concurrency: int, seconds: float, attention: str) -> Row:
+async def _load(
+    target: str, model: str, concurrency: int, seconds: float, attention: str, per_call: int
+) -> Row:
     latencies: list[float] = []
     clients = [AsyncClient(target, timeout=30) for _ in range(min(concurrency, 8))]
     stop = time.perf_counter() + seconds
@@ -150,7 +151,8 @@ async def _load(target: str, model: str, concurrency: int, seconds: float, atten
         i = index
         while time.perf_counter() < stop:
             started = time.perf_counter()
-            await client.classify(SENTENCES[i % len(SENTENCES)], model=model, attention=attention)
+            texts = [SENTENCES[(i + j) % len(SENTENCES)] for j in range(per_call)]
+            await client.classify(texts, model=model, attention=attention)
             latencies.append(time.perf_counter() - started)
             i += 1
 
@@ -164,7 +166,7 @@ async def _load(target: str, model: str, concurrency: int, seconds: float, atten
     return Row(
         "",
         concurrency,
-        len(latencies) / elapsed,
+        per_call * len(latencies) / elapsed,
         1e3 * float(np.percentile(latencies, 50)),
         1e3 * float(np.percentile(latencies, 99)),
     )
@@ -175,16 +177,17 @@ def service_rows(
 ) -> list[Row]:
     rows = []
     setups = [
-        ("batching on", [], "none"),
-        ("batching on, attention", [], attention_mode),
-        ("batching off", ["--max-batch-size", "1"], "none"),
-        ("batching off, attention", ["--max-batch-size", "1"], attention_mode),
+        ("batching on", [], "none", 1),
+        ("batching on, attention", [], attention_mode, 1),
+        ("batching off", ["--max-batch-size", "1"], "none", 1),
+        ("batching off, attention", ["--max-batch-size", "1"], attention_mode, 1),
+        (f"batching on, {MULTI} texts per call", [], "none", MULTI),
     ]
-    for name, flags, attention in setups:
+    for name, flags, attention, per_call in setups:
         server = ServerProcess(repository, [*flags, "--intra-op-threads", str(threads)])
         try:
-            for concurrency in concurrencies:
-                row = asyncio.run(_load(server.target, model, concurrency, seconds, attention))
+            for concurrency in concurrencies if per_call == 1 else [c for c in concurrencies if c <= 8]:
+                row = asyncio.run(_load(server.target, model, concurrency, seconds, attention, per_call))
                 row.setup = f"service, {name} ({attention}), {threads} intra-op"
                 rows.append(row)
                 print(f"  {row.setup} c={concurrency}: {row.sentences_per_s:.0f}/s", file=sys.stderr)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from service.attention import AttentionMode
-from service.errors import DeadlineExceeded, ResourceExhausted, Unavailable
+from service.errors import INTERNAL_MESSAGE, DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 from service.metrics import ModelMetrics
 from service.tokenization import EncodedTexts
 
@@ -169,10 +169,12 @@ class Batcher:
             undispatched=count,
             unfinished=count,
         )
+        buckets = self._buckets
         for index, length in enumerate(encoded.lengths):
-            bucket = self._buckets.get(bucket_of(length))
+            key = bucket_of(length)
+            bucket = buckets.get(key)
             if bucket is None:
-                bucket = self._buckets[bucket_of(length)] = deque()
+                bucket = buckets[key] = deque()
             bucket.append(Row(job, index, length))
         self._queued += count
         self.metrics.queue_depth.inc(count)
@@ -291,11 +293,11 @@ class Batcher:
         started = time.monotonic()
         try:
             outputs = await loop.run_in_executor(self._executor, self.run_batch, rows)
-        except Exception as exc:  # a failing batch fails its calls, never the scheduler
+        except Exception:  # a failing batch fails its calls, never the scheduler
             log.exception("model %s: batch of %d texts failed", self.name, len(rows))
             for row in rows:
                 if not row.job.future.done():
-                    row.job.future.set_exception(exc)
+                    row.job.future.set_exception(Internal(INTERNAL_MESSAGE))
         else:
             elapsed = time.monotonic() - started
             for row, output in zip(rows, outputs, strict=True):

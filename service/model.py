@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,13 +23,24 @@ from service.errors import InvalidArgument
 from service.metrics import Metrics, ModelMetrics
 from service.runtime import DeviceError, RuntimeSession, create_session
 from service.settings import Settings
-from service.tokenization import EncodedTexts, TextEncoder
+from service.tokenization import EncodedTexts, TextEncoder, TokenIds
 
 log = logging.getLogger(__name__)
 
 
 class LoadError(Exception):
     """A model version cannot be served; the message says why."""
+
+
+def pad_ids(rows: Sequence[TokenIds], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad token id rows to the longest: (input_ids, attention_mask), int64 [B, T]."""
+    width = max(len(row) for row in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [B, T]
+    mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -82,19 +93,10 @@ class LoadedModel:
         result: list[np.ndarray] = self.runtime.session.run(names, {"input_ids": ids, "attention_mask": mask})
         return result
 
-    def pad(self, rows: list[Row]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(row.length for row in rows)
-        ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)  # [B, T]
-        mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
-        for i, row in enumerate(rows):
-            ids[i, : row.length] = row.job.encoded.ids[row.index]
-            mask[i, : row.length] = 1
-        return ids, mask
-
     def run_batch(self, rows: list[Row]) -> list[RowOutput]:
         """Run one batch (worker thread) and split its outputs per text."""
         started = time.perf_counter()
-        ids, mask = self.pad(rows)
+        ids, mask = pad_ids([row.job.encoded.ids[row.index] for row in rows], self._pad_id)
         want_attention = any(row.job.wants_attention for row in rows)
         outputs = self.run_padded(ids, mask, want_attention)
         logits = outputs[0]  # [B, C]
@@ -142,19 +144,15 @@ def _check_golden(model: LoadedModel) -> None:
             raise LoadError(
                 f"{where}: tokenizer gives ids {ids[:12]}…, bundle expects {case.input_ids[:12]}…"
             )
-        feed = np.asarray([ids], dtype=np.int64)
-        outputs = model.run_padded(feed, np.ones_like(feed), attention=case.attention is not None)
+        feed, mask = pad_ids([ids], model.manifest.pad_id)
+        outputs = model.run_padded(feed, mask, attention=case.attention is not None)
         _compare(where, "logits", outputs[0][0], np.asarray(case.logits, np.float32), case.tolerance)
         expected = case.attention_array()
         if expected is not None:
             _compare(where, "attention", outputs[1][0], expected, case.tolerance)
         singles.append((ids, outputs[0][0], case.tolerance))
     if len(singles) > 1:
-        width = max(len(ids) for ids, _, _ in singles)
-        feed = np.full((len(singles), width), model.manifest.pad_id, dtype=np.int64)
-        mask = np.zeros_like(feed)
-        for i, (ids, _, _) in enumerate(singles):
-            feed[i, : len(ids)], mask[i, : len(ids)] = ids, 1
+        feed, mask = pad_ids([ids for ids, _, _ in singles], model.manifest.pad_id)
         batched = model.run_padded(feed, mask, attention=False)[0]
         for i, (_, alone, tolerance) in enumerate(singles):
             _compare(f"golden case {i} in a padded batch", "logits", batched[i], alone, tolerance)

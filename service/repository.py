@@ -2,8 +2,8 @@
 
 Callers resolve a (name, version) to a `LoadedModel` once per call and keep that object,
 so a version swapped out later finishes the calls it accepted. The table of models is an
-immutable mapping replaced in one assignment (`_install`), which is what makes a later
-reload atomic: a new version is loaded and checked off to the side, then published.
+immutable mapping replaced in one assignment (`publish`), which is what makes a reload
+atomic: a new version is loaded and checked off to the side (`load_version`), then published.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class Repository:
         for name, versions in found.items():
             loaded = await loop.run_in_executor(None, self._load_by_policy, name, versions)
             for model in loaded:
-                self._install(model)
+                await self.publish(model)
         if not self._models:
             detail = "it is empty" if not found else "every version was refused (see the errors above)"
             raise RepositoryError(f"no servable model in {root}: {detail}")
@@ -140,17 +140,32 @@ class Repository:
                 entry.latest.provider,
             )
 
-    def _install(self, model: LoadedModel) -> LoadedModel | None:
-        """Publish `model`, returning the version object it replaces (to be closed by the caller)."""
+    async def publish(self, model: LoadedModel) -> None:
+        """Make a loaded, checked version servable in one step.
+
+        The versions it supersedes (the same version number, and under the `latest` policy
+        every older one) leave the table in the same assignment, then finish the calls they
+        already accepted and are freed: calls never see a half-swapped table.
+        """
         model.start()
         current = self._models.get(model.name)
         versions = dict(current.versions) if current else {}
-        previous = versions.get(model.version)
+        retired = [versions.pop(model.version)] if model.version in versions else []
+        if self._settings.version_policy == "latest":
+            retired += [versions.pop(version) for version in sorted(versions) if version < model.version]
         versions[model.version] = model
         table = dict(self._models)
         table[model.name] = ModelVersions(model.name, MappingProxyType(versions))
         self._models = MappingProxyType(table)
-        return previous
+        for old in retired:
+            await self.retire(old)
+
+    @staticmethod
+    async def retire(model: LoadedModel) -> None:
+        """Finish a version's accepted calls, stop its thread and drop its metric series."""
+        await model.close()
+        model.metrics.unbind()
+        log.info("model %s version %d retired", model.name, model.version)
 
     async def close(self) -> None:
         """Finish queued work of every version and stop their threads."""

@@ -63,6 +63,11 @@ def _cancelled_code(context: Context) -> str:
     return grpc.StatusCode.DEADLINE_EXCEEDED.name if expired else grpc.StatusCode.CANCELLED.name
 
 
+def _aborted_code(context: Context) -> str:
+    code = context.code()
+    return code.name if isinstance(code, grpc.StatusCode) else grpc.StatusCode.INTERNAL.name
+
+
 def _error_of(exc: Exception) -> ServiceError:
     if isinstance(exc, ServiceError):
         return exc
@@ -98,6 +103,9 @@ class Calls:
         except asyncio.CancelledError:
             code = _cancelled_code(context)
             raise
+        except grpc.aio.AbortError:  # the handler aborted the call itself, with its own status
+            code = _aborted_code(context)
+            raise
         except Exception as exc:
             error = _error_of(exc)
             code = error.code.name
@@ -123,6 +131,8 @@ class Calls:
                 if counted:
                     return await self._run_one(message_type, handler, raw, context)
                 return await handler(parse(message_type, raw), context, CallRecord())
+            except grpc.aio.AbortError:
+                raise
             except Exception as exc:
                 error = _error_of(exc)
                 await context.abort(error.code, error.message)

@@ -35,8 +35,12 @@ def _start_metrics(settings: Settings, directory: str) -> WSGIServer:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
     httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, registry)
-    log.info("metrics of %d workers on http://%s:%d/metrics", settings.workers, settings.metrics_bind_host,
-             httpd.server_port)  # fmt: skip
+    log.info(
+        "metrics of %d workers on http://%s:%d/metrics",
+        settings.workers,
+        settings.metrics_bind_host,
+        httpd.server_port,
+    )
     return httpd
 
 
@@ -61,18 +65,24 @@ def supervise(settings: Settings) -> int:
     try:
         for _ in range(settings.workers):
             processes.append(subprocess.Popen([sys.executable, "-m", "service.workers", payload], env=env))
-        log.info("started %d workers on port %d: pids %s", settings.workers, settings.port,
-                 [p.pid for p in processes])  # fmt: skip
+        log.info(
+            "started %d workers on port %d: pids %s",
+            settings.workers,
+            settings.port,
+            [p.pid for p in processes],
+        )
         while any(p.poll() is None for p in processes):
             time.sleep(0.2)
             failed = [p for p in processes if p.poll() not in (None, 0)]
             if failed and not stopping:
-                log.error("worker pid %d exited with status %s; stopping the others", failed[0].pid,
-                          failed[0].returncode)  # fmt: skip
+                log.error(
+                    "worker pid %d exited with status %s; stopping the others",
+                    failed[0].pid,
+                    failed[0].returncode,
+                )
                 forward(signal.SIGTERM, None)
-        status = max((p.returncode or 0) for p in processes)
-        if not stopping and status == 0:
-            status = 1  # workers never stop on their own unless something is wrong
+        # Workers never stop on their own unless something is wrong.
+        status = 0 if stopping and all(p.returncode == 0 for p in processes) else 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

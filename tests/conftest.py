@@ -38,12 +38,15 @@ class FixtureModel:
 # to be real bundles of their family.
 FIXTURE_MODELS = (
     FixtureModel(
-        "car", "transformer", {"n_layers": 2, "n_heads": 2, "d_model": 32, "max_len": MAX_LEN},
-        {"word_dropout": 0.1, "max_seconds": 90.0}, 600,
+        "car",
+        "transformer",
+        {"n_layers": 2, "n_heads": 2, "d_model": 32, "max_len": MAX_LEN},
+        {"word_dropout": 0.1, "max_seconds": 90.0},
+        600,
     ),
     FixtureModel("pool", "attention_pool", {"max_len": MAX_LEN}, {"epochs": 3, "lr": 5e-3}, 200),
     FixtureModel("bow", "bow_mlp", {"max_len": MAX_LEN}, {"epochs": 2, "lr": 5e-3}, 200),
-)  # fmt: skip
+)
 
 
 def build_repository(root: Path) -> Path:

@@ -45,5 +45,5 @@ then
         "tritonclient[grpc]==$TRITONCLIENT_VERSION" "protobuf<7" "nvidia-cuda-runtime-cu12" "numpy"
 fi
 
-PA="$("$ROOT/tools/perf-analyzer.sh" --locate)"
+PA="$(bash "$ROOT/tools/perf-analyzer.sh" --locate)"
 echo "$PA"

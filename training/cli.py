@@ -24,17 +24,23 @@ from training.trainer import TrainConfig
 FIXED = {"vocab_size", "num_classes"}  # derived from the data, never set by hand
 
 
-def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: Any, prefix: str = "", skip: set[str] = FIXED) -> None:
+def _add_dataclass_flags(
+    parser: argparse.ArgumentParser, cls: Any, prefix: str = "", skip: set[str] = FIXED
+) -> None:
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         flag = "--" + prefix + f.name.replace("_", "-")
         default = f.default
         if isinstance(default, bool):
-            parser.add_argument(flag, dest=prefix + f.name, action=argparse.BooleanOptionalAction, default=None)
+            parser.add_argument(
+                flag, dest=prefix + f.name, action=argparse.BooleanOptionalAction, default=None
+            )
         else:
             kind = type(default) if default is not None and default is not dataclasses.MISSING else str
-            parser.add_argument(flag, dest=prefix + f.name, type=kind, default=None, help=f"default: {default}")
+            parser.add_argument(
+                flag, dest=prefix + f.name, type=kind, default=None, help=f"default: {default}"
+            )
 
 
 def _picked(ns: argparse.Namespace, cls: Any, prefix: str = "") -> dict[str, Any]:
@@ -51,10 +57,14 @@ def _base_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="car-order", choices=list(datasets.TASKS), help="built-in task")
     p.add_argument("--model", default="transformer", choices=sorted(FAMILIES), help="model family")
     p.add_argument("--out", default="runs/default", help="run directory to write")
-    p.add_argument("--data", default=None, help="CSV/JSONL/Parquet file or Hugging Face dataset (instead of --task)")
+    p.add_argument(
+        "--data", default=None, help="CSV/JSONL/Parquet file or Hugging Face dataset (instead of --task)"
+    )
     p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
-    p.add_argument("--n-pairs", type=int, default=600, help="car-order: sentence pairs to generate")
+    p.add_argument(
+        "--n-pairs", type=int, default=None, help="sentence pairs to generate (default: the task's own)"
+    )
     p.add_argument("--distractor-prefix", action="store_true", help="prefix each text with another sentence")
     p.add_argument("--min-frequency", type=int, default=1, help="tokenizer: minimum word count")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -82,11 +92,20 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     for split in ("val", "test", "template_heldout"):
         if split in metrics:
             m = metrics[split]
-            table.add_row(split, f"{m['accuracy']:.4f}", f"{m['macro_f1']:.4f}", f"{m['loss']:.4f}",
-                          f"{m['brier']:.4f}", f"{m['ece']:.4f}", str(int(m["n"])))
+            table.add_row(
+                split,
+                f"{m['accuracy']:.4f}",
+                f"{m['macro_f1']:.4f}",
+                f"{m['loss']:.4f}",
+                f"{m['brier']:.4f}",
+                f"{m['ece']:.4f}",
+                str(int(m["n"])),
+            )
     console.print(table)
-    console.print(f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  "
-                  f"best epoch {metrics['best_epoch']}/{metrics['epochs_run']}")
+    console.print(
+        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  "
+        f"best epoch {metrics['best_epoch']}/{metrics['epochs_run']}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,9 +118,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _base_parser()
     _add_dataclass_flags(parser.add_argument_group(f"{pre.model} config"), FAMILIES[pre.model].config_cls)  # type: ignore[arg-type]
     ns = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    result = train_run(ns.out, ns.model, _picked(ns, FAMILIES[ns.model].config_cls),
-                       TrainConfig(**_picked(ns, TrainConfig)), _data_spec(ns))
+    logging.basicConfig(
+        level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+    result = train_run(
+        ns.out,
+        ns.model,
+        _picked(ns, FAMILIES[ns.model].config_cls),
+        TrainConfig(**_picked(ns, TrainConfig)),
+        _data_spec(ns),
+    )
     _report(Console(), result.metrics, ns.out)
     return 0
 

@@ -35,21 +35,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     for family in ns.families:
         console.print(f"[bold]training {family}[/bold]")
-        res = train_run(Path(ns.out) / family, family, {}, TrainConfig(seed=ns.seed),
-                        DataSpec(task=ns.task, seed=ns.seed))
+        res = train_run(
+            Path(ns.out) / family, family, {}, TrainConfig(seed=ns.seed), DataSpec(task=ns.task, seed=ns.seed)
+        )
         m = res.metrics
-        rows.append((family, m["test"]["accuracy"], m.get("template_heldout", {}).get("accuracy"),
-                     m["params"], m["train_seconds"], m["epochs_run"]))
+        rows.append(
+            (
+                family,
+                m["test"]["accuracy"],
+                m.get("template_heldout", {}).get("accuracy"),
+                m["params"],
+                m["train_seconds"],
+                m["epochs_run"],
+            )
+        )
 
-    header = "| family | test accuracy (held-out pairs) | template-held-out accuracy | params | train time (s) | epochs |"
+    header = (
+        "| family | test accuracy (held-out pairs) | template-held-out accuracy "
+        "| params | train time (s) | epochs |"
+    )
     lines = [header, "|---|---|---|---|---|---|"]
     for fam, acc, tmpl, params, secs, epochs in rows:
         tmpl_s = f"{tmpl:.3f}" if tmpl is not None else "—"
         lines.append(f"| `{fam}` | {acc:.3f} | {tmpl_s} | {params:,} | {secs:.1f} | {epochs} |")
     machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
     body = "\n".join(lines)
-    text = (f"# {ns.task}: every family, same data and trainer\n\n"
-            f"Produced by `attnserve-train compare --task {ns.task} --seed {ns.seed}` on {machine}.\n\n{body}\n")
+    text = (
+        f"# {ns.task}: every family, same data and trainer\n\n"
+        f"Produced by `attnserve-train compare --task {ns.task} --seed {ns.seed}` on {machine}.\n\n{body}\n"
+    )
     Path(ns.table).parent.mkdir(parents=True, exist_ok=True)
     Path(ns.table).write_text(text)
 
@@ -57,7 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for col in ("family", "test acc", "template-held-out acc", "params", "train s", "epochs"):
         table.add_column(col)
     for fam, acc, tmpl, params, secs, epochs in rows:
-        table.add_row(fam, f"{acc:.3f}", "—" if tmpl is None else f"{tmpl:.3f}", f"{params:,}", f"{secs:.1f}", str(epochs))
+        table.add_row(
+            fam,
+            f"{acc:.3f}",
+            "—" if tmpl is None else f"{tmpl:.3f}",
+            f"{params:,}",
+            f"{secs:.1f}",
+            str(epochs),
+        )
     console.print(table)
     console.print(f"table written to {ns.table}")
     return 0

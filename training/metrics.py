@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ def expected_calibration_error(labels: np.ndarray, probs: np.ndarray, bins: int 
     correct = (probs.argmax(axis=1) == labels).astype(np.float64)
     edges = np.linspace(0.0, 1.0, bins + 1)
     ece = 0.0
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges):
         in_bin = (conf > lo) & (conf <= hi)
         if in_bin.any():
             ece += in_bin.mean() * abs(correct[in_bin].mean() - conf[in_bin].mean())

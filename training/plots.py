@@ -52,7 +52,9 @@ def plot_attention(
     grids = [(label, tokens, _as_grid(att)) for label, tokens, att in samples]
     layers, heads = grids[0][2].shape[:2]
     cols = layers * heads
-    fig, axes = plt.subplots(len(grids), cols, figsize=(2.8 * cols + 1, 2.6 * len(grids) + 0.6), squeeze=False)
+    fig, axes = plt.subplots(
+        len(grids), cols, figsize=(2.8 * cols + 1, 2.6 * len(grids) + 0.6), squeeze=False
+    )
     for r, (label, tokens, grid) in enumerate(grids):
         for li in range(layers):
             for hi in range(heads):

@@ -29,7 +29,7 @@ class DataSpec:
     path: str | None = None  # a CSV/JSONL/Parquet file or a Hugging Face dataset (local dir or hub name)
     text_column: str = "text"
     label_column: str = "label"
-    n_pairs: int = 600
+    n_pairs: int | None = None  # None: the task's own default
     distractor_prefix: bool = False
     min_frequency: int = 1
     seed: int = 0
@@ -49,7 +49,9 @@ def load_dataset(spec: DataSpec) -> datasets.Dataset:
         )
     p = Path(spec.path)
     if p.is_file() and p.suffix.lower() in FILE_SUFFIXES:
-        ds = datasets.load_file(p, text_column=spec.text_column, label_column=spec.label_column, seed=spec.seed)
+        ds = datasets.load_file(
+            p, text_column=spec.text_column, label_column=spec.label_column, seed=spec.seed
+        )
     else:
         ds = datasets.load_hf_dataset(
             spec.path, text_column=spec.text_column, label_column=spec.label_column, seed=spec.seed
@@ -73,7 +75,9 @@ def _attention_samples(
     for ex in examples:
         enc = encode_batch(tokenizer, [ex.text], max_len)
         with torch.no_grad():
-            logits, att = model(torch.from_numpy(enc.input_ids).to(device), torch.from_numpy(enc.attention_mask).to(device))
+            logits, att = model(
+                torch.from_numpy(enc.input_ids).to(device), torch.from_numpy(enc.attention_mask).to(device)
+            )
         pred = labels[int(logits.argmax(-1))]
         assert att is not None
         samples.append((f"true {labels[ex.label]}\npred {pred}", enc.tokens[0], att[0].cpu().numpy()))
@@ -91,7 +95,9 @@ def train_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
-    tokenizer = build_tokenizer([e.text for e in ds.train], min_frequency=data_spec.min_frequency, add_cls=add_cls)
+    tokenizer = build_tokenizer(
+        [e.text for e in ds.train], min_frequency=data_spec.min_frequency, add_cls=add_cls
+    )
     save_tokenizer(tokenizer, run_dir / TOKENIZER)
 
     cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
@@ -127,7 +133,9 @@ def train_run(
     title = f"{family} on {ds.name}"
     plot_curves(history.epochs, run_dir / "curves.png", title)
     plot_attention(
-        _attention_samples(model, tokenizer, ds.test[:3], ds.labels, max_len), run_dir / "attention.png", title
+        _attention_samples(model, tokenizer, ds.test[:3], ds.labels, max_len),
+        run_dir / "attention.png",
+        title,
     )
     return RunResult(run_dir, metrics, history)
 

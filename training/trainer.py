@@ -9,6 +9,7 @@ import copy
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from training.data import word_dropout
 from training.metrics import Scores, score
 from training.models.base import Classifier
+from training.tokenizer import CLS_ID
 
 
 @dataclass(frozen=True)
@@ -78,23 +81,28 @@ def _batches(split: Split, batch_size: int, rng: np.random.Generator | None) -> 
     return [order[i : i + batch_size] for i in range(0, len(split), batch_size)]
 
 
-def _tensors(split: Split, idx: np.ndarray, device: torch.device) -> tuple[torch.Tensor, ...]:
+def _tensors(
+    split: Split,
+    idx: np.ndarray,
+    device: torch.device,
+    augment: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> tuple[torch.Tensor, ...]:
     mask = split.attention_mask[idx]
     width = max(int(mask.sum(axis=1).max()), 1)  # pad each batch only to its own longest row
-    ids = torch.from_numpy(split.input_ids[idx, :width]).to(device)
-    return ids, torch.from_numpy(mask[:, :width]).to(device), torch.from_numpy(split.labels[idx]).to(device)
-
-
-def drop_words(ids: torch.Tensor, mask: torch.Tensor, p: float, unk_id: int, keep_first: bool) -> torch.Tensor:
-    """Replace a share `p` of real tokens by [UNK] so the model learns to cope with unseen words."""
-    hit = (torch.rand(ids.shape, device=ids.device) < p) & mask.bool()
-    if keep_first:  # never drop a [CLS] token
-        hit[:, 0] = False
-    return torch.where(hit, torch.full_like(ids, unk_id), ids)
+    ids, mask = split.input_ids[idx, :width], mask[:, :width]
+    if augment is not None:
+        ids = augment(ids, mask)
+    return (
+        torch.from_numpy(ids).to(device),
+        torch.from_numpy(mask).to(device),
+        torch.from_numpy(split.labels[idx]).to(device),
+    )
 
 
 @torch.no_grad()
-def predict(model: Classifier, split: Split, device: torch.device, batch_size: int = 256) -> tuple[np.ndarray, float]:
+def predict(
+    model: Classifier, split: Split, device: torch.device, batch_size: int = 256
+) -> tuple[np.ndarray, float]:
     """Probabilities [N, C] and mean cross-entropy over a split."""
     model.eval()
     probs, total = [], 0.0
@@ -137,6 +145,13 @@ def fit(
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    augment = None
+    if cfg.word_dropout > 0:
+        keep = {CLS_ID} if keep_first_token else set()
+
+        def augment(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            return word_dropout(ids, mask, cfg.word_dropout, unk_id, rng, keep_ids=keep)
+
     history = History()
     best_key: tuple[float, float] = (-1.0, -math.inf)
     best_state: dict[str, torch.Tensor] | None = None
@@ -147,13 +162,11 @@ def fit(
         model.train()
         running, seen = 0.0, 0
         for idx in _batches(train, cfg.batch_size, rng):
-            ids, mask, labels = _tensors(train, idx, device)
-            if cfg.word_dropout > 0:
-                ids = drop_words(ids, mask, cfg.word_dropout, unk_id, keep_first_token)
+            ids, mask, labels = _tensors(train, idx, device, augment)
             logits, _ = model(ids, mask)
             loss = F.cross_entropy(logits, labels)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             sched.step()

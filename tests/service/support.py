@@ -5,6 +5,7 @@ channels from the main thread, with sync or asyncio clients."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import urllib.request
 from collections.abc import Coroutine
@@ -18,6 +19,27 @@ from service.server import Server
 from service.settings import Settings
 
 T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(metrics_port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def metric_samples(text: str, name: str, **labels: str) -> list[float]:
+    """Values of the samples called `name` whose labels include `labels`."""
+    return [
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    ]
 
 
 def make_settings(repository: Path, **overrides: Any) -> Settings:
@@ -69,18 +91,11 @@ class RunningServer:
 
     def metrics_text(self) -> str:
         assert self.server is not None
-        url = f"http://127.0.0.1:{self.server.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return str(response.read().decode())
+        return scrape(self.server.metrics_port)
 
     def samples(self, name: str, **labels: str) -> list[float]:
         """Values of the samples called `name` whose labels include `labels`."""
-        values = []
-        for family in text_string_to_metric_families(self.metrics_text()):
-            for sample in family.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    values.append(float(sample.value))
-        return values
+        return metric_samples(self.metrics_text(), name, **labels)
 
     def value(self, name: str, **labels: str) -> float:
         """The sum of matching samples (0 when there are none)."""

@@ -126,7 +126,7 @@ def test_unavailable_until_the_models_are_loaded(model_repository: Path) -> None
 
 def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_repository: Path) -> None:
     settings = make_settings(
-        model_repository, max_queue=4, max_texts_per_request=4, max_delay_ms=2000, max_batch_size=64
+        model_repository, max_queue=4, max_texts_per_request=4, max_delay_ms=3000, max_batch_size=64
     )
     with RunningServer(settings) as server:
 

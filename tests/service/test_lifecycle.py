@@ -6,11 +6,9 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,20 +16,13 @@ import grpc
 import onnxruntime as ort
 import psutil
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from service.client import AsyncClient, Client, ClientError, build_request
 from service.proto.attnserve.v1 import attnserve_pb2 as pb
-from tests.service.support import RunningServer, make_settings
+from tests.service.support import RunningServer, free_port, make_settings, metric_samples, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_CUDA = "CUDAExecutionProvider" not in ort.get_available_providers()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_cli(*args: str) -> subprocess.Popen[str]:
@@ -62,14 +53,7 @@ def wait_serving(target: str, process: subprocess.Popen[str], times: int = 1, ti
 
 
 def metric(port: int, name: str, **labels: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
+    return sum(metric_samples(scrape(port), name, **labels))
 
 
 def test_health_watch_sees_not_serving_on_shutdown(model_repository: Path) -> None:
@@ -111,7 +95,7 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
         "--metrics-port",
         str(metrics_port),
         "--max-delay-ms",
-        "1500",
+        "3000",
         "--max-batch-size",
         "64",
         "--grace-seconds",

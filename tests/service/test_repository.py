@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -100,3 +101,21 @@ def test_one_model_is_the_default_when_the_name_is_empty(model_repository: Path,
     shutil.copytree(model_repository / "pool" / "1", root / "pool" / "1")
     with RunningServer(make_settings(root)) as server, Client(server.target) as client:
         assert client.classify("a white car").model == "pool"
+
+
+def test_publishing_a_new_version_swaps_it_in_and_retires_the_old_one(repository: Path) -> None:
+    with RunningServer(make_settings(repository)) as server, Client(server.target) as client:
+        assert client.classify("a white car", model="car").version == 1
+        _add_version(repository, "car", 2)
+        assert server.server is not None
+        models = server.server.core.repository
+
+        async def swap() -> None:
+            loaded = await asyncio.get_running_loop().run_in_executor(None, models.load_version, "car", 2)
+            await models.publish(loaded)
+
+        server.run(swap())
+        assert client.classify("a white car", model="car").version == 2
+        assert client.model("car").versions == [2]
+        assert server.samples("attnserve_model_info", model="car", version="1") == []
+        assert server.samples("attnserve_model_info", model="car", version="2") == [1.0]

@@ -59,10 +59,30 @@ def test_short_training_run_lowers_the_loss_and_reloads_identically(tmp_path: Pa
 
 def test_cli_writes_a_self_describing_run(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    rc = train_main(["--task", "greetings-food", "--model", "attention_pool", "--out", str(out),
-                     "--epochs", "4", "--no-progress", "--d-model", "16"])
+    rc = train_main(
+        [
+            "--task",
+            "greetings-food",
+            "--model",
+            "attention_pool",
+            "--out",
+            str(out),
+            "--epochs",
+            "4",
+            "--no-progress",
+            "--d-model",
+            "16",
+        ]
+    )
     assert rc == 0
-    for name in ("checkpoint.pt", "tokenizer.json", "metrics.json", "eval.jsonl", "curves.png", "attention.png"):
+    for name in (
+        "checkpoint.pt",
+        "tokenizer.json",
+        "metrics.json",
+        "eval.jsonl",
+        "curves.png",
+        "attention.png",
+    ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     metrics = json.loads((out / "metrics.json").read_text())
     assert 0.0 <= metrics["test"]["accuracy"] <= 1.0
@@ -80,5 +100,5 @@ def test_cli_writes_a_self_describing_run(tmp_path: Path) -> None:
 
 
 def test_load_run_refuses_an_incomplete_directory(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="checkpoint.pt"):
+    with pytest.raises(FileNotFoundError, match=r"checkpoint\.pt"):
         load_run(tmp_path)

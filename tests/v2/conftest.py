@@ -57,7 +57,7 @@ def perf_analyzer(tools_python: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(model_repository: Path) -> Iterator[RunningServer]:
-    with RunningServer(make_settings(model_repository, max_delay_ms=2.0)) as running:
+    with RunningServer(make_settings(model_repository)) as running:
         yield running
 
 

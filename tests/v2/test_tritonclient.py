@@ -108,7 +108,10 @@ def test_model_config(report: dict[str, Any], server: RunningServer) -> None:
     outputs = {o["name"]: (o["data_type"], [int(d) for d in o["dims"]]) for o in config["output"]}
     assert outputs["LABEL"] == ("TYPE_STRING", [1]) and outputs["LENGTHS"] == ("TYPE_INT64", [1])
     batching = config["dynamic_batching"]
-    assert int(batching["max_queue_delay_microseconds"]) == int(server.settings.max_delay_ms * 1000)
+    # proto3 JSON leaves out zero values (a zero delay flushes as soon as the model is free).
+    delay = int(batching.get("max_queue_delay_microseconds", 0))
+    assert delay == int(server.settings.max_delay_ms * 1000)
+    assert [int(size) for size in batching["preferred_batch_size"]] == [server.settings.max_batch_size]
 
 
 def test_repository_index_lists_every_model(report: dict[str, Any]) -> None:

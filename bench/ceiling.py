@@ -1,0 +1,150 @@
+"""The ceiling: raw onnxruntime in this process on the same bundle and length mix, no gRPC.
+
+Texts from the load test's mix are sorted by token length and cut into batches (the best
+case of length bucketing), then run back to back for a fixed time per (threads, batch
+size): with tokenization excluded (ids prepared once), included (encode + pad + run each
+batch), and with the attention output fetched as well. The best of these is the physical
+limit a server on this machine can approach.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from export.bundle import Bundle
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    threads: int
+    batch: int
+    excluded: float  # texts/s, tokenization excluded
+    included: float  # texts/s, tokenization included
+    attention: float  # texts/s, tokenization excluded, attention output fetched
+
+
+def session_for(bundle: Bundle, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(bundle.model_path), options, providers=["CPUExecutionProvider"])
+
+
+def tokenizer_for(bundle: Bundle) -> Tokenizer:
+    tokenizer = Tokenizer.from_file(str(bundle.tokenizer_path))
+    tokenizer.enable_truncation(max_length=bundle.manifest.max_len)
+    tokenizer.enable_padding(pad_id=bundle.manifest.pad_id)
+    return tokenizer
+
+
+def encode(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    encodings = tokenizer.encode_batch(list(texts))
+    ids = np.asarray([e.ids for e in encodings], dtype=np.int64)  # [B, T]
+    mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)  # [B, T]
+    return ids, mask
+
+
+def rate(work: Callable[[int], int], seconds: float) -> float:
+    """Texts per second of `work(i)` (returns texts done) run back to back for `seconds`."""
+    work(0)  # warm-up: first-run allocations stay out of the figure
+    done, i = 0, 0
+    started = time.perf_counter()
+    while True:
+        done += work(i)
+        i += 1
+        elapsed = time.perf_counter() - started
+        if elapsed >= seconds:
+            return done / elapsed
+
+
+def sorted_batches(tokenizer: Tokenizer, texts: Sequence[str], batch: int) -> list[list[str]]:
+    lengths = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
+    ordered = [text for _, text in sorted(zip(lengths, texts, strict=True), key=lambda pair: pair[0])]
+    return [ordered[i : i + batch] for i in range(0, len(ordered) - batch + 1, batch)]
+
+
+def measure(
+    bundle: Bundle, texts: Sequence[str], batch_sizes: Sequence[int], threads: Sequence[int], seconds: float
+) -> list[CeilingRow]:
+    tokenizer = tokenizer_for(bundle)
+    has_attention = bundle.manifest.attention.kind != "none"
+    rows = []
+    for thread_count in threads:
+        session = session_for(bundle, thread_count)
+        for batch in batch_sizes:
+            groups = sorted_batches(tokenizer, texts, batch)
+            feeds = [dict(zip(("input_ids", "attention_mask"), encode(tokenizer, g), strict=True)) for g in groups]
+
+            def bare(i: int, names: list[str]) -> int:
+                feed = feeds[i % len(feeds)]
+                session.run(names, feed)
+                return len(feed["input_ids"])
+
+            def tokenizing(i: int) -> int:
+                group = groups[i % len(groups)]
+                ids, mask = encode(tokenizer, group)
+                session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+                return len(group)
+
+            excluded = rate(lambda i: bare(i, ["logits"]), seconds)
+            included = rate(tokenizing, seconds)
+            with_attention = rate(lambda i: bare(i, ["logits", "attention"]), seconds) if has_attention else 0.0
+            rows.append(CeilingRow(thread_count, batch, excluded, included, with_attention))
+    return rows
+
+
+def padding_rows(
+    bundle: Bundle, texts: Sequence[str], batch: int, seconds: float, threads: int = 1
+) -> dict[str, float]:
+    """Texts/s of the same mixed-length stream in batches of `batch`, three ways: sorted by
+    length (bucketing), in arrival order padded to each batch's longest, padded to max_len."""
+    tokenizer = tokenizer_for(bundle)
+    session = session_for(bundle, threads)
+    arrival = [list(texts[i : i + batch]) for i in range(0, len(texts) - batch + 1, batch)]
+    fixed = Tokenizer.from_file(str(bundle.tokenizer_path))
+    fixed.enable_truncation(max_length=bundle.manifest.max_len)
+    fixed.enable_padding(pad_id=bundle.manifest.pad_id, length=bundle.manifest.max_len)
+    plans = {
+        "length buckets": [encode(tokenizer, g) for g in sorted_batches(tokenizer, texts, batch)],
+        "arrival order, pad to batch's longest": [encode(tokenizer, g) for g in arrival],
+        "pad every batch to max_len": [encode(fixed, g) for g in arrival],
+    }
+    out = {}
+    for name, feeds in plans.items():
+
+        def run(i: int, feeds: list[tuple[np.ndarray, np.ndarray]] = feeds) -> int:
+            ids, mask = feeds[i % len(feeds)]
+            session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+            return len(ids)
+
+        out[name] = rate(run, seconds)
+    return out
+
+
+def length_curve(
+    bundle: Bundle, texts_by_length: dict[int, list[str]], batch: int, seconds: float, threads: int = 1
+) -> dict[int, float]:
+    """Texts/s at batch `batch` when every text has exactly T tokens, for each T."""
+    tokenizer = tokenizer_for(bundle)
+    session = session_for(bundle, threads)
+    out = {}
+    for length, texts in texts_by_length.items():
+        ids, mask = encode(tokenizer, (texts * batch)[:batch])
+        out[length] = rate(lambda _: (session.run(["logits"], {"input_ids": ids, "attention_mask": mask}), batch)[1],
+                           seconds)  # fmt: skip
+    return out
+
+
+def bundle_dir(repository: Path, model: str) -> Path:
+    """The latest version folder of `model` in `repository`."""
+    versions = sorted((p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    if not versions:
+        raise FileNotFoundError(f"{repository / model} holds no version folder")
+    return versions[-1]

@@ -1,0 +1,176 @@
+"""The benchmark's load generator: asyncio gRPC callers sending prepared request bytes.
+
+Requests are serialized once up front (loadtest/protocol.py builds them) and replies are
+kept as bytes, so the client spends its CPU on gRPC alone: on a 2-core machine the client
+shares the cores with the server, as a client on the same host would. One generator serves
+attnserve.v1 `Classify` (attnserve and the naive baseline) and V2 `ModelInfer` (attnserve
+and MLServer).
+
+Closed loop: `concurrency` callers, each sending its next request when the previous reply
+arrives. Open loop: a fixed arrival rate whatever the latency, with a cap on calls in
+flight (arrivals over it are counted as `not_sent`). Only calls that complete inside the
+measuring window count; a warm-up precedes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+
+Check = Callable[[bytes], "str | None"]
+
+
+@dataclass(frozen=True)
+class Requests:
+    """What one measurement sends: a method, prepared bodies (cycled) and texts per body."""
+
+    method: str
+    bodies: Sequence[bytes]
+    texts_per_request: int
+    check: Check | None = None  # validates the first OK reply: a broken setup fails loudly
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    ok: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    not_sent: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    texts_per_request: int = 1
+
+    @property
+    def calls(self) -> int:
+        return self.ok + sum(self.errors.values())
+
+    @property
+    def rps(self) -> float:
+        return self.ok / self.seconds
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.ok * self.texts_per_request / self.seconds
+
+    @property
+    def error_share(self) -> float:
+        return sum(self.errors.values()) / self.calls if self.calls else 0.0
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
+
+
+def _channels(target: str, count: int) -> list[grpc.aio.Channel]:
+    # A connection per channel (local subchannel pools): spread over --workers processes.
+    return [
+        grpc.aio.insecure_channel(
+            target,
+            options=[("grpc.use_local_subchannel_pool", 1), ("bench.channel", i),
+                     ("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+        )  # fmt: skip
+        for i in range(count)
+    ]
+
+
+class _Window:
+    def __init__(self, requests: Requests, warmup: float, seconds: float) -> None:
+        self.start = time.perf_counter() + warmup
+        self.end = self.start + seconds
+        self.result = Measurement(seconds=seconds, texts_per_request=requests.texts_per_request)
+        self.check = requests.check
+
+    def record(self, began: float, code: str, reply: bytes | None) -> None:
+        done = time.perf_counter()
+        if code == "OK" and self.check is not None and reply is not None:
+            problem, self.check = self.check(reply), None
+            if problem:
+                raise RuntimeError(f"the server's reply is wrong: {problem}")
+        if self.start <= began and done <= self.end:
+            if code == "OK":
+                self.result.ok += 1
+                self.result.latencies_ms.append((done - began) * 1000)
+            else:
+                self.result.errors[code] += 1
+
+
+async def _call(stub: grpc.aio.UnaryUnaryMultiCallable, body: bytes, timeout: float) -> tuple[str, bytes | None]:
+    try:
+        reply: bytes = await stub(body, timeout=timeout)
+    except grpc.aio.AioRpcError as error:
+        return error.code().name, None
+    return "OK", reply
+
+
+async def closed_loop(
+    target: str, requests: Requests, concurrency: int, seconds: float, *, warmup: float = 0.5,
+    channels: int = 4, timeout: float = 30.0, calls: int | None = None,
+) -> Measurement:  # fmt: skip
+    """`concurrency` callers for `warmup` + `seconds`, or until `calls` calls were started."""
+    pool = _channels(target, max(1, min(channels, concurrency)))
+    stubs = [channel.unary_unary(requests.method) for channel in pool]
+    window = _Window(requests, warmup, seconds)
+    started = itertools.count(1)
+
+    async def caller(index: int) -> None:
+        stub = stubs[index % len(stubs)]
+        bodies = itertools.islice(itertools.cycle(requests.bodies), index % len(requests.bodies), None)
+        while time.perf_counter() < window.end and (calls is None or next(started) <= calls):
+            began = time.perf_counter()
+            code, reply = await _call(stub, next(bodies), timeout)
+            window.record(began, code, reply)
+
+    try:
+        await asyncio.gather(*(caller(i) for i in range(concurrency)))
+    finally:
+        for channel in pool:
+            await channel.close()
+    return window.result
+
+
+async def open_loop(
+    target: str, requests: Requests, rate: float, seconds: float, *, warmup: float = 0.5,
+    max_inflight: int = 2048, channels: int = 4, timeout: float = 30.0,
+) -> Measurement:  # fmt: skip
+    pool = _channels(target, channels)
+    stubs = itertools.cycle([channel.unary_unary(requests.method) for channel in pool])
+    bodies = itertools.cycle(requests.bodies)
+    window = _Window(requests, warmup, seconds)
+    inflight: set[asyncio.Task[None]] = set()
+
+    async def one(stub: grpc.aio.UnaryUnaryMultiCallable, body: bytes, began: float) -> None:
+        code, reply = await _call(stub, body, timeout)
+        window.record(began, code, reply)
+
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    try:
+        while next_at < window.end:
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+            if len(inflight) >= max_inflight:
+                window.result.not_sent += next_at >= window.start
+            else:
+                task = asyncio.ensure_future(one(next(stubs), next(bodies), next_at))
+                inflight.add(task)
+                task.add_done_callback(inflight.discard)
+            next_at += interval
+        if inflight:
+            await asyncio.wait(inflight, timeout=timeout + 1)
+    finally:
+        for channel in pool:
+            await channel.close()
+    return window.result
+
+
+def run_closed(target: str, requests: Requests, concurrency: int, seconds: float, **kwargs: Any) -> Measurement:
+    return asyncio.run(closed_loop(target, requests, concurrency, seconds, **kwargs))
+
+
+def run_open(target: str, requests: Requests, rate: float, seconds: float, **kwargs: Any) -> Measurement:
+    return asyncio.run(open_loop(target, requests, rate, seconds, **kwargs))
