@@ -65,9 +65,33 @@ def rate(work: Callable[[int], int], seconds: float) -> float:
 
 
 def sorted_batches(tokenizer: Tokenizer, texts: Sequence[str], batch: int) -> list[list[str]]:
-    lengths = [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
+    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(list(texts))]  # real tokens, not padding
     ordered = [text for _, text in sorted(zip(lengths, texts, strict=True), key=lambda pair: pair[0])]
     return [ordered[i : i + batch] for i in range(0, len(ordered) - batch + 1, batch)]
+
+
+Feed = tuple[np.ndarray, np.ndarray]  # input_ids, attention_mask: [B, T] each
+
+
+def run_feeds(session: ort.InferenceSession, feeds: Sequence[Feed], names: list[str]) -> Callable[[int], int]:
+    def work(i: int) -> int:
+        ids, mask = feeds[i % len(feeds)]
+        session.run(names, {"input_ids": ids, "attention_mask": mask})
+        return len(ids)
+
+    return work
+
+
+def run_texts(
+    session: ort.InferenceSession, tokenizer: Tokenizer, groups: Sequence[Sequence[str]]
+) -> Callable[[int], int]:
+    def work(i: int) -> int:
+        group = groups[i % len(groups)]
+        ids, mask = encode(tokenizer, group)
+        session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        return len(group)
+
+    return work
 
 
 def measure(
@@ -80,23 +104,13 @@ def measure(
         session = session_for(bundle, thread_count)
         for batch in batch_sizes:
             groups = sorted_batches(tokenizer, texts, batch)
-            feeds = [dict(zip(("input_ids", "attention_mask"), encode(tokenizer, g), strict=True)) for g in groups]
-
-            def bare(i: int, names: list[str]) -> int:
-                feed = feeds[i % len(feeds)]
-                session.run(names, feed)
-                return len(feed["input_ids"])
-
-            def tokenizing(i: int) -> int:
-                group = groups[i % len(groups)]
-                ids, mask = encode(tokenizer, group)
-                session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
-                return len(group)
-
-            excluded = rate(lambda i: bare(i, ["logits"]), seconds)
-            included = rate(tokenizing, seconds)
-            with_attention = rate(lambda i: bare(i, ["logits", "attention"]), seconds) if has_attention else 0.0
-            rows.append(CeilingRow(thread_count, batch, excluded, included, with_attention))
+            feeds = [encode(tokenizer, group) for group in groups]
+            excluded = rate(run_feeds(session, feeds, ["logits"]), seconds)
+            included = rate(run_texts(session, tokenizer, groups), seconds)
+            attention = (
+                rate(run_feeds(session, feeds, ["logits", "attention"]), seconds) if has_attention else 0.0
+            )
+            rows.append(CeilingRow(thread_count, batch, excluded, included, attention))
     return rows
 
 
@@ -116,16 +130,7 @@ def padding_rows(
         "arrival order, pad to batch's longest": [encode(tokenizer, g) for g in arrival],
         "pad every batch to max_len": [encode(fixed, g) for g in arrival],
     }
-    out = {}
-    for name, feeds in plans.items():
-
-        def run(i: int, feeds: list[tuple[np.ndarray, np.ndarray]] = feeds) -> int:
-            ids, mask = feeds[i % len(feeds)]
-            session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
-            return len(ids)
-
-        out[name] = rate(run, seconds)
-    return out
+    return {name: rate(run_feeds(session, feeds, ["logits"]), seconds) for name, feeds in plans.items()}
 
 
 def length_curve(
@@ -134,17 +139,17 @@ def length_curve(
     """Texts/s at batch `batch` when every text has exactly T tokens, for each T."""
     tokenizer = tokenizer_for(bundle)
     session = session_for(bundle, threads)
-    out = {}
-    for length, texts in texts_by_length.items():
-        ids, mask = encode(tokenizer, (texts * batch)[:batch])
-        out[length] = rate(lambda _: (session.run(["logits"], {"input_ids": ids, "attention_mask": mask}), batch)[1],
-                           seconds)  # fmt: skip
-    return out
+    return {
+        length: rate(run_feeds(session, [encode(tokenizer, (texts * batch)[:batch])], ["logits"]), seconds)
+        for length, texts in texts_by_length.items()
+    }
 
 
 def bundle_dir(repository: Path, model: str) -> Path:
     """The latest version folder of `model` in `repository`."""
-    versions = sorted((p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    versions = sorted(
+        (p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
     if not versions:
         raise FileNotFoundError(f"{repository / model} holds no version folder")
     return versions[-1]

@@ -10,7 +10,7 @@ from bench.mlserver import mlserver
 from bench.plan import Plan
 from bench.results import Point
 from bench.servers import naive
-from bench.sweep import log_point, closed_point
+from bench.sweep import closed_point, log_point
 
 NAIVE, MLSERVER = "naive", "MLServer"
 

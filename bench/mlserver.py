@@ -83,7 +83,11 @@ def mlserver(
         (model_dir / "model-settings.json").write_text(json.dumps(model_settings))
         command = [str(python.absolute().parent / "mlserver"), "start", str(folder)]
         launched = spawn(
-            command, f"127.0.0.1:{grpc_port}", folder / "mlserver.log", env={"PYTHONPATH": str(model_dir)}, cwd=folder
+            command,
+            f"127.0.0.1:{grpc_port}",
+            folder / "mlserver.log",
+            env={"PYTHONPATH": str(model_dir)},
+            cwd=folder,
         )
         try:
             launched.wait_ready(lambda: _ready(launched.target, model), "MLServer")

@@ -27,6 +27,7 @@ class Plan:
     seqlen_concurrency: int
     profile_seconds: float
     saturation: int = 64  # the concurrency of the "at c=64" ratios
+    perf_every_setup: bool = True  # perf_analyzer on every server setup, or on the first only
 
 
 PLANS = {
@@ -45,8 +46,8 @@ PLANS = {
     "tiny": Plan(
         name="tiny", concurrencies=(4,), texts_per_request=(1, 32), workers=(1, 2),
         seconds=0.3, warmup=0.1, ceiling_seconds=0.05, ceiling_batches=(1, 32),
-        perf_interval_ms=300, perf_trials=2, memory_requests=200, soak_seconds=2.0, rss_every=0.25,
-        seqlen_points=2, seqlen_concurrency=4, profile_seconds=1.5, saturation=4,
+        perf_interval_ms=300, perf_trials=3, memory_requests=200, soak_seconds=2.0, rss_every=0.25,
+        seqlen_points=2, seqlen_concurrency=4, profile_seconds=1.5, saturation=4, perf_every_setup=False,
     ),
 }  # fmt: skip
 

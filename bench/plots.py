@@ -9,11 +9,11 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from bench.compare import MLSERVER, NAIVE  # noqa: E402
-from bench.results import Point, Results  # noqa: E402
-from bench.sweep import NATIVE, PERF, V2  # noqa: E402
+from bench.compare import MLSERVER, NAIVE
+from bench.results import Point, Results
+from bench.sweep import NATIVE, PERF, V2
 
 # (label, selection) of the lines drawn against concurrency
 SERIES: list[tuple[str, dict[str, Any]]] = [
@@ -34,7 +34,9 @@ def _series(results: Results, texts: int, selection: dict[str, Any]) -> list[Poi
 
 
 def _empty(axis: Any, what: str) -> None:
-    axis.text(0.5, 0.5, f"{what}: not measured in this run", ha="center", va="center", transform=axis.transAxes)
+    axis.text(
+        0.5, 0.5, f"{what}: not measured in this run", ha="center", va="center", transform=axis.transAxes
+    )
     axis.set_xticks([])
     axis.set_yticks([])
 
@@ -48,7 +50,9 @@ def throughput(results: Results, path: Path) -> None:
         for label, selection in SERIES:
             points = _series(results, texts, selection)
             if points:
-                axis.plot([p.concurrency for p in points], [p.texts_per_s for p in points], marker="o", label=label)
+                axis.plot(
+                    [p.concurrency for p in points], [p.texts_per_s for p in points], marker="o", label=label
+                )
                 drawn = True
         if not drawn:
             _empty(axis, "throughput")
@@ -122,7 +126,9 @@ def seqlen(results: Results, path: Path) -> None:
             _empty(axis, "text length")
     else:
         lengths = sorted(s.raw_texts_per_s)
-        axes[0].plot(lengths, [s.raw_texts_per_s[t] for t in lengths], marker="o", label="onnxruntime, batch 32")
+        axes[0].plot(
+            lengths, [s.raw_texts_per_s[t] for t in lengths], marker="o", label="onnxruntime, batch 32"
+        )
         served = [t for t in lengths if t in s.service]
         axes[0].plot(served, [s.service[t].texts_per_s for t in served], marker="s", label="attnserve native")
         axes[0].set_xlabel("tokens per text")
@@ -130,7 +136,9 @@ def seqlen(results: Results, path: Path) -> None:
         axes[0].set_yscale("log")
         axes[0].legend(fontsize=8)
         for key, style in (("p50_ms", ":"), ("p99_ms", "-")):
-            axes[1].plot(served, [getattr(s.service[t], key) for t in served], style, marker="o", label=key[:3])
+            axes[1].plot(
+                served, [getattr(s.service[t], key) for t in served], style, marker="o", label=key[:3]
+            )
         axes[1].set_xlabel("tokens per text")
         axes[1].set_ylabel("attnserve latency (ms)")
         axes[1].legend(fontsize=8)

@@ -1,10 +1,15 @@
 """Where the server's CPU goes under load: py-spy samples attnserve while the benchmark drives it.
 
 The server (one worker, default settings) takes closed-loop single-text calls at the
-saturation concurrency while `py-spy record` samples every thread of it. Written to the
-output folder: the collapsed stacks (`profile.txt`, the input of any flame-graph tool), a
-flame graph (`profile.svg`, from a second recording of the same load) and a summary of the
-functions with the most samples, by thread, in `profile.md`.
+saturation concurrency while `py-spy record` samples every thread of it, and the CPU time
+of each thread is read from /proc before and after. Written to the output folder: the
+collapsed stacks (`profile.txt`, the input of any flame-graph tool), a flame graph
+(`profile.svg`, from a second recording of the same load) and `profile.md`: CPU seconds by
+thread, samples by kind of work, and the functions with the most samples.
+
+py-spy sees Python frames only: time spent in a C extension shows as the Python frame that
+called it. grpc.aio's call handling is Cython code run by asyncio's task steps, so its
+time lands on `Handle._run` (asyncio/events.py) with no Python frame above it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from bench.loadgen import run_closed
 from bench.plan import Plan
@@ -47,12 +54,42 @@ def frame_name(frame: str) -> str:
     return f"{match['name']} ({path})"
 
 
+KINDS = (  # (kind, test on (thread, frame names)); the first that matches wins
+    ("onnxruntime Session.run (inference thread)", lambda t, f: f[-1].startswith("Session.run ")),
+    ("tokenization (tokenizers, Rust)", lambda t, f: any(n.startswith("TextEncoder.encode ") for n in f)),
+    ("gRPC poller thread", lambda t, f: "_poll_wrapper" in t),
+    ("grpc.aio call handling (Cython) and asyncio task steps", lambda t, f: f[-1].startswith("Handle._run ")),
+    ("event loop waiting in epoll", lambda t, f: f[-1].startswith("EpollSelector.select ")),
+    ("attnserve Python code (service/)", lambda t, f: any("(service/" in n for n in f)),
+)
+
+
+def kind_of(thread: str, names: Sequence[str]) -> str:
+    for kind, test in KINDS:
+        if test(thread, names):
+            return kind
+    return "other (asyncio, prometheus_client, threads)"
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each thread of `pid`, keyed 'name (tid)'."""
+    out: dict[str, float] = {}
+    for thread in psutil.Process(pid).threads():
+        try:
+            name = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        out[f"{name} ({thread.id})"] = thread.user_time + thread.system_time
+    return out
+
+
 def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
     """Samples by thread, and the functions with the most samples on top of the stack (self)
     and anywhere in it (inclusive), as shares of all samples."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     threads: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
     total = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -60,24 +97,43 @@ def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
             continue
         count = int(count_text)
         frames = stack.split(";")
-        thread, frames = (frames[0], frames[1:]) if frames[0].startswith(("thread", "process")) else ("", frames)
+        thread, frames = (
+            (frames[0], frames[1:]) if frames[0].startswith(("thread", "process")) else ("", frames)
+        )
         names = [frame_name(f) for f in frames] or ["(no Python frame)"]
         total += count
         threads[thread or "(all)"] += count
         own[names[-1]] += count
+        kinds[kind_of(thread, names)] += count
         for name in set(names):
             inclusive[name] += count
     if total == 0:
-        return {"samples": 0, "threads": {}, "self": [], "inclusive": []}
+        return {"samples": 0, "threads": {}, "kinds": {}, "self": [], "inclusive": []}
 
     def share(counter: Counter[str]) -> list[tuple[str, float]]:
         return [(name, count / total) for name, count in counter.most_common(top)]
 
-    return {"samples": total, "threads": dict(share(threads)), "self": share(own), "inclusive": share(inclusive)}
+    return {
+        "samples": total,
+        "threads": dict(share(threads)),
+        "kinds": dict(share(kinds)),
+        "self": share(own),
+        "inclusive": share(inclusive),
+    }
 
 
-def markdown(summary: dict[str, Any], title: str) -> str:
-    lines = [f"### {title}", "", f"{summary['samples']} samples.", "", "| thread | share |", "|---|---:|"]
+def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None = None) -> str:
+    lines = [f"### {title}", ""]
+    if cpu:
+        busy = {name: seconds for name, seconds in cpu.items() if seconds > 0}
+        lines += ["| thread | CPU seconds during the recording |", "|---|---:|"]
+        lines += [
+            f"| {name} | {seconds:.2f} |" for name, seconds in sorted(busy.items(), key=lambda x: -x[1])
+        ]
+        lines.append("")
+    lines += [f"{summary['samples']} samples.", "", "| kind of work | share |", "|---|---:|"]
+    lines += [f"| {name} | {value:.1%} |" for name, value in summary["kinds"].items()]
+    lines += ["", "| thread | share |", "|---|---:|"]
     lines += [f"| {name} | {value:.1%} |" for name, value in summary["threads"].items()]
     for key, heading in (("self", "on top of the stack (self)"), ("inclusive", "anywhere in the stack")):
         lines += ["", f"| function, {heading} | share |", "|---|---:|"]
@@ -92,8 +148,12 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
     single = prepared("native", model, texts, 1, False)
     results: dict[str, Any] = {}
     with attnserve(repository) as server:
-        formats = [("raw", out / "profile.txt")] + ([("flamegraph", out / "profile.svg")] if plan.name != "tiny" else [])
+        formats = [("raw", out / "profile.txt")] + (
+            [("flamegraph", out / "profile.svg")] if plan.name != "tiny" else []
+        )
+        cpu: dict[str, float] = {}
         for fmt, path in formats:
+            before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
             load = threading.Thread(
                 target=run_closed,
@@ -103,10 +163,15 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
             load.start()
             _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
             load.join()
+            if fmt == "raw":
+                after = thread_cpu(server.pid)
+                cpu = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
             if recorder.returncode != 0 or not path.is_file():
-                raise RuntimeError(f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}")
+                raise RuntimeError(
+                    f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
+                )
             results[fmt] = str(path)
     summary = summarize((out / "profile.txt").read_text())
     title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
-    (out / "profile.md").write_text(markdown(summary, title))
-    return {**results, "summary": summary, "title": title}
+    (out / "profile.md").write_text(markdown(summary, title, cpu))
+    return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu}

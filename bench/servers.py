@@ -42,6 +42,24 @@ def rss_bytes(pid: int) -> int:
     return total
 
 
+def listeners(pid: int, port: int) -> int:
+    """How many processes of the tree under `pid` listen on `port` (workers bind one by one)."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    count = 0
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            if any(
+                c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                for c in process.net_connections("tcp")
+            ):
+                count += 1
+    return count
+
+
 def health_serving(target: str, connections: int = 1, timeout: float = 2.0) -> bool:
     """True when `connections` fresh connections all report SERVING (with SO_REUSEPORT each
     lands on one worker, so several probes make it likely every worker answered)."""
@@ -49,7 +67,9 @@ def health_serving(target: str, connections: int = 1, timeout: float = 2.0) -> b
         options = [("grpc.use_local_subchannel_pool", 1), ("bench.probe", index)]
         with grpc.insecure_channel(target, options=options) as channel:
             try:
-                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=timeout
+                )
             except grpc.RpcError:
                 return False
             if reply.status != health_pb2.HealthCheckResponse.SERVING:
@@ -105,7 +125,9 @@ def attnserve(repository: Path, flags: Sequence[str] = (), *, workers: int = 1) 
     server = ServerProcess(repository, all_flags)
     launched = Launched(server.process, server.target, f"http://127.0.0.1:{metrics_port}/metrics")
     try:
-        launched.wait_ready(lambda: health_serving(server.target, 4 * workers if workers > 1 else 1), "attnserve")
+        launched.wait_ready(
+            lambda: health_serving(server.target, 4 * workers if workers > 1 else 1), "attnserve"
+        )
         yield launched
     finally:
         launched.stop()

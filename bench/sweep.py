@@ -5,6 +5,7 @@ and concurrency: the native sweep (attention off and on), V2 ModelInfer from the
 own generator (attention off: the figure compared with MLServer), and V2 through NVIDIA's
 perf_analyzer (it asks for every declared output, ATTENTION included, so its sweep is the
 attention-on one). Batching off is `--max-batch-size 1`: every text is its own model call.
+The queue is sized to the sweep's largest offered load (`--max-queue`), so no call is shed.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def closed_point(
     measured = run_closed(server.target, requests, concurrency, plan.seconds, warmup=plan.warmup,
                           channels=8 if setup.get("workers", 1) != 1 else 4)  # fmt: skip
     mean = _mean_batch(before, batch_totals(server.metrics_url))
-    return Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup)  # type: ignore[arg-type]
+    return Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup)
 
 
 def perf_point(
@@ -102,9 +103,13 @@ def run(
     data.write_text(json.dumps({"data": [{"TEXT": [text]} for text in texts[:256]]}))
     points: list[Point] = []
     attentions = (False, True) if has_attention else (False,)
+    # The queue holds every text the sweep can offer at once (concurrency x texts per call):
+    # the sweep measures throughput and latency, not load shedding (the default of 1024
+    # texts would answer most calls at 64 x 32 RESOURCE_EXHAUSTED).
+    queue = ["--max-queue", str(max(1024, max(plan.concurrencies) * max(plan.texts_per_request)))]
     for workers in plan.workers:
         for batching in (True, False):
-            flags = [] if batching else ["--max-batch-size", "1"]
+            flags = queue if batching else [*queue, "--max-batch-size", "1"]
             setup = {"batching": batching, "workers": workers}
             with attnserve(repository, flags, workers=workers) as server:
                 for n in plan.texts_per_request:
@@ -116,10 +121,12 @@ def run(
                                 points.append(point)
                                 log_point(point)
                         if v2 and workers == 1 and batching:
-                            point = closed_point(server, "v2", model, texts, n, False, c, plan, system=V2, **setup)
+                            point = closed_point(
+                                server, "v2", model, texts, n, False, c, plan, system=V2, **setup
+                            )
                             points.append(point)
                             log_point(point)
-                        if perf_analyzer:
+                        if perf_analyzer and (plan.perf_every_setup or (workers, batching) == (1, True)):
                             point = perf_point(server.target, model, data, n, c, plan, system=PERF,
                                                attention=has_attention, **setup)  # fmt: skip
                             points.append(point)

@@ -40,7 +40,9 @@ def exact_length_texts(tokenizer_path: Path, length: int, count: int, seed: int 
         texts.append(text)
     got = {len(tokenizer.encode(text).ids) for text in texts}
     if got != {length}:
-        raise ValueError(f"cannot build texts of exactly {length} tokens with this tokenizer (got {sorted(got)})")
+        raise ValueError(
+            f"cannot build texts of exactly {length} tokens with this tokenizer (got {sorted(got)})"
+        )
     return texts
 
 

@@ -19,6 +19,7 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.channels import PLAINTEXT, Security, open_aio_channel, open_channel
 from service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
@@ -176,7 +177,8 @@ def _health_name(status: int) -> str:
 
 
 class Client:
-    """Blocking client. `timeout` (seconds) is the default deadline of each call."""
+    """Blocking client. `timeout` (seconds) is the default deadline of each call; `security`
+    gives TLS files and the bearer token (service/channels.py)."""
 
     def __init__(
         self,
@@ -184,9 +186,11 @@ class Client:
         *,
         timeout: float | None = 30.0,
         options: Sequence[tuple[str, Any]] = (),
+        security: Security = PLAINTEXT,
     ) -> None:
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(target, options=list(options))
+        self.metadata = security.metadata
+        self.channel = open_channel(target, security, options)
         ser = pb.ClassifyRequest.SerializeToString
         self._classify = self.channel.unary_unary(
             f"/{SERVICE}/Classify",
@@ -218,29 +222,31 @@ class Client:
     ) -> Classification:
         request = build_request(texts, model, version, attention, top_k, request_id)
         try:
-            return to_classification(self._classify(request, timeout=timeout or self.timeout))
+            reply = self._classify(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            return to_classification(reply)
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
 
     def models(self) -> list[ModelInfo]:
         try:
-            reply = self._list(pb.ListModelsRequest(), timeout=self.timeout)
+            reply = self._list(pb.ListModelsRequest(), timeout=self.timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
         return [to_model_info(info) for info in reply.models]
 
     def model(self, name: str = "", version: int = 0) -> ModelInfo:
         try:
-            return to_model_info(
-                self._get(pb.GetModelRequest(model=name, version=version), timeout=self.timeout)
-            )
+            request = pb.GetModelRequest(model=name, version=version)
+            return to_model_info(self._get(request, timeout=self.timeout, metadata=self.metadata))
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
 
     def health(self, service: str = "") -> str:
         """ "SERVING", "NOT_SERVING", ... for the server ("") or one model name."""
         try:
-            reply = self._health.Check(health_pb2.HealthCheckRequest(service=service), timeout=self.timeout)
+            reply = self._health.Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout, metadata=self.metadata
+            )
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
         return _health_name(reply.status)
@@ -266,9 +272,11 @@ class AsyncClient:
         *,
         timeout: float | None = 30.0,
         options: Sequence[tuple[str, Any]] = (),
+        security: Security = PLAINTEXT,
     ) -> None:
         self.timeout = timeout
-        self.channel = grpc.aio.insecure_channel(target, options=list(options))
+        self.metadata = security.metadata
+        self.channel = open_aio_channel(target, security, options)
         self._classify = self.channel.unary_unary(
             f"/{SERVICE}/Classify",
             request_serializer=pb.ClassifyRequest.SerializeToString,
@@ -299,7 +307,8 @@ class AsyncClient:
     ) -> Classification:
         request = build_request(texts, model, version, attention, top_k, request_id)
         try:
-            return to_classification(await self._classify(request, timeout=timeout or self.timeout))
+            reply = await self._classify(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            return to_classification(reply)
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
 
@@ -312,7 +321,7 @@ class AsyncClient:
         """ClassifyStream: one Classification per request, in order (build requests with
         `build_request`); a failed request's reply has `error` set."""
         source = requests if isinstance(requests, AsyncIterator) else iter(requests)
-        call = self._stream(source, timeout=timeout)
+        call = self._stream(source, timeout=timeout, metadata=self.metadata)
         try:
             async for reply in call:
                 yield to_classification(reply)
@@ -321,7 +330,7 @@ class AsyncClient:
 
     async def models(self) -> list[ModelInfo]:
         try:
-            reply = await self._list(pb.ListModelsRequest(), timeout=self.timeout)
+            reply = await self._list(pb.ListModelsRequest(), timeout=self.timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None
         return [to_model_info(info) for info in reply.models]
@@ -329,7 +338,7 @@ class AsyncClient:
     async def health(self, service: str = "") -> str:
         try:
             reply = await self._health.Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout
+                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout, metadata=self.metadata
             )
         except grpc.RpcError as exc:
             raise ClientError.from_rpc(exc) from None

@@ -37,6 +37,7 @@ class Gate:
 
     state: State = State.STARTING
     active: int = 0
+    refused_at: float = 0.0  # time.monotonic() of the last call refused while not serving
     _idle: asyncio.Event = field(default_factory=asyncio.Event)
     _on_drain: list[asyncio.Task[object]] = field(default_factory=list)
 
@@ -45,6 +46,7 @@ class Gate:
 
     def admit(self) -> None:
         if self.state is not State.SERVING:
+            self.refused_at = time.monotonic()
             raise NOT_READY if self.state is State.STARTING else SHUTTING_DOWN
         self.active += 1
         self._idle.clear()
@@ -67,11 +69,23 @@ class Gate:
 
     def drain(self) -> None:
         self.state = State.DRAINING
+        # Calls grpc has received but the event loop has not reached yet are invisible here;
+        # counting the drain's start as a refusal gives them a quiet period to be answered.
+        self.refused_at = time.monotonic()
         for task in self._on_drain:
             task.cancel()
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
+
+    async def wait_quiet(self, quiet: float, deadline: float) -> None:
+        """Wait until no call has been refused for `quiet` seconds (or until `deadline`).
+
+        Closing the port resets (CANCELLED) every call grpc holds that the event loop has not
+        reached; refusing calls with UNAVAILABLE until the clients have gone elsewhere avoids
+        that."""
+        while (now := time.monotonic()) < deadline and now - self.refused_at < quiet:
+            await asyncio.sleep(min(quiet - (now - self.refused_at), deadline - now))
 
 
 @dataclass(slots=True)

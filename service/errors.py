@@ -70,3 +70,7 @@ def as_service_error(exc: BaseException) -> ServiceError:
     if isinstance(exc, ServiceError):
         return exc
     return Internal(INTERNAL_MESSAGE)
+
+
+class StartupError(Exception):
+    """The server cannot start with its settings (a certificate, a token file...); the message says why."""

@@ -139,7 +139,14 @@ class Metrics:
             ("model",),
             registry=registry,
         )
+        self.auth_failures = Counter(
+            "attnserve_auth_failures",
+            "Calls refused by token authentication, by gRPC status.",
+            ("code",),
+            registry=registry,
+        )
         self._api = {api: ApiMetrics(self, api) for api in APIS}
+        self._bound: dict[tuple[str, ...], int] = {}
         self.cpu_fallback.inc(0)
 
     def api(self, name: str) -> ApiMetrics:
@@ -148,6 +155,10 @@ class Metrics:
     def bind_model(self, name: str, version: int, family: str, provider: str) -> ModelMetrics:
         """Pre-bound children for one loaded model version."""
         v = str(version)
+        # Two objects can hold the same (name, version) while one replaces the other in place:
+        # the series leave /metrics only when the last of them is unbound.
+        for key in ((name, v), (name, v, family, provider)):
+            self._bound[key] = self._bound.get(key, 0) + 1
         self.model_info.labels(name, v, family, provider).set(1)
         self.load_failures.labels(name).inc(0)
         self.deadline_dropped.labels(name).inc(0)
@@ -170,6 +181,15 @@ class Metrics:
 
     def load_failed(self, name: str) -> None:
         self.load_failures.labels(name).inc()
+
+    def release(self, *key: str) -> bool:
+        """Count one unbinding of a label set; True when it was bound no more."""
+        left = self._bound.get(key, 0) - 1
+        if left > 0:
+            self._bound[key] = left
+            return False
+        self._bound.pop(key, None)
+        return True
 
 
 @dataclass(eq=False)
@@ -220,7 +240,10 @@ class ModelMetrics:
     def unbind(self) -> None:
         """Drop this version's series (after the version is unloaded)."""
         m = self.metrics
-        m.model_info.remove(self.name, self.version, self.family, self.provider)
+        if m.release(self.name, self.version, self.family, self.provider):
+            m.model_info.remove(self.name, self.version, self.family, self.provider)
+        if not m.release(self.name, self.version):
+            return
         for api in APIS:
             m.request_duration.remove(api, self.name, self.version)
         for family in (

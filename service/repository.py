@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -38,20 +38,53 @@ class ModelVersions:
         return self.versions[max(self.versions)]
 
 
-def scan(root: Path) -> dict[str, list[int]]:
-    """Model names and their complete version folders, versions descending."""
+def valid_model_name(name: str) -> bool:
+    """A model name is a plain folder name: [A-Za-z0-9_.-]+, not hidden, no '..'."""
+    return bool(NAME_PATTERN.match(name)) and not name.startswith(".") and ".." not in name
+
+
+def confined(root: Path, path: Path) -> bool:
+    """True when `path`, symlinks resolved, lies inside `root` (resolved)."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):  # a symlink loop, or a path that cannot be resolved
+        return False
+
+
+def check_confined(root: Path, version_dir: Path) -> None:
+    """Refuse a version folder, or a file in it, whose symlinks lead out of the repository."""
+    for path in (version_dir, *(version_dir.iterdir() if version_dir.is_dir() else ())):
+        if not confined(root, path):
+            raise LoadError(f"{path} leads outside the model repository (symlink); refused")
+
+
+def scan(root: Path, *, report: bool = True) -> dict[str, list[int]]:
+    """Model names and their complete version folders, versions descending. What is skipped
+    is logged as a warning when `report` (at start-up), else at debug level (each poll)."""
     if not root.is_dir():
         raise RepositoryError(f"model repository {root} does not exist or is not a directory")
+    warn = log.warning if report else log.debug
     found: dict[str, list[int]] = {}
     for entry in sorted(root.iterdir()):
-        if not entry.is_dir() or entry.name.startswith(".") or not NAME_PATTERN.match(entry.name):
+        if not entry.is_dir() or not valid_model_name(entry.name):
             log.debug("repository: skipping %s (not a model folder)", entry.name)
             continue
-        versions = sorted((int(p.name) for p in entry.iterdir() if is_version_dir(p)), reverse=True)
-        if versions:
-            found[entry.name] = versions
+        versions = []
+        for path in entry.iterdir() if confined(root, entry) else ():
+            if is_version_dir(path) and confined(root, path):
+                versions.append(int(path.name))
+            elif is_version_dir(path):
+                warn(
+                    "repository: skipping %s/%s: a symlink leading outside the repository",
+                    entry.name,
+                    path.name,
+                )
+        if not confined(root, entry):
+            warn("repository: skipping %s: a symlink leading outside the repository", entry.name)
+        elif versions:
+            found[entry.name] = sorted(versions, reverse=True)
         else:
-            log.warning("repository: %s has no complete version folder", entry.name)
+            warn("repository: %s has no complete version folder", entry.name)
     return found
 
 
@@ -90,9 +123,11 @@ class Repository:
 
     def load_version(self, name: str, version: int) -> LoadedModel:
         """Load and check one version (blocking); failures are counted and re-raised."""
+        root = self._settings.repository
         try:
+            check_confined(root, root / name / str(version))
             return load_model(
-                self._settings.repository / name / str(version),
+                root / name / str(version),
                 self._settings,
                 self._metrics,
                 name=name,
@@ -159,6 +194,22 @@ class Repository:
         self._models = MappingProxyType(table)
         for old in retired:
             await self.retire(old)
+
+    async def withdraw(self, name: str, versions: Collection[int] | None = None) -> None:
+        """Stop serving `versions` of a model (all of them: the model) in one step; their
+        accepted calls finish, later calls get NOT_FOUND."""
+        current = self._models.get(name)
+        if current is None:
+            return
+        kept = {v: m for v, m in current.versions.items() if versions is not None and v not in versions}
+        table = dict(self._models)
+        if kept:
+            table[name] = ModelVersions(name, MappingProxyType(kept))
+        else:
+            del table[name]
+        self._models = MappingProxyType(table)
+        for version in sorted(set(current.versions) - set(kept)):
+            await self.retire(current.versions[version])
 
     @staticmethod
     async def retire(model: LoadedModel) -> None:

@@ -27,12 +27,16 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
+from service.admin import AdminApi
+from service.auth import interceptors
 from service.core import Core, State
 from service.metrics import Metrics
 from service.native import NativeApi
+from service.reload import Reloader
 from service.repository import Repository
 from service.runtime import check_device
 from service.settings import Settings
+from service.transport import bind, grpc_options
 from service.v2 import V2Api
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _FLUSH_SECONDS = 1.0  # after draining: time for replies to reach the wire and Watch streams to end
+_QUIET_SECONDS = 0.2  # after draining: close the port once no call was refused for this long
 
 
 class Api(Protocol):
@@ -73,6 +78,8 @@ class Server:
         self.metrics = Metrics(self.registry)
         self.core = Core(settings, self.metrics, Repository(settings, self.metrics))
         self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
+        self.reloader = Reloader(settings, self.core.repository, self._model_health)
+        self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
         self.health = HealthServicer()
         self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
         self._grpc: grpc.aio.Server | None = None
@@ -85,8 +92,8 @@ class Server:
     # --- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         """Listen, load the models, then report SERVING. Raises if nothing can be served."""
-        await self.listen()
         try:
+            await self.listen()
             await self.load()
         except BaseException:
             await self._close_transport(0)
@@ -101,23 +108,24 @@ class Server:
             httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
             self._http = httpd
             self.metrics_port = int(httpd.server_port)
-        options = [
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
-        ]
-        server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers(tuple(api.handler() for api in self.apis))
+        admin = [api.service_name for api in self._admin]
+        server = grpc.aio.server(
+            options=grpc_options(settings), interceptors=interceptors(settings, self.metrics, admin)
+        )
+        server.add_generic_rpc_handlers(tuple(api.handler() for api in [*self.apis, *self._admin]))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         names = [api.service_name for api in self.apis]
         if settings.reflection:
             reflection.enable_server_reflection(
-                [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+                [
+                    *names,
+                    *admin,
+                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                    reflection.SERVICE_NAME,
+                ],
                 server,
             )
-        address = f"{settings.host}:{settings.port}"
-        self.port = server.add_insecure_port(address)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {address}")
+        self.port = bind(server, settings)
         await server.start()
         self._grpc = server
         for name in ("", *names):
@@ -129,12 +137,15 @@ class Server:
     async def load(self) -> None:
         """Load every model, then admit calls."""
         started = time.perf_counter()
+        disk = await self.reloader.disk()  # read first: a change during loading is seen later
         await self.core.repository.load_all()
+        self.reloader.prime(disk)
         for name in self.core.repository.models:
             await self.health.set(name, SERVING)
         for name in ("", *(api.service_name for api in self.apis)):
             await self.health.set(name, SERVING)
         self.core.gate.state = State.SERVING
+        self.reloader.start()
         log.info(
             "ready in %.1fs: %d model(s) on port %d",
             time.perf_counter() - started,
@@ -152,14 +163,21 @@ class Server:
         gate = self.core.gate
         await self.health.enter_graceful_shutdown()
         gate.drain()
+        await self.reloader.stop(grace)
         log.info("shutting down: %d call(s) in progress, grace %.1fs", gate.active, grace)
         try:
             await asyncio.wait_for(gate.wait_idle(), grace)
         except TimeoutError:
             log.warning("grace period over with %d call(s) unfinished; cancelling them", gate.active)
+        await gate.wait_quiet(_QUIET_SECONDS, deadline)
         await self._close_transport(min(_FLUSH_SECONDS, max(0.0, deadline - time.monotonic())))
         await self.core.repository.close()
         log.info("stopped")
+
+    async def _model_health(self, name: str, serving: bool) -> None:
+        """Follow a model loaded or unloaded while serving."""
+        if not self._stopped:
+            await self.health.set(name, SERVING if serving else NOT_SERVING)
 
     async def _close_transport(self, grace: float) -> None:
         if self._grpc is not None:

@@ -23,6 +23,7 @@ GraphOptimization = Literal["disable", "basic", "extended", "all"]
 LongText = Literal["truncate", "reject"]
 VersionPolicy = Literal["latest", "all"]
 LogLevel = Literal["debug", "info", "warning", "error"]
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 # Measured on a 2-core machine (bench/service_bench.py, docs/service.md): one intra-op
 # thread leaves the other core to the event loop and beat two threads under concurrent load.
@@ -57,6 +58,48 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description="Server processes sharing the port (SO_REUSEPORT); each has its own models.",
+    )
+
+    # --- connections: keepalive (docs/reliability.md) ---------------------------------
+    keepalive_time_s: float = Field(
+        60.0, gt=0, description="Ping a connection after this many idle seconds to find dead peers."
+    )
+    keepalive_timeout_s: float = Field(
+        20.0, gt=0, description="Close a connection whose keepalive ping is unanswered this long."
+    )
+    keepalive_permit_without_calls: bool = Field(
+        True, description="Allow keepalive pings on connections with no call in progress (both ways)."
+    )
+    min_client_ping_interval_s: float = Field(
+        10.0,
+        ge=0,
+        description="Shortest interval between client pings without data; a faster ping is a strike.",
+    )
+    max_ping_strikes: int = Field(
+        2, ge=0, description="Strikes before an over-pinging connection is closed (0 = never close)."
+    )
+
+    # --- access control (docs/reliability.md) -----------------------------------------
+    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve gRPC over TLS.")
+    tls_key: Path | None = Field(None, description="PEM private key of --tls-cert.")
+    tls_client_ca: Path | None = Field(
+        None, description="PEM CA bundle: require client certificates signed by it (mutual TLS)."
+    )
+    auth: bool = Field(
+        False,
+        description="Require a bearer token on every call but health checks (tokens: --auth-tokens-file, "
+        "ATTNSERVE_INFERENCE_TOKENS, ATTNSERVE_ADMIN_TOKENS).",
+    )
+    auth_tokens_file: Path | None = Field(
+        None, description="File of tokens, one '<role> <token>' per line; role is inference or admin."
+    )
+    admin: bool = Field(
+        False, description="Serve the admin API (attnserve.v1.Admin: reload and unload models by name)."
+    )
+    repository_poll_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="Re-read the repository this often and swap in new or changed versions (0 = never).",
     )
 
     # --- onnxruntime ------------------------------------------------------------------
@@ -130,6 +173,16 @@ class Settings(BaseSettings):
             )
         if self.workers > 1 and self.port == 0:
             raise ValueError("workers > 1 needs a fixed port: the processes share it with SO_REUSEPORT")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both to serve over TLS")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.admin and self.workers > 1:
+            raise ValueError(
+                "admin needs workers = 1 (a call reaches one worker); use repository_poll_seconds instead"
+            )
+        if self.admin and not self.auth and self.host not in LOOPBACK:
+            raise ValueError("admin on a non-loopback host needs auth: turn on auth with admin tokens")
         return self
 
     @property

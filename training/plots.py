@@ -21,7 +21,7 @@ def plot_curves(epochs: Sequence[dict[str, Any]], path: Path, title: str) -> Pat
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.legend()
-    ax_acc.plot(x, [r["train_accuracy"] for r in epochs], label="train")
+    ax_acc.plot(x, [r["train_accuracy"] for r in epochs], label="train (running)")
     ax_acc.plot(x, [r["val_accuracy"] for r in epochs], label="validation")
     ax_acc.plot(x, [r["val_macro_f1"] for r in epochs], label="validation macro-F1", linestyle="--")
     ax_acc.set_ylim(0.0, 1.02)

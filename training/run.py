@@ -62,7 +62,8 @@ def load_dataset(spec: DataSpec) -> datasets.Dataset:
 def _encode(tokenizer: Any, examples: list[datasets.Example], max_len: int) -> Split:
     enc = encode_batch(tokenizer, [e.text for e in examples], max_len)
     labels = np.asarray([e.label for e in examples], dtype=np.int64)
-    return Split(enc.input_ids, enc.attention_mask, labels)
+    groups = np.asarray([e.group for e in examples], dtype=np.int64)
+    return Split(enc.input_ids, enc.attention_mask, labels, groups)
 
 
 def _attention_samples(

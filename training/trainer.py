@@ -26,27 +26,31 @@ from training.tokenizer import CLS_ID
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 40
+    epochs: int = 50
     batch_size: int = 32
     lr: float = 2e-3
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05
     grad_clip: float = 1.0
-    patience: int = 8  # epochs without validation improvement before stopping
+    patience: int = 12  # epochs without validation improvement before stopping
     seed: int = 0
     device: str = "auto"
-    word_dropout: float = 0.0  # share of real tokens replaced by [UNK] while training
+    word_dropout: float = 0.1  # share of real tokens replaced by [UNK] while training
     max_seconds: float = 0.0  # 0 = no wall-clock budget
     progress: bool = True
 
 
 @dataclass(frozen=True)
 class Split:
-    """One encoded split: ids/mask [N, T] int64 and labels [N] int64 (numpy)."""
+    """One encoded split: ids/mask [N, T] int64, labels [N] int64, optional groups [N] (numpy).
+
+    Rows sharing a group (car-order's sentence pairs) are kept in the same training batch.
+    """
 
     input_ids: np.ndarray
     attention_mask: np.ndarray
     labels: np.ndarray
+    groups: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -77,7 +81,18 @@ def pick_device(name: str) -> torch.device:
 
 
 def _batches(split: Split, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
-    order = np.arange(len(split)) if rng is None else rng.permutation(len(split))
+    if rng is None:
+        order = np.arange(len(split))
+    elif split.groups is None:
+        order = rng.permutation(len(split))
+    else:
+        # Shuffle whole groups and keep their rows adjacent. For minimal pairs (same words,
+        # opposite labels) this makes every order-blind feature's gradient cancel inside the
+        # batch, so the weak word-order signal is not drowned by noise: measured on car-order,
+        # the loss leaves its ln(2) plateau several times sooner.
+        _, dense = np.unique(split.groups, return_inverse=True)
+        rank = rng.permutation(int(dense.max()) + 1)[dense]
+        order = np.lexsort((rng.random(len(split)), rank))
     return [order[i : i + batch_size] for i in range(0, len(split), batch_size)]
 
 
@@ -160,7 +175,7 @@ def fit(
     bar = tqdm(range(1, cfg.epochs + 1), desc="train", unit="epoch", disable=not cfg.progress, leave=False)
     for epoch in bar:
         model.train()
-        running, seen = 0.0, 0
+        running, correct, seen = 0.0, 0, 0
         for idx in _batches(train, cfg.batch_size, rng):
             ids, mask, labels = _tensors(train, idx, device, augment)
             logits, _ = model(ids, mask)
@@ -171,15 +186,17 @@ def fit(
             opt.step()
             sched.step()
             running += float(loss.detach()) * len(idx)
+            correct += int((logits.detach().argmax(-1) == labels).sum())
             seen += len(idx)
-        train_scores = evaluate(model, train, device)
         val_scores = evaluate(model, val, device)
+        # Train figures are running ones (during the epoch, with dropout and augmentation on):
+        # a second pass over the training set would cost a third of the epoch again.
         row = {
             "epoch": epoch,
             "train_loss": running / seen,
+            "train_accuracy": correct / seen,
             "lr": sched.get_last_lr()[0],
             "seconds": time.perf_counter() - start,
-            **{f"train_{k}": v for k, v in train_scores.as_dict().items() if k != "n"},
             **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
         }
         history.epochs.append(row)

@@ -11,6 +11,7 @@ import pytest
 
 from service.client import AsyncClient, Client, ClientError, build_request
 from service.proto.attnserve.v1 import attnserve_pb2 as pb
+from tests.service.load import Ledger, record_figures
 from tests.service.support import RunningServer, make_settings
 
 CLASSIFY = "/attnserve.v1.Classifier/Classify"
@@ -128,6 +129,7 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
     settings = make_settings(
         model_repository, max_queue=4, max_texts_per_request=4, max_delay_ms=3000, max_batch_size=64
     )
+    shed = Ledger()
     with RunningServer(settings) as server:
 
         async def scenario() -> None:
@@ -139,6 +141,9 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
                     await client.classify(["a white car"] * 2, model="car")
                 assert error.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "queue" in error.value.details and "4 texts" in error.value.details
+                for _ in range(20):  # refused at once: well within a 250 ms deadline
+                    await shed.call(lambda: client.classify(["a white car"] * 2, model="car", timeout=0.25))
+                assert shed.ended == {"RESOURCE_EXHAUSTED": 20}, shed.details
                 call = client._classify(build_request(["a black car"], model="car"))
                 while server.value("attnserve_queue_depth", model="car") < 4:
                     await asyncio.sleep(0.01)
@@ -152,5 +157,11 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
         asyncio.run(scenario())
         assert server.value("attnserve_queue_depth", model="car") == 0
         assert server.value("attnserve_inflight_requests") == 0
-        assert server.value("attnserve_requests_total", model="car", code="RESOURCE_EXHAUSTED") == 1
+        assert server.value("attnserve_requests_total", model="car", code="RESOURCE_EXHAUSTED") == 21
         assert server.value("attnserve_requests_total", model="car", code="CANCELLED") == 1
+    record_figures(
+        "calls against a full queue",
+        **shed.summary(),
+        refusal_ms_p50=shed.ms("RESOURCE_EXHAUSTED", 0.5),
+        refusal_ms_max=shed.ms("RESOURCE_EXHAUSTED", 1.0),
+    )

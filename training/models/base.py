@@ -115,6 +115,16 @@ def masked_mean(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return pooled, weights
 
 
+def sinusoids(max_len: int, d_model: int) -> Tensor:
+    """The fixed sine/cosine position table [max_len, d_model]: position offsets are linear maps of it."""
+    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [L, 1]
+    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(1e4) / d_model))
+    table = torch.zeros(max_len, d_model)  # [L, D]
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq[: d_model // 2])
+    return table
+
+
 class PositionalEncoding(nn.Module):
     """Adds a position vector to each token: learned table, fixed sinusoids, or nothing."""
 
@@ -125,13 +135,8 @@ class PositionalEncoding(nn.Module):
         if kind == "learned":
             self.table = nn.Parameter(torch.randn(max_len, d_model) * 0.02)  # [L, D]
         elif kind == "sinusoidal":
-            position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # [L, 1]
-            freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(1e4) / d_model))
-            table = torch.zeros(max_len, d_model)  # [L, D]
-            table[:, 0::2] = torch.sin(position * freq)
-            table[:, 1::2] = torch.cos(position * freq[: d_model // 2])
             # Derived from the config, so it is not saved in checkpoints.
-            self.register_buffer("table", table, persistent=False)
+            self.register_buffer("table", sinusoids(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.kind == "none":

@@ -1,0 +1,1 @@
+"""attnserve's benchmarks: `python -m bench` (see bench/cli.py)."""

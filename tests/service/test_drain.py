@@ -1,0 +1,81 @@
+"""SIGTERM under steady load, against `attnserve-serve` as a separate process.
+
+A client-side ledger records every call: it must end with OK (accepted before the signal,
+or while the server still admitted calls) or UNAVAILABLE (refused while draining, or
+unable to connect once the port has closed), and no call may end without a status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from service.client import AsyncClient, ClientError
+from tests.service.load import Ledger, record_figures
+from tests.service.process import ServerProcess
+
+GRACE = 5.0
+# How an UNAVAILABLE reads: refused by the draining server, or no server listening any more.
+REFUSED = ("the server is shutting down",)
+NOT_LISTENING = ("failed to connect", "Connection refused", "connections to all backends failing")
+
+
+def test_sigterm_under_steady_load_completes_accepted_calls_and_exits_zero(model_repository: Path) -> None:
+    with ServerProcess(model_repository, "--grace-seconds", str(GRACE), "--max-delay-ms", "2") as server:
+        ledger = Ledger()
+        after_not_serving: list[str] = []
+        seen: dict[str, float] = {}
+
+        async def watch(client: AsyncClient) -> None:
+            try:
+                async for status in client.watch_health(""):
+                    seen.setdefault(status, time.monotonic())
+            except ClientError:
+                pass  # the stream ends when the server stops
+
+        async def worker(client: AsyncClient, until: float) -> None:
+            refusals = 0
+            while refusals < 3 and time.monotonic() < until:
+                began = time.monotonic()
+                code = await ledger.call(
+                    lambda: client.classify(["a white car", "the black car is left"], model="car")
+                )
+                if "NOT_SERVING" in seen and began > seen["NOT_SERVING"]:
+                    after_not_serving.append(code)
+                refusals += code != "OK"
+
+        async def scenario() -> float:
+            async with AsyncClient(server.target, timeout=15) as client, AsyncClient(server.target) as prober:
+                watcher = asyncio.ensure_future(watch(prober))
+                until = time.monotonic() + 8
+                workers = [asyncio.ensure_future(worker(client, until)) for _ in range(8)]
+                await asyncio.sleep(1.0)
+                signalled = time.monotonic()
+                server.terminate()
+                await asyncio.gather(*workers)
+                await asyncio.wait_for(watcher, 15)
+                return signalled
+
+        signalled = asyncio.run(scenario())
+        code = server.wait(timeout=max(0.1, signalled + GRACE + 2 - time.monotonic()))
+        exited = time.monotonic() - signalled
+        output = server.output
+    assert code == 0, output
+    assert "shutting down: " in output and "stopped" in output
+    assert "grace period over" not in output, "calls were cut off at the end of the grace period"
+    assert ledger.lost == 0 and set(ledger.ended) <= {"OK", "UNAVAILABLE"}, (ledger.ended, ledger.details)
+    assert ledger.ended["OK"] > 0 and ledger.ended["UNAVAILABLE"] > 0
+    for detail in ledger.details["UNAVAILABLE"]:
+        assert detail.startswith(REFUSED) or any(text in detail for text in NOT_LISTENING), detail
+    assert "NOT_SERVING" in seen, "health never turned NOT_SERVING"
+    assert after_not_serving and set(after_not_serving) == {"UNAVAILABLE"}, (
+        "a call was admitted after NOT_SERVING"
+    )
+    record_figures(
+        "SIGTERM under steady load (8 callers, grace 5 s)",
+        **ledger.summary(),
+        not_serving_after_ms=round(1000 * (seen["NOT_SERVING"] - signalled), 1),
+        exit_code=code,
+        exited_after_s=round(exited, 2),
+    )
