@@ -71,16 +71,37 @@ def kind_of(thread: str, names: Sequence[str]) -> str:
     return "other (asyncio, prometheus_client, threads)"
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) so far of each thread of `pid`, keyed 'name (tid)'."""
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each thread of `pid`, by thread id."""
+    return {thread.id: thread.user_time + thread.system_time for thread in psutil.Process(pid).threads()}
+
+
+def thread_names(collapsed: str) -> dict[int, str]:
+    """Thread id -> Python thread name, from py-spy's 'thread (TID): NAME;...' stack prefixes."""
+    names: dict[int, str] = {}
+    for match in re.finditer(r"^thread \((?:0x)?(\w+)\): ([^;]*);", collapsed, re.MULTILINE):
+        raw, name = match.groups()
+        tid = int(raw, 16) if match.group(0).startswith("thread (0x") else int(raw)
+        names[tid] = name
+    return names
+
+
+def named_cpu(
+    pid: int, before: dict[int, float], after: dict[int, float], names: dict[int, str]
+) -> dict[str, float]:
+    """CPU seconds each thread spent between two `thread_cpu` readings, by readable name."""
     out: dict[str, float] = {}
-    for thread in psutil.Process(pid).threads():
-        try:
-            name = Path(f"/proc/{pid}/task/{thread.id}/comm").read_text().strip()
-        except OSError:
-            name = "?"
-        out[f"{name} ({thread.id})"] = thread.user_time + thread.system_time
+    for tid, seconds in after.items():
+        name = names.get(tid) or _comm(pid, tid)
+        out[f"{name} ({tid})"] = seconds - before.get(tid, 0.0)
     return out
+
+
+def _comm(pid: int, tid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()  # grpc's threads name themselves
+    except OSError:
+        return "?"
 
 
 def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
@@ -151,7 +172,7 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
         formats = [("raw", out / "profile.txt")] + (
             [("flamegraph", out / "profile.svg")] if plan.name != "tiny" else []
         )
-        cpu: dict[str, float] = {}
+        readings: tuple[dict[int, float], dict[int, float]] = ({}, {})
         for fmt, path in formats:
             before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
@@ -164,14 +185,15 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
             _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
             load.join()
             if fmt == "raw":
-                after = thread_cpu(server.pid)
-                cpu = {name: seconds - before.get(name, 0.0) for name, seconds in after.items()}
+                readings = (before, thread_cpu(server.pid))
             if recorder.returncode != 0 or not path.is_file():
                 raise RuntimeError(
                     f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
                 )
             results[fmt] = str(path)
-    summary = summarize((out / "profile.txt").read_text())
+        collapsed = (out / "profile.txt").read_text()
+        cpu = named_cpu(server.pid, *readings, thread_names(collapsed))
+    summary = summarize(collapsed)
     title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
     (out / "profile.md").write_text(markdown(summary, title, cpu))
     return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu}

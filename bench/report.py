@@ -95,7 +95,7 @@ def key_ratios(r: Results, c: int) -> list[str]:
         [f"attnserve V2 ÷ native, c={c}, single text", ratio(tps(v2_c), tps(on)), versus(v2_c, on)],
     ]  # fmt: skip
     return table(
-        ["ratio", "value", "figures"], [[name, f"**{value}**", detail] for name, value, detail in rows]
+        ["ratio", "value", "figures"], [[name, f"**{value}**", detail] for name, value, detail in rows], "lrl"
     )
 
 

@@ -6,8 +6,8 @@
 
 Runs Locust headless on loadtest/locustfile.py and writes its CSV and HTML reports, the
 client ledger and the reconciliation with the server's Prometheus counters to --out.
-Options this command does not know (--bad-share, --attention-share, --lengths, ...; see
-`locust -f loadtest/locustfile.py --help`) are passed to Locust unchanged.
+Options this command does not know go to Locust unchanged: the request-mix options listed
+at the end of --help, and Locust's own (`locust --help`).
 
 Exit status: 0 all calls answered as expected and the counts reconcile; 1 some calls
 failed (shed, deadline exceeded, wrong status or bad reply: see the failures CSV);
@@ -23,6 +23,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from loadtest.options import describe
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"native": ["NativeUser"], "v2": ["V2User"], "both": ["NativeUser", "V2User"]}
@@ -52,7 +54,9 @@ def metrics_default(target: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m loadtest", description=__doc__.split("\n\n")[0],
-        epilog="Other options go to Locust (see `locust -f loadtest/locustfile.py --help`).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="request mix and reconciliation (passed to the locustfile):\n" + describe()
+        + "\n\nAny other option goes to Locust itself (see `locust --help`).",
     )  # fmt: skip
     parser.add_argument("--target", required=True, help="host:port of the server (or dns:///name:port)")
     parser.add_argument("--duration", type=seconds, default=30.0, help="run time, e.g. 30s, 5m (default 30s)")

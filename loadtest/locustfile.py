@@ -38,104 +38,15 @@ from locust.env import Environment  # noqa: E402
 if __package__ in (None, ""):  # run by locust as a file: make the `loadtest` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from loadtest.options import add_options  # noqa: E402
 from loadtest.protocol import NATIVE_METHOD, V2_METHOD, WireProtocol  # noqa: E402
-from loadtest.session import MODES, LoadRun  # noqa: E402
+from loadtest.session import LoadRun  # noqa: E402
 from loadtest.workload import Call  # noqa: E402
 
 EXIT_MISMATCH = 3
 # Statuses any call can get under load or shutdown, bad or not: failures, never a wrong answer.
 LOAD_CODES = frozenset({"DEADLINE_EXCEEDED", "CANCELLED", "RESOURCE_EXHAUSTED", "UNAVAILABLE"})
 _RUNS: weakref.WeakKeyDictionary[Environment, LoadRun] = weakref.WeakKeyDictionary()
-
-
-def _arguments(parser: Any) -> None:
-    group = parser.add_argument_group("attnserve load test")
-    add = group.add_argument
-    add("--model", default="", env_var="LOADTEST_MODEL", help="model name (empty: the server's only model)")
-    add(
-        "--loop",
-        choices=("closed", "open"),
-        default="closed",
-        env_var="LOADTEST_LOOP",
-        help="closed: each user waits for its reply; open: constant arrival rate (--rate)",
-    )
-    add(
-        "--rate",
-        type=float,
-        default=100.0,
-        env_var="LOADTEST_RATE",
-        help="open loop: calls per second, all users",
-    )
-    add(
-        "--max-inflight",
-        type=int,
-        default=1024,
-        env_var="LOADTEST_MAX_INFLIGHT",
-        help="open loop: most calls in flight (over it an arrival is dropped and counted as not sent)",
-    )
-    add(
-        "--think-time",
-        type=float,
-        default=0.0,
-        env_var="LOADTEST_THINK_TIME",
-        help="closed loop: seconds a user waits between calls",
-    )
-    add(
-        "--lengths",
-        default="0.4,0.35,0.2,0.05",
-        env_var="LOADTEST_LENGTHS",
-        help="weights of short, medium, long and over-length texts",
-    )
-    add("--attention-share", type=float, default=0.3, env_var="LOADTEST_ATTENTION_SHARE")
-    add("--attention-mode", choices=sorted(MODES), default="pooled", env_var="LOADTEST_ATTENTION_MODE")
-    add(
-        "--batch-share",
-        type=float,
-        default=0.2,
-        env_var="LOADTEST_BATCH_SHARE",
-        help="share of calls carrying several texts",
-    )
-    add(
-        "--max-batch", type=int, default=32, env_var="LOADTEST_MAX_BATCH", help="most texts in a batched call"
-    )
-    add("--deadline-share", type=float, default=0.1, env_var="LOADTEST_DEADLINE_SHARE")
-    add("--deadline-ms", type=float, default=250.0, env_var="LOADTEST_DEADLINE_MS")
-    add(
-        "--timeout",
-        type=float,
-        default=30.0,
-        env_var="LOADTEST_TIMEOUT",
-        help="deadline (s) of calls drawn without one",
-    )
-    add(
-        "--bad-share",
-        type=float,
-        default=0.05,
-        env_var="LOADTEST_BAD_SHARE",
-        help="share of deliberately invalid requests (expected errors)",
-    )
-    add("--texts-file", default="", env_var="LOADTEST_TEXTS_FILE", help="sentences to draw from, one a line")
-    add("--seed", type=int, default=0, env_var="LOADTEST_SEED")
-    add(
-        "--channels",
-        type=int,
-        default=4,
-        env_var="LOADTEST_CHANNELS",
-        help="gRPC connections shared by the users (more spread over --workers and replicas)",
-    )
-    add(
-        "--metrics",
-        default="",
-        env_var="LOADTEST_METRICS",
-        help="server /metrics to reconcile with: HOST:PORT (every address of HOST) or URLs, comma-separated",
-    )
-    add(
-        "--settle-timeout",
-        type=float,
-        default=15.0,
-        env_var="LOADTEST_SETTLE_TIMEOUT",
-        help="seconds to wait for the server's counters to catch up after the run",
-    )
 
 
 def _test_start(environment: Environment, **_: Any) -> None:
@@ -156,7 +67,7 @@ def _test_stop(environment: Environment, **_: Any) -> None:
         environment.process_exit_code = EXIT_MISMATCH
 
 
-events.init_command_line_parser.add_listener(_arguments)  # type: ignore[no-untyped-call]
+events.init_command_line_parser.add_listener(add_options)  # type: ignore[no-untyped-call]
 events.test_start.add_listener(_test_start)  # type: ignore[no-untyped-call]
 events.test_stop.add_listener(_test_stop)  # type: ignore[no-untyped-call]
 

@@ -4,13 +4,13 @@ Every call except `grpc.health.v1.Health` (orchestrator probes carry no secrets)
 `authorization: Bearer <token>` metadata. An inference token may call everything but the
 admin API; an admin token may call everything. A missing or unknown token is answered
 UNAUTHENTICATED, an inference token on the admin API PERMISSION_DENIED, each counted in
-`attnserve_auth_failures_total{code}`.
+`attnserve_auth_failures_total{code}`; a method no service declares stays UNIMPLEMENTED.
 
 Tokens come from `--auth-tokens-file` (one `<role> <token>` per line, `#` comments) and
 from the ATTNSERVE_INFERENCE_TOKENS / ATTNSERVE_ADMIN_TOKENS environment variables
 (comma-separated), never from flags, which any user of the machine can read. A presented
 token is compared with every configured one by `hmac.compare_digest`, so the time taken
-does not tell how much of it matched. Without `--auth` no interceptor is installed and
+does not tell how much of it matched. Without `--auth` the handlers are not wrapped and
 calls pay nothing.
 """
 
@@ -18,21 +18,21 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
 from service.errors import StartupError
 from service.metrics import Metrics
+from service.rpc import Context, refuse_stream
 from service.settings import Settings
 
 INFERENCE, ADMIN = "inference", "admin"
 ROLES = (INFERENCE, ADMIN)
 ENVIRONMENT = {INFERENCE: "ATTNSERVE_INFERENCE_TOKENS", ADMIN: "ATTNSERVE_ADMIN_TOKENS"}
-OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 MIN_TOKEN_CHARS = 16
 UNAUTHENTICATED_MESSAGE = (
     "authentication: missing or unknown token; send metadata 'authorization: Bearer <token>'"
@@ -40,10 +40,11 @@ UNAUTHENTICATED_MESSAGE = (
 DENIED_MESSAGE = "authorization: this method needs an admin token"
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+GenericHandler: TypeAlias = "grpc.GenericRpcHandler[Any, Any]"
 if TYPE_CHECKING:
-    Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+    GenericBase = grpc.GenericRpcHandler[Any, Any]
 else:  # grpc's classes are not subscriptable at run time
-    Interceptor = grpc.aio.ServerInterceptor
+    GenericBase = grpc.GenericRpcHandler
 
 
 @dataclass(frozen=True)
@@ -108,53 +109,65 @@ def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> bytes:
     return b""
 
 
-def _refusal(handler: Handler | None, code: grpc.StatusCode, message: str) -> Handler:
-    """A handler of the same kind as `handler` that answers `code` without reading the request."""
+def _refusal(handler: Handler, code: grpc.StatusCode, message: str) -> Handler:
+    """A handler of the same kind as `handler` that answers `code` (the request is not parsed)."""
 
     async def refuse(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(code, message)
 
-    if handler is None or not (handler.request_streaming or handler.response_streaming):
-        return grpc.unary_unary_rpc_method_handler(refuse)
+    async def refuse_streaming(requests: AsyncIterator[object], context: Context) -> None:
+        await refuse_stream(requests, context, code, message)
+
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse)
+        return grpc.stream_stream_rpc_method_handler(refuse_streaming)
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(refuse)
-    return grpc.unary_stream_rpc_method_handler(refuse)
+        return grpc.stream_unary_rpc_method_handler(refuse_streaming)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-class TokenAuth(Interceptor):
-    def __init__(self, tokens: Tokens, admin_prefixes: Sequence[str], metrics: Metrics) -> None:
+class TokenGuard:
+    """Checks the token of each call while grpc looks up its handler (see `guarded`)."""
+
+    def __init__(self, tokens: Tokens, admin_services: Sequence[str], metrics: Metrics) -> None:
         self._tokens = tokens
-        self._admin = tuple(admin_prefixes)
+        self._admin = tuple(f"/{name}/" for name in admin_services)
         codes = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
         self._failures = {code: metrics.auth_failures.labels(code.name) for code in codes}
         for child in self._failures.values():
             child.inc(0)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        method: str = handler_call_details.method
-        if method.startswith(OPEN_PREFIXES):
-            return await continuation(handler_call_details)
-        role = self._tokens.role_of(bearer(handler_call_details.invocation_metadata))
-        # None for a method no service declares: grpc then answers UNIMPLEMENTED.
-        handler: Handler | None = await continuation(handler_call_details)
+    def check(self, details: grpc.HandlerCallDetails, handler: Handler) -> Handler:
+        role = self._tokens.role_of(bearer(details.invocation_metadata))
         if role is None:
             code, message = grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE
-        elif role != ADMIN and method.startswith(self._admin):
+        elif role != ADMIN and details.method.startswith(self._admin):
             code, message = grpc.StatusCode.PERMISSION_DENIED, DENIED_MESSAGE
         else:
-            return cast("Handler", handler)
+            return handler
         self._failures[code].inc()
         return _refusal(handler, code, message)
 
 
-def interceptors(settings: Settings, metrics: Metrics, admin_services: Sequence[str]) -> list[TokenAuth]:
-    """The server's interceptors: none unless `settings.auth`."""
+class _Guarded(GenericBase):
+    def __init__(self, inner: GenericHandler, guard: TokenGuard) -> None:
+        self._inner, self._guard = inner, guard
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
+        handler = self._inner.service(handler_call_details)
+        return None if handler is None else self._guard.check(handler_call_details, handler)
+
+
+def guarded(
+    handlers: Sequence[GenericHandler], settings: Settings, metrics: Metrics, admin_services: Sequence[str]
+) -> list[GenericHandler]:
+    """`handlers` behind token checks when `settings.auth` (unchanged otherwise).
+
+    The check runs inside grpc's synchronous handler lookup rather than in a
+    grpc.aio.ServerInterceptor: an interceptor adds a coroutine round trip to every call
+    (measured: ~0.2 ms of server CPU per call, a fifth of a call's cost here)."""
     if not settings.auth:
-        return []
-    return [TokenAuth(load_tokens(settings), [f"/{name}/" for name in admin_services], metrics)]
+        return list(handlers)
+    guard = TokenGuard(load_tokens(settings), admin_services, metrics)
+    return [_Guarded(handler, guard) for handler in handlers]

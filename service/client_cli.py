@@ -113,21 +113,49 @@ def _explain(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """How to reach the server. Accepted before and after the command
+    (`attnserve-client --target h:p health` = `attnserve-client health --target h:p`):
+    after it they carry no defaults, so they override only what is given."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument("--target", default=default("127.0.0.1:50051"), help="server address host:port")
+    parser.add_argument("--timeout", type=float, default=default(30.0), help="deadline of each call, seconds")
+    parser.add_argument(
+        "--tls-ca", type=Path, default=default(None), help="PEM CA of the server's certificate: use TLS"
+    )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=default(None),
+        help="PEM client certificate (mutual TLS; with --tls-key)",
+    )
+    parser.add_argument("--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert")
+    parser.add_argument(
+        "--tls-server-name",
+        default=default(None),
+        help="name the server's certificate must carry (default: host)",
+    )
+    parser.add_argument(
+        "--token", default=default(os.environ.get(TOKEN_ENV)), help=f"bearer token (default: ${TOKEN_ENV})"
+    )
+
+
 def _client_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-client", description="Call an attnserve server.")
-    parser.add_argument("--target", default="127.0.0.1:50051", help="server address host:port")
-    parser.add_argument("--timeout", type=float, default=30.0, help="deadline of each call, seconds")
-    parser.add_argument("--tls-ca", type=Path, help="PEM CA of the server's certificate: connect over TLS")
-    parser.add_argument("--tls-cert", type=Path, help="PEM client certificate (mutual TLS; with --tls-key)")
-    parser.add_argument("--tls-key", type=Path, help="PEM key of --tls-cert")
-    parser.add_argument("--tls-server-name", help="name the server's certificate must carry (default: host)")
-    parser.add_argument(
-        "--token", default=os.environ.get(TOKEN_ENV), help=f"bearer token (default: ${TOKEN_ENV})"
-    )
+    _connection_options(parser, defaults=True)
+    after = argparse.ArgumentParser(add_help=False)
+    _connection_options(after, defaults=False)
     commands = parser.add_subparsers(dest="command", required=True)
-    classify = commands.add_parser("classify", help="classify texts; print labels, probabilities, attention")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help_text, parents=[after])
+
+    classify = command("classify", "classify texts; print labels, probabilities, attention")
     classify.add_argument("texts", nargs="+")
-    explain = commands.add_parser("explain", help="write a PNG of every layer's and head's attention")
+    explain = command("explain", "write a PNG of every layer's and head's attention")
     explain.add_argument("text")
     explain.add_argument("--out", default="attention.png", help="PNG file to write")
     for sub in (classify, explain):
@@ -141,13 +169,13 @@ def _client_parser() -> argparse.ArgumentParser:
     )
     classify.add_argument("--top-k", type=int, default=0, help="also list the k most attended tokens")
     classify.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    models = commands.add_parser("models", help="list the served models")
+    models = command("models", "list the served models")
     models.add_argument("--json", action="store_true")
-    health = commands.add_parser("health", help="print the health status (exit 0 when SERVING)")
+    health = command("health", "print the health status (exit 0 when SERVING)")
     health.add_argument("--service", default="", help="a model name; empty = the whole server")
-    reload = commands.add_parser("reload", help="admin: load new or changed versions of models")
+    reload = command("reload", "admin: load new or changed versions of models")
     reload.add_argument("models", nargs="*", help="model names (none: every model)")
-    unload = commands.add_parser("unload", help="admin: stop serving a model")
+    unload = command("unload", "admin: stop serving a model")
     unload.add_argument("model")
     return parser
 

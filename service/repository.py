@@ -39,8 +39,8 @@ class ModelVersions:
 
 
 def valid_model_name(name: str) -> bool:
-    """A model name is a plain folder name: [A-Za-z0-9_.-]+, not hidden, no '..'."""
-    return bool(NAME_PATTERN.match(name)) and not name.startswith(".") and ".." not in name
+    """A name the admin API accepts: [A-Za-z0-9_.-]+, not hidden, no '..' anywhere."""
+    return bool(NAME_PATTERN.fullmatch(name)) and not name.startswith(".") and ".." not in name
 
 
 def confined(root: Path, path: Path) -> bool:
@@ -66,7 +66,7 @@ def scan(root: Path, *, report: bool = True) -> dict[str, list[int]]:
     warn = log.warning if report else log.debug
     found: dict[str, list[int]] = {}
     for entry in sorted(root.iterdir()):
-        if not entry.is_dir() or not valid_model_name(entry.name):
+        if not entry.is_dir() or entry.name.startswith(".") or not NAME_PATTERN.fullmatch(entry.name):
             log.debug("repository: skipping %s (not a model folder)", entry.name)
             continue
         versions = []

@@ -27,6 +27,7 @@ from service.metrics import UNKNOWN_MODEL, ModelMetrics
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+REFUSAL_READ_SECONDS = 0.5
 Context = grpc.aio.ServicerContext[bytes, bytes]
 
 
@@ -49,6 +50,21 @@ def parse(message_type: type[M], raw: bytes) -> M:
             f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
             "(corrupt protobuf or invalid UTF-8 in a string field)"
         ) from None
+
+
+async def refuse_stream(
+    requests: AsyncIterator[object], context: Context, code: grpc.StatusCode, message: str
+) -> None:
+    """End a streaming call with `code` before serving it.
+
+    The messages the client is still sending are read first (for at most
+    REFUSAL_READ_SECONDS): ending the call while one is arriving makes grpc report INTERNAL
+    ("Internal error from Core") to the client instead of `code` (measured: 1 refusal in 5)."""
+    with contextlib.suppress(Exception):  # the time is up, or the client went away
+        async with asyncio.timeout(REFUSAL_READ_SECONDS):
+            async for _ in requests:
+                pass
+    await context.abort(code, message)
 
 
 def deadline_of(context: Context) -> float | None:
@@ -183,7 +199,7 @@ class Calls:
             try:
                 gate.admit()
             except ServiceError as exc:
-                await context.abort(exc.code, exc.message)
+                await refuse_stream(requests, context, exc.code, exc.message)
             pending: asyncio.Queue[object] = asyncio.Queue()
             slots = asyncio.Semaphore(window - 1)
             reader = asyncio.get_running_loop().create_task(read(requests, context, pending, slots))

@@ -24,11 +24,10 @@ from wsgiref.simple_server import WSGIServer
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry, start_http_server
 
 from service.admin import AdminApi
-from service.auth import interceptors
+from service.auth import guarded
 from service.core import Core, State
 from service.metrics import Metrics
 from service.native import NativeApi
@@ -36,11 +35,12 @@ from service.reload import Reloader
 from service.repository import Repository
 from service.runtime import check_device
 from service.settings import Settings
-from service.transport import bind, grpc_options
+from service.transport import bind, grpc_options, reflection_handler
 from service.v2 import V2Api
 
 log = logging.getLogger(__name__)
 
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _FLUSH_SECONDS = 1.0  # after draining: time for replies to reach the wire and Watch streams to end
@@ -108,23 +108,14 @@ class Server:
             httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
             self._http = httpd
             self.metrics_port = int(httpd.server_port)
-        admin = [api.service_name for api in self._admin]
-        server = grpc.aio.server(
-            options=grpc_options(settings), interceptors=interceptors(settings, self.metrics, admin)
-        )
-        server.add_generic_rpc_handlers(tuple(api.handler() for api in [*self.apis, *self._admin]))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         names = [api.service_name for api in self.apis]
+        admin = [api.service_name for api in self._admin]
+        handlers = [api.handler() for api in [*self.apis, *self._admin]]
         if settings.reflection:
-            reflection.enable_server_reflection(
-                [
-                    *names,
-                    *admin,
-                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                    reflection.SERVICE_NAME,
-                ],
-                server,
-            )
+            handlers.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
+        server = grpc.aio.server(options=grpc_options(settings))
+        server.add_generic_rpc_handlers(tuple(guarded(handlers, settings, self.metrics, admin)))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)  # open: probes carry no token
         self.port = bind(server, settings)
         await server.start()
         self._grpc = server

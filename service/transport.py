@@ -1,5 +1,6 @@
-"""The gRPC port: server options (message limit, SO_REUSEPORT, keepalive) and binding it,
-over TLS when configured.
+"""The gRPC port: server options (message limit, SO_REUSEPORT, keepalive), binding it (over
+TLS when configured), and the reflection service as a plain generic handler (so that, like
+the APIs, it can sit behind token checks).
 
 Keepalive (docs/reliability.md): the server pings a connection after `keepalive_time_s`
 without activity and closes it when the ping is not answered within
@@ -12,7 +13,12 @@ every other connection carries on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import grpc
+from grpc_reflection.v1alpha import reflection, reflection_pb2
+from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from service.settings import Settings
 from service.tls import server_credentials
@@ -47,3 +53,18 @@ def bind(server: grpc.aio.Server, settings: Settings) -> int:
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return port
+
+
+def reflection_handler(service_names: Sequence[str]) -> grpc.GenericRpcHandler[Any, Any]:
+    """Server reflection for `service_names` (plus itself)."""
+    servicer = ReflectionServicer([*service_names, reflection.SERVICE_NAME])
+    return grpc.method_handlers_generic_handler(
+        reflection.SERVICE_NAME,
+        {
+            "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+                servicer.ServerReflectionInfo,
+                request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+                response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+            )
+        },
+    )

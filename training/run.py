@@ -17,7 +17,7 @@ from training.models import build_model
 from training.models.base import Classifier
 from training.plots import plot_attention, plot_curves
 from training.tokenizer import UNK_ID, build_tokenizer, encode_batch, save_tokenizer
-from training.trainer import History, Split, TrainConfig, evaluate, fit, pick_device
+from training.trainer import History, Split, TrainConfig, evaluate, fit, pick_device, seed_everything
 
 log = logging.getLogger(__name__)
 FILE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
@@ -102,6 +102,7 @@ def train_run(
     save_tokenizer(tokenizer, run_dir / TOKENIZER)
 
     cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
+    seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
     model = build_model(family, cfg)
     max_len = model.config.max_len
     train, val, test = (_encode(tokenizer, s, max_len) for s in (ds.train, ds.val, ds.test))

@@ -81,6 +81,7 @@ NOT_NAMES = [
     "https://x.io/m",
     "car\\1",
     "c a r",
+    "car\n",
     "",
 ]
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from pathlib import Path
 
-from service.client import AsyncClient, ClientError
+from service.client import AsyncClient, ClientError, build_request
 from tests.service.load import Ledger, record_figures
 from tests.service.process import ServerProcess
+from tests.service.support import RunningServer, make_settings
 
 GRACE = 5.0
 # How an UNAVAILABLE reads: refused by the draining server, or no server listening any more.
@@ -79,3 +81,19 @@ def test_sigterm_under_steady_load_completes_accepted_calls_and_exits_zero(model
         exit_code=code,
         exited_after_s=round(exited, 2),
     )
+
+
+def test_streams_refused_while_starting_get_unavailable_never_internal(model_repository: Path) -> None:
+    async def attempts() -> Counter[str]:
+        codes: Counter[str] = Counter()
+        async with AsyncClient(server.target) as client:
+            for _ in range(30):  # the refusal races with the request in flight: repeat
+                try:
+                    [reply async for reply in client.stream([build_request("a white car", model="car")])]
+                    codes["OK"] += 1
+                except ClientError as exc:
+                    codes[exc.code.name] += 1
+        return codes
+
+    with RunningServer(make_settings(model_repository), load=False) as server:
+        assert asyncio.run(attempts()) == {"UNAVAILABLE": 30}

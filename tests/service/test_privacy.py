@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.client import Client, ClientError
+from tests.service.load import record_figures
 from tests.service.support import RunningServer, make_settings
 from tests.v2.conftest import V2Calls
 from tests.v2.requests import bytes_raw, text_request
@@ -71,3 +72,11 @@ def test_texts_and_odd_names_never_reach_logs_or_metric_labels(
     assert models == {"car", "pool", "bow", "_unknown"}
     logged = "\n".join(record.getMessage() + (record.exc_text or "") for record in caplog.records)
     assert caplog.records and MARKER not in logged
+    record_figures(
+        "request text and odd model names vs logs and metrics",
+        calls=2 + refused + len(ODD_NAMES) + 1,
+        marker_in_metrics=metrics.count(MARKER),
+        marker_in_logs=logged.count(MARKER),
+        log_records=len(caplog.records),
+        model_label_values=sorted(models),
+    )

@@ -189,7 +189,7 @@ def test_tokens_guard_every_api_but_health(guarded: RunningServer) -> None:
         DENIED,
         ok,
     ]
-    assert [codes[("Here", t)] for t in (None, "infer")] == [UNAUTHENTICATED, unimplemented]
+    assert [codes[("Here", t)] for t in (None, "infer")] == [unimplemented, unimplemented]
     with grpc.insecure_channel(target) as channel:  # probes carry no token
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -200,7 +200,7 @@ def test_tokens_guard_every_api_but_health(guarded: RunningServer) -> None:
             list(stream)
         assert refused.value.code() == UNAUTHENTICATED
         assert "Bearer" in (refused.value.details() or "")
-    assert guarded.value("attnserve_auth_failures_total", code="UNAUTHENTICATED") >= 13
+    assert guarded.value("attnserve_auth_failures_total", code="UNAUTHENTICATED") >= 11
     assert guarded.value("attnserve_auth_failures_total", code="PERMISSION_DENIED") >= 1
     record_figures(
         "bearer tokens: calls without / wrong / inference / admin token",
@@ -222,7 +222,9 @@ def test_streams_need_a_token_too(guarded: RunningServer) -> None:
         assert len(replies) == 1
         return grpc.StatusCode.OK
 
-    assert asyncio.run(stream(None)) == UNAUTHENTICATED
+    # Refusing a stream races with the client's messages in flight; grpc can turn that
+    # into INTERNAL unless the server reads them first: repeat to catch it.
+    assert {asyncio.run(stream(None)) for _ in range(30)} == {UNAUTHENTICATED}
     assert asyncio.run(stream(INFERENCE_TOKEN)) == grpc.StatusCode.OK
 
 
@@ -279,6 +281,8 @@ def test_the_client_cli_speaks_mutual_tls_with_a_token(
         assert '"serving": [\n      1\n    ]' in capsys.readouterr().out
         assert client_main([*flags, "classify", "a white car", "--model", "pool"]) == 1
         assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert client_main(["models", *flags, "--token", INFERENCE_TOKEN]) == 0  # options after the command
+        assert "pool" in capsys.readouterr().out
         security = Security(pki["ca"].pem, client_pair.cert, client_pair.key, token=ADMIN_TOKEN)
         with AdminClient(server.target, security=security) as admin:
             assert admin.reload()["car"]["serving"] == [1]
