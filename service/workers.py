@@ -96,7 +96,16 @@ def supervise(settings: Settings) -> int:
     return status
 
 
+def _stop_before_serving(signum: int, frame: FrameType | None) -> None:
+    # A worker still loading its models has accepted no call: a stop now is a clean stop.
+    # The server replaces this handler with its draining one before it takes traffic.
+    log.info("stopped before serving (signal %d)", signum)
+    raise SystemExit(0)
+
+
 def _worker_main(payload: str) -> int:
+    signal.signal(signal.SIGTERM, _stop_before_serving)
+    signal.signal(signal.SIGINT, _stop_before_serving)
     from service.cli import configure_logging, run_server
 
     settings = Settings(**json.loads(payload))  # explicit values: the environment cannot change them

@@ -7,6 +7,7 @@ the table shows what attention over word order buys on car-order.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,7 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for fam, acc, tmpl, params, secs, epochs in rows:
         tmpl_s = f"{tmpl:.3f}" if tmpl is not None else "—"
         lines.append(f"| `{fam}` | {acc:.3f} | {tmpl_s} | {params:,} | {secs:.1f} | {epochs} |")
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
+    load = os.getloadavg()[0]  # train times are wall-clock: say how busy the machine was
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread(s), "
+        f"1-minute load average {load:.1f} at the end"
+    )
     body = "\n".join(lines)
     text = (
         f"# {ns.task}: every family, same data and trainer\n\n"
