@@ -62,6 +62,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--publish", type=Path, metavar="DOCS", help="write DOCS/benchmarks.md tables and DOCS/img/"
     )
+    parser.add_argument(
+        "--from", dest="source", type=Path, metavar="RUN_DIR",
+        help="measure nothing: render (and --publish) the results.json of an earlier run",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     unknown = set(args.sections.split(",")) - set(SECTIONS)
     if unknown:
@@ -85,8 +89,21 @@ def model_facts(bundle_dir: Path) -> dict[str, Any]:
             "attention": attention, "max_len": manifest.max_len, "kind": spec.kind}  # fmt: skip
 
 
+def render(results: Results, out: Path, saturation: int, docs: Path | None) -> None:
+    results.write(out / "results.json")
+    plots.draw_all(results, out)
+    (out / "report.md").write_text(report.render(results, saturation))
+    if docs is not None:
+        publish(results, out, docs, saturation)
+    print(f"wrote {out / 'report.md'}, results.json and {len(report.PLOTS)} PNGs", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.source is not None:
+        earlier = Results.read(args.source / "results.json")
+        render(earlier, args.source, PLANS[earlier.mode].saturation, args.publish)
+        return 0
     plan: Plan = PLANS[args.mode]
     wanted = [s for s in SECTIONS if s in args.sections.split(",")]
     try:
@@ -163,10 +180,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.skipped[section] = f"failed: {type(exc).__name__}: {exc}"
             failed = True
         results.seconds[section] = time.monotonic() - started
-    results.write(out / "results.json")
-    plots.draw_all(results, out)
-    (out / "report.md").write_text(report.render(results, plan.saturation))
-    if args.publish is not None:
-        publish(results, out, args.publish, plan.saturation)
-    print(f"wrote {out / 'report.md'}, results.json and {len(report.PLOTS)} PNGs", file=sys.stderr)
+    render(results, out, plan.saturation, args.publish)
     return 1 if failed else 0

@@ -92,6 +92,7 @@ def measure(repository: Path, model: str, texts: Sequence[str], plan: Plan) -> M
         soak = run_open(server.target, single, memory.soak_rate, plan.soak_seconds, warmup=0.0)
         memory.soak_end_mb = sampler.sample()
         memory.soak_error_share = soak.error_share
+        memory.soak_errors = dict(soak.errors)
     memory.samples = list(sampler.samples)
     memory.slope_mb_per_min = slope_mb_per_min([s for s in memory.samples if s.phase == "soak"])
     return memory

@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from bench.loadgen import run_closed
+from bench.loadgen import Measurement, Requests, run_closed
 from bench.plan import Plan
 from bench.servers import attnserve
 from bench.texts import prepared
@@ -143,14 +143,15 @@ def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
     }
 
 
-def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None = None) -> str:
+def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None = None, calls: int = 0) -> str:
     lines = [f"### {title}", ""]
     if cpu:
-        busy = {name: seconds for name, seconds in cpu.items() if seconds > 0}
-        lines += ["| thread | CPU seconds during the recording |", "|---|---:|"]
-        lines += [
-            f"| {name} | {seconds:.2f} |" for name, seconds in sorted(busy.items(), key=lambda x: -x[1])
-        ]
+        busy = sorted(((n, s) for n, s in cpu.items() if s > 0), key=lambda item: -item[1])
+        lines += [f"{calls:,} calls answered during the recording.", ""]
+        lines += ["| thread | CPU seconds during the recording | CPU ms per call |", "|---|---:|---:|"]
+        for name, seconds in busy:
+            per_call = f"{1000 * seconds / calls:.3f}" if calls else "n/a"
+            lines.append(f"| {name} | {seconds:.2f} | {per_call} |")
         lines.append("")
     lines += [f"{summary['samples']} samples.", "", "| kind of work | share |", "|---|---:|"]
     lines += [f"| {name} | {value:.1%} |" for name, value in summary["kinds"].items()]
@@ -160,6 +161,12 @@ def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None =
         lines += ["", f"| function, {heading} | share |", "|---|---:|"]
         lines += [f"| `{name}` | {value:.1%} |" for name, value in summary[key]]
     return "\n".join(lines) + "\n"
+
+
+def _drive(
+    target: str, requests: Requests, concurrency: int, seconds: float, into: list[Measurement]
+) -> None:
+    into.append(run_closed(target, requests, concurrency, seconds, warmup=0.0))
 
 
 def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out: Path) -> dict[str, Any]:
@@ -173,19 +180,21 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
             [("flamegraph", out / "profile.svg")] if plan.name != "tiny" else []
         )
         readings: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        calls = 0
         for fmt, path in formats:
             before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
+            measured: list[Measurement] = []
             load = threading.Thread(
-                target=run_closed,
-                args=(server.target, single, plan.saturation, plan.profile_seconds + 1.0),
-                kwargs={"warmup": 0.0},
+                target=_drive,
+                args=(server.target, single, plan.saturation, plan.profile_seconds + 1.0, measured),
             )
             load.start()
             _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
             load.join()
             if fmt == "raw":
                 readings = (before, thread_cpu(server.pid))
+                calls = measured[0].calls if measured else 0
             if recorder.returncode != 0 or not path.is_file():
                 raise RuntimeError(
                     f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
@@ -195,5 +204,5 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
         cpu = named_cpu(server.pid, *readings, thread_names(collapsed))
     summary = summarize(collapsed)
     title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
-    (out / "profile.md").write_text(markdown(summary, title, cpu))
-    return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu}
+    (out / "profile.md").write_text(markdown(summary, title, cpu, calls))
+    return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu, "calls": calls}

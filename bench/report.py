@@ -112,7 +112,7 @@ def memory_lines(m: Memory) -> list[str]:
     row = [f"{num(m.idle_mb, 1)} MB", f"{num(m.after_requests_mb, 1)} MB", f"{m.requests:,}", num(m.capacity),
            num(m.soak_rate), f"{num(m.soak_seconds)} s", f"{num(m.soak_start_mb, 1)} MB",
            f"{num(m.soak_end_mb, 1)} MB", f"{num(m.slope_mb_per_min, 2)} MB/min",
-           f"{m.soak_error_share:.2%}"]  # fmt: skip
+           f"{m.soak_error_share:.2%}" + (f" {m.soak_errors}" if m.soak_errors else "")]  # fmt: skip
     return table(header, [row], align="r" * len(header))
 
 
@@ -134,9 +134,11 @@ def seqlen_lines(s: SeqLen) -> list[str]:
 def profile_lines(profile: dict[str, Any]) -> list[str]:
     summary = profile["summary"]
     cpu = sorted(profile.get("thread_cpu_s", {}).items(), key=lambda item: -item[1])
-    lines = table(
-        ["thread", "CPU seconds"], [[f"`{name}`", f"{sec:.2f}"] for name, sec in cpu[:6] if sec > 0]
-    )
+    calls = int(profile.get("calls", 0))
+    rows = [[f"`{name}`", f"{sec:.2f}", f"{1000 * sec / calls:.3f}" if calls else "n/a"]
+            for name, sec in cpu[:6] if sec > 0]  # fmt: skip
+    lines = [f"{calls:,} single-text calls answered while py-spy recorded.", ""]
+    lines += table(["thread", "CPU seconds", "CPU ms per call"], rows)
     kinds = [[name, f"{share:.1%}"] for name, share in summary["kinds"].items()]
     top = [[f"`{name}`", f"{share:.1%}"] for name, share in summary["self"][:10]]
     lines += ["", *table(["kind of work (py-spy samples)", "share"], kinds)]

@@ -59,6 +59,7 @@ class Memory:
     soak_end_mb: float = math.nan
     slope_mb_per_min: float = math.nan  # least-squares slope over the soak's second half
     soak_error_share: float = 0.0
+    soak_errors: dict[str, int] = field(default_factory=dict)  # status -> calls during the soak
     samples: list[RssSample] = field(default_factory=list)
 
 
@@ -92,3 +93,21 @@ class Results:
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1, default=str, allow_nan=True) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> Results:
+        """A run's results.json back as objects (to render or publish it again)."""
+        data = json.loads(path.read_text())
+        memory, seqlen = data.pop("memory"), data.pop("seqlen")
+        results = cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
+                         "points": [Point(**point) for point in data["points"]]})  # fmt: skip
+        if memory is not None:
+            samples = [RssSample(**sample) for sample in memory.pop("samples")]
+            results.memory = Memory(**memory, samples=samples)
+        if seqlen is not None:
+            results.seqlen = SeqLen(
+                raw_texts_per_s={int(k): v for k, v in seqlen["raw_texts_per_s"].items()},
+                service={int(k): Point(**v) for k, v in seqlen["service"].items()},
+                padding=seqlen["padding"],
+            )
+        return results
