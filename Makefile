@@ -7,7 +7,7 @@ MODEL  ?= car-order
 PORT   ?= 50051
 METRICS_PORT ?= 9100
 
-.PHONY: serve setup model test lint typecheck pytest proto compare bench clean
+.PHONY: serve setup model test test-deps lint pytest proto compare bench loadtest clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,12 @@ proto: setup
 
 compare: setup
 	$(BIN)/attnserve-train compare --task car-order
+
+bench: setup
+	$(BIN)/python -m bench --quick
+
+loadtest: setup
+	$(BIN)/python -m loadtest --target 127.0.0.1:$(PORT) --metrics 127.0.0.1:$(METRICS_PORT) --duration 30s
 
 clean:
 	rm -rf runs $(REPO) .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import main
 from bench.perf_analyzer_sweep import PERF_ANALYZER
 from bench.profiling import py_spy
 from bench.publish import BEGIN, END
@@ -32,6 +33,11 @@ def test_ceiling_measures_each_batch_and_publishes_into_the_docs(
     for name in ("throughput_vs_concurrency.png", "rss_over_time.png"):
         assert (docs / "img" / f"bench_{name}").is_file()
         assert f"img/bench_{name}" in generated
+    # An earlier run renders again from its results.json alone, to the same report.
+    report = (tmp_path / "run" / "report.md").read_text()
+    (tmp_path / "run" / "report.md").unlink()
+    assert main(["--from", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "report.md").read_text() == report
 
 
 def test_native_and_v2_sweep_every_setup(model_repository: Path, tmp_path: Path) -> None:
