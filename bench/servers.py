@@ -28,13 +28,18 @@ ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 120.0
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of process `pid` and all its descendants (0 once it has exited)."""
+def _process_tree(pid: int) -> list[psutil.Process]:
+    """Process `pid` and all its descendants; empty once it has exited."""
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
+        return []
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` and all its descendants (0 once it has exited)."""
+    processes = _process_tree(pid)
     total = 0
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -44,13 +49,8 @@ def rss_bytes(pid: int) -> int:
 
 def listeners(pid: int, port: int) -> int:
     """How many processes of the tree under `pid` listen on `port` (workers bind one by one)."""
-    try:
-        root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
     count = 0
-    for process in processes:
+    for process in _process_tree(pid):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             if any(
                 c.status == psutil.CONN_LISTEN and c.laddr.port == port
