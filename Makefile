@@ -49,7 +49,7 @@ proto: setup
 	$(BIN)/python -m service.protogen
 
 compare: setup
-	$(BIN)/attnserve-train compare --task car-order
+	$(BIN)/attnserve-train compare --task car-order --seeds 0 1 2 3
 
 bench: setup
 	$(BIN)/python -m bench --quick

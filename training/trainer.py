@@ -26,8 +26,9 @@ from training.tokenizer import CLS_ID
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 50
-    batch_size: int = 16
+    epochs: int = 25
+    # Batch 64 costs about half the CPU per sentence of batch 16 for these small models.
+    batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05
@@ -38,7 +39,10 @@ class TrainConfig:
     # CPU threads for torch. These models are small: on this project's 2-core machines one
     # thread spent about 1 s of CPU per car-order epoch, two threads several times that.
     threads: int = 1
-    word_dropout: float = 0.1  # share of real tokens replaced by [UNK] while training
+    # Share of real tokens replaced by [UNK] while training, so unseen words at serving time
+    # are not a surprise. On car-order, 0.15 rather than 0.1 raised the accuracy on held-out
+    # sentence templates (whose new words are [UNK]) from a mean of 0.96 to 0.98 over 4 seeds.
+    word_dropout: float = 0.15
     max_seconds: float = 0.0  # 0 = no wall-clock budget
     progress: bool = True
 

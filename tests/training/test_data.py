@@ -27,6 +27,7 @@ from training.data import (
     words,
 )
 from training.data.car_order import TEMPLATES, generate_pairs, render
+from training.data.tasks import DEFAULT_PAIRS
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +127,7 @@ def test_no_pair_straddles_splits(car_order: Dataset) -> None:
 
 def test_heldout_templates_never_reach_training(car_order: Dataset) -> None:
     heldout_names = {t.name for t in TEMPLATES if t.heldout}
-    pairs = generate_pairs(600, seed=0)
+    pairs = generate_pairs(DEFAULT_PAIRS["car-order"], seed=0)
     heldout_texts = {ex.text for p in pairs if p.template in heldout_names for ex in (p.first, p.second)}
     assert heldout_texts == {ex.text for ex in car_order.extra[TEMPLATE_HELDOUT]}
     seen = {ex.text for name in ("train", "val", "test") for ex in car_order.splits()[name]}

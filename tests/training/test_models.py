@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
-from training.models.base import SelfAttention
+from training.models.base import SelfAttention, sinusoids
 
 VOCAB = 40
 MAX_LEN = 24
@@ -278,6 +278,22 @@ def test_default_transformer_is_the_published_car_order_model() -> None:
     assert (cfg.positions, cfg.pooling, cfg.max_len, cfg.num_classes) == ("learned", "mean", 64, 2)
 
 
+@pytest.mark.parametrize("family", ["transformer", "self_attention"])
+def test_word_order_init_scales_queries_and_keys_and_starts_positions_from_sinusoids(family: str) -> None:
+    config = {"vocab_size": 30, "d_model": 16, "max_len": 12}
+    torch.manual_seed(7)
+    plain = build_model(family, {**config, "qk_init_gain": 1.0})
+    torch.manual_seed(7)
+    sharp = build_model(family, {**config, "qk_init_gain": 2.0})
+    scaled = {n for n, _ in sharp.named_parameters() if n.endswith(("query.weight", "key.weight"))}
+    assert scaled, "no query/key projections found"
+    for (name, p1), (_, p2) in zip(plain.named_parameters(), sharp.named_parameters(), strict=True):
+        factor = 2.0 if name in scaled else 1.0
+        torch.testing.assert_close(p2, p1 * factor, atol=0, rtol=0, msg=name)
+    torch.testing.assert_close(sharp.positions.table.detach(), sinusoids(12, 16))
+    assert abs(float(sharp.embed.weight.detach().std()) - 1.0) < 0.15  # unit-scale word embeddings
+
+
 @pytest.mark.parametrize(
     ("family", "config", "message"),
     [
@@ -293,6 +309,8 @@ def test_default_transformer_is_the_published_car_order_model() -> None:
         ("transformer", {"vocab_size": 10, "positions": "none"}, "positions must be one of"),
         ("attention_pool", {"vocab_size": 10, "head": "arcface"}, "head must be one of"),
         ("self_attention", {"vocab_size": 10, "qk_dim": 0}, "qk_dim must be >= 1"),
+        ("transformer", {"vocab_size": 10, "qk_init_gain": 0}, "qk_init_gain must be > 0"),
+        ("self_attention", {"vocab_size": 10, "qk_init_gain": -1.0}, "qk_init_gain must be > 0"),
         ("bow_mlp", {"vocab_size": 10, "features": "tfidf"}, "features must be one of"),
         ("bow_mlp", {"vocab_size": 10, "num_classes": 1}, "num_classes must be >= 2"),
         ("mean_pool", {"vocab_size": 10, "pad_id": 10}, r"pad_id must be in \[0, vocab_size=10\)"),

@@ -9,7 +9,10 @@ from training.data.augment import add_distractor_prefix
 from training.data.core import DataError, Dataset, Example, split_groups
 
 TASKS = ("car-order", "greetings-food")
-DEFAULT_PAIRS = {"car-order": 600, "greetings-food": 40}
+# car-order: 2000 pairs give 167 held-out pairs per evaluation split, and a default transformer
+# trained on 1333 pairs generalised clearly better than on 400 (held-out-pair accuracy mean
+# 0.995 vs 0.96 over 4 seeds) for about the same training time at batch 64.
+DEFAULT_PAIRS = {"car-order": 2000, "greetings-food": 40}
 TEMPLATE_HELDOUT = "template_heldout"
 
 
@@ -25,7 +28,7 @@ def load_task(
     """Generate a built-in task, split by group (a car-order pair never straddles splits).
 
     ``n_pairs`` counts pairs of opposite-label sentences; ``None`` takes the task's default
-    (600 for car-order, 40 for greetings-food). car-order adds a ``template_heldout`` split
+    (2000 for car-order, 40 for greetings-food). car-order adds a ``template_heldout`` split
     holding every pair of the templates that training never sees. With ``distractor_prefix``
     every sentence is preceded by another sentence of its own split.
     """

@@ -17,9 +17,9 @@ from training.models.base import (
     ModelConfig,
     PositionalEncoding,
     check_inputs,
-    init_weights,
     make_head,
 )
+from training.models.init import init_weights
 
 
 @dataclass(frozen=True)

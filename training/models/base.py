@@ -211,14 +211,6 @@ class SelfAttention(nn.Module):
         return self.out(y), weights
 
 
-def init_weights(module: nn.Module) -> None:
-    """Small normal init for linear and embedding layers (GPT-2 style), zero biases."""
-    if isinstance(module, nn.Linear | nn.Embedding):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    if isinstance(module, nn.Linear) and module.bias is not None:
-        nn.init.zeros_(module.bias)
-
-
 class Classifier(nn.Module):
     """Base of every family: ``forward(input_ids, attention_mask) -> (logits, attention)``.
 

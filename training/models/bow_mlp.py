@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from training.models.base import Classifier, ModelConfig, check_inputs, init_weights, make_head
+from training.models.base import Classifier, ModelConfig, check_inputs, make_head
+from training.models.init import init_weights
 
 FEATURES = ("counts", "binary")
 

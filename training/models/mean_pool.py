@@ -15,10 +15,10 @@ from training.models.base import (
     ModelConfig,
     PositionalEncoding,
     check_inputs,
-    init_weights,
     make_head,
     masked_mean,
 )
+from training.models.init import init_weights
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from training.models.base import (
     PositionalEncoding,
     SelfAttention,
     check_inputs,
-    init_weights,
     make_head,
     masked_mean,
+    require,
 )
+from training.models.init import init_for_word_order
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,14 @@ class SelfAttentionConfig(ModelConfig):
     d_model: int = 64
     qk_dim: int = 32
     positions: str = "learned"  # none | learned | sinusoidal
+    qk_init_gain: float = 2.0  # query/key weights start at this multiple of PyTorch's default
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_at_least(1, "d_model", "qk_dim")
+        require(
+            self.qk_init_gain > 0, f"SelfAttentionConfig.qk_init_gain must be > 0, got {self.qk_init_gain}"
+        )
         self.require_choice("positions", POSITIONS)
 
 
@@ -50,7 +55,7 @@ class SelfAttentionClassifier(Classifier):
         self.attn = SelfAttention(config.d_model, 1, config.qk_dim, config.dropout)
         self.norm = nn.LayerNorm(config.d_model)
         self.head = make_head(config.head, config.d_model, config.num_classes)
-        self.apply(init_weights)
+        init_for_word_order(self, self.embed, self.positions, config.qk_init_gain)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         check_inputs(input_ids, attention_mask, self.config.max_len)

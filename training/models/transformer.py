@@ -18,12 +18,11 @@ from training.models.base import (
     PositionalEncoding,
     SelfAttention,
     check_inputs,
-    init_weights,
     make_head,
     masked_mean,
     require,
-    sinusoids,
 )
+from training.models.init import init_for_word_order
 
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")  # an encoder without positions cannot see word order
@@ -40,10 +39,12 @@ class TransformerConfig(ModelConfig):
     positions: str = "learned"  # learned | sinusoidal
     pooling: str = "mean"  # mean | cls (first token) | attention
     dropout: float = 0.0  # the car-order runs that reached the target used none
+    qk_init_gain: float = 2.0  # query/key weights start at this multiple of PyTorch's default
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_at_least(1, "n_layers", "n_heads", "d_model", "mlp_ratio")
+        require(self.qk_init_gain > 0, f"TransformerConfig.qk_init_gain must be > 0, got {self.qk_init_gain}")
         require(
             self.d_model % self.n_heads == 0,
             f"TransformerConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}",
@@ -105,26 +106,7 @@ class TransformerClassifier(Classifier):
         self.ln_f = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         self.pool = AttentionPool(config.d_model) if config.pooling == "attention" else None
         self.head = make_head(config.head, config.d_model, config.num_classes)
-        self.apply(init_weights)
-        self._init_for_word_order()
-
-    def _init_for_word_order(self) -> None:
-        """Initialisation that lets the encoder find word order quickly.
-
-        On tasks where the classes share their bags of words (car-order), every order-blind
-        feature is useless and the loss sits at ln(C) until attention starts to use positions.
-        Measured there, GPT-style 0.02 init stayed on that plateau for the whole budget;
-        PyTorch's default Linear init, unit-scale word embeddings and a learned position
-        table that starts from sinusoids (so position offsets are visible from step one)
-        left it within a few epochs.
-        """
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                module.reset_parameters()
-        nn.init.normal_(self.embed.weight, std=1.0)
-        if self.config.positions == "learned":
-            with torch.no_grad():
-                self.positions.table.copy_(sinusoids(self.config.max_len, self.config.d_model))
+        init_for_word_order(self, self.embed, self.positions, config.qk_init_gain)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         check_inputs(input_ids, attention_mask, self.config.max_len)
