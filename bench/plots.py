@@ -41,6 +41,12 @@ def _empty(axis: Any, what: str) -> None:
     axis.set_yticks([])
 
 
+def _save(figure: Any, path: Path) -> None:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def throughput(results: Results, path: Path) -> None:
     sizes = sorted({p.texts for p in results.points}) or [1]
     figure, axes = plt.subplots(1, len(sizes), figsize=(6.5 * len(sizes), 4.5), squeeze=False)
@@ -65,9 +71,7 @@ def throughput(results: Results, path: Path) -> None:
         axis.set_title(f"{texts} text(s) per call")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path)
 
 
 def latency(results: Results, path: Path) -> None:
@@ -93,9 +97,7 @@ def latency(results: Results, path: Path) -> None:
         axis.set_title(f"{texts} text(s) per call")
         axis.grid(alpha=0.3, which="both")
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path)
 
 
 def memory(results: Results, path: Path) -> None:
@@ -113,9 +115,7 @@ def memory(results: Results, path: Path) -> None:
                        f"{m.soak_rate:.0f} calls/s (70% of capacity)", fontsize=9)  # fmt: skip
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path)
 
 
 def seqlen(results: Results, path: Path) -> None:
@@ -148,9 +148,7 @@ def seqlen(results: Results, path: Path) -> None:
         axes[2].set_xlabel("texts per second (mixed lengths, batches of 32)")
         for axis in axes:
             axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path)
 
 
 def draw_all(results: Results, folder: Path) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,3 +23,12 @@ def server(model_repository: Path) -> Iterator[RunningServer]:
 def client(server: RunningServer) -> Iterator[Client]:
     with Client(server.target, timeout=30) as connected:
         yield connected
+
+
+@pytest.fixture
+def repository(model_repository: Path, tmp_path: Path) -> Path:
+    """A private repository holding car/1 and pool/1, for tests that add, damage or remove versions."""
+    root = tmp_path / "models"
+    for name in ("car", "pool"):
+        shutil.copytree(model_repository / name / "1", root / name / "1")
+    return root

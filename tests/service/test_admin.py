@@ -18,14 +18,6 @@ from tests.service.bundles import add_version
 from tests.service.support import RunningServer, make_settings
 
 
-@pytest.fixture
-def repository(model_repository: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "models"
-    for name in ("car", "pool"):
-        shutil.copytree(model_repository / name / "1", root / name / "1")
-    return root
-
-
 def _error(call: object) -> ClientError:
     with pytest.raises(ClientError) as caught:
         call()  # type: ignore[operator]

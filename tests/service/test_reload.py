@@ -27,13 +27,6 @@ POLL = 0.2
 TEXTS = ["the white car is on the left of the black car", "a black car", "on the left stands the white car"]
 
 
-@pytest.fixture
-def repository(model_repository: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "models"
-    for name in ("car", "pool"):
-        shutil.copytree(model_repository / name / "1", root / name / "1")
-    return root
-
 
 async def _until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout

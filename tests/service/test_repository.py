@@ -12,29 +12,12 @@ import pytest
 
 from export.bundle import MANIFEST_FILE, MODEL_FILE, STAGING_PREFIX
 from service.client import Client
+from tests.service.bundles import add_version
 from tests.service.support import RunningServer, make_settings
 
 
-@pytest.fixture
-def repository(model_repository: Path, tmp_path: Path) -> Path:
-    """A private repository holding car/1 and pool/1."""
-    root = tmp_path / "models"
-    for name in ("car", "pool"):
-        shutil.copytree(model_repository / name / "1", root / name / "1")
-    return root
-
-
-def _add_version(root: Path, name: str, version: int) -> Path:
-    target = root / name / str(version)
-    shutil.copytree(root / name / "1", target)
-    manifest = json.loads((target / MANIFEST_FILE).read_text())
-    manifest["version"] = version
-    (target / MANIFEST_FILE).write_text(json.dumps(manifest))
-    return target
-
-
 def test_latest_policy_serves_the_newest_version(repository: Path) -> None:
-    _add_version(repository, "car", 2)
+    add_version(repository, "car", 2)
     with RunningServer(make_settings(repository)) as server, Client(server.target) as client:
         info = client.model("car")
         assert (info.version, info.versions) == (2, [2])
@@ -43,7 +26,7 @@ def test_latest_policy_serves_the_newest_version(repository: Path) -> None:
 
 
 def test_all_policy_serves_every_version(repository: Path) -> None:
-    _add_version(repository, "car", 2)
+    add_version(repository, "car", 2)
     with (
         RunningServer(make_settings(repository, version_policy="all")) as server,
         Client(server.target) as client,
@@ -57,7 +40,7 @@ def test_all_policy_serves_every_version(repository: Path) -> None:
 def test_golden_mismatch_is_refused_and_the_older_version_served(
     repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    bad = _add_version(repository, "car", 2)
+    bad = add_version(repository, "car", 2)
     manifest = json.loads((bad / MANIFEST_FILE).read_text())
     manifest["golden"][0]["logits"][0] += 0.5
     (bad / MANIFEST_FILE).write_text(json.dumps(manifest))
@@ -71,7 +54,7 @@ def test_golden_mismatch_is_refused_and_the_older_version_served(
 
 @pytest.mark.parametrize("damage", ["tampered", "zero-byte", "no-manifest"])
 def test_damaged_newer_version_never_replaces_a_good_one(repository: Path, damage: str) -> None:
-    bad = _add_version(repository, "car", 2)
+    bad = add_version(repository, "car", 2)
     if damage == "tampered":
         data = bytearray((bad / MODEL_FILE).read_bytes())
         data[-10] ^= 0x55
@@ -106,7 +89,7 @@ def test_one_model_is_the_default_when_the_name_is_empty(model_repository: Path,
 def test_publishing_a_new_version_swaps_it_in_and_retires_the_old_one(repository: Path) -> None:
     with RunningServer(make_settings(repository)) as server, Client(server.target) as client:
         assert client.classify("a white car", model="car").version == 1
-        _add_version(repository, "car", 2)
+        add_version(repository, "car", 2)
         assert server.server is not None
         models = server.server.core.repository
 
