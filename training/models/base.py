@@ -73,6 +73,11 @@ class ModelConfig:
             value = getattr(self, field)
             require(value >= minimum, f"{type(self).__name__}.{field} must be >= {minimum}, got {value}")
 
+    def require_positive(self, *names: str) -> None:
+        for field in names:
+            value = getattr(self, field)
+            require(value > 0, f"{type(self).__name__}.{field} must be > 0, got {value}")
+
     def require_choice(self, field: str, choices: tuple[str, ...]) -> None:
         value = getattr(self, field)
         require(value in choices, f"{type(self).__name__}.{field} must be one of {choices}, got {value!r}")

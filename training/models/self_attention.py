@@ -20,7 +20,6 @@ from training.models.base import (
     check_inputs,
     make_head,
     masked_mean,
-    require,
 )
 from training.models.init import init_for_word_order
 
@@ -35,9 +34,7 @@ class SelfAttentionConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_at_least(1, "d_model", "qk_dim")
-        require(
-            self.qk_init_gain > 0, f"SelfAttentionConfig.qk_init_gain must be > 0, got {self.qk_init_gain}"
-        )
+        self.require_positive("qk_init_gain")
         self.require_choice("positions", POSITIONS)
 
 

@@ -44,7 +44,7 @@ class TransformerConfig(ModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_at_least(1, "n_layers", "n_heads", "d_model", "mlp_ratio")
-        require(self.qk_init_gain > 0, f"TransformerConfig.qk_init_gain must be > 0, got {self.qk_init_gain}")
+        self.require_positive("qk_init_gain")
         require(
             self.d_model % self.n_heads == 0,
             f"TransformerConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}",
