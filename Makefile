@@ -38,7 +38,7 @@ test-deps: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy service export
+	bash scripts/typecheck.sh
 
 pytest: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -46,7 +46,7 @@ pytest: setup
 test: test-deps lint pytest
 
 proto: setup
-	$(BIN)/python -m service.protogen
+	$(BIN)/python -m attnserve.service.protogen
 
 compare: setup
 	$(BIN)/attnserve-train compare --task car-order --seeds 0 1 2 3

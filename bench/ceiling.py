@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from attnserve.export.bundle import Bundle
 from tokenizers import Tokenizer
-
-from export.bundle import Bundle
 
 
 @dataclass(frozen=True)

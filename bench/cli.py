@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnserve.export.bundle import read_bundle
+
 from bench import ceiling, compare, machine, memory, plots, profiling, report, seqlen, sweep
 from bench.mlserver import Unavailable, mlserver_env
 from bench.perf_analyzer_sweep import PERF_ANALYZER
@@ -30,7 +32,6 @@ from bench.plan import PLANS, SECTIONS, Plan
 from bench.publish import publish
 from bench.results import Results
 from bench.texts import mixed_texts
-from export.bundle import read_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-
-from service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF_ANALYZER = ROOT / "tools" / "perf-analyzer.sh"

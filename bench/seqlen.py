@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from attnserve.export.bundle import read_bundle
+
 from bench import ceiling
 from bench.plan import Plan, lengths
 from bench.results import SeqLen
 from bench.servers import attnserve
 from bench.sweep import NATIVE, closed_point, log_point
 from bench.texts import exact_length_texts
-from export.bundle import read_bundle
 
 BATCH = 32
 

@@ -1,6 +1,6 @@
 """Servers under test, each a subprocess on 127.0.0.1, started and stopped by a context manager.
 
-attnserve runs through `bench.service_bench.ServerProcess` (`python -m service.cli`); the
+attnserve runs through `bench.service_bench.ServerProcess` (`python -m attnserve.service.cli`); the
 naive baseline and MLServer through `Launched`. `rss_bytes` sums the resident memory of a
 server and its children (`--workers N` forks N processes).
 """

@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-from export.bundle import read_bundle
-from service.client import AsyncClient, Client, ClientError
-from service.model import pad_ids
-from service.tokenization import TextEncoder
+from attnserve.export.bundle import read_bundle
+from attnserve.service.client import AsyncClient, Client, ClientError
+from attnserve.service.model import pad_ids
+from attnserve.service.tokenization import TextEncoder
 
 ROOT = Path(__file__).resolve().parent.parent
 MULTI = 16  # texts per call in the multi-text rows
@@ -108,7 +107,7 @@ class ServerProcess:
         command = [
             sys.executable,
             "-m",
-            "service.cli",
+            "attnserve.service.cli",
             "--repository",
             str(repository),
             "--port",

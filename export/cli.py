@@ -17,19 +17,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from attnserve.export.bundle import BundleError, BundleManifest, read_bundle
+from attnserve.export.errors import ExportError
+from attnserve.export.golden import DEFAULT_COUNT
+from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
+from attnserve.export.parity import DEFAULT_TOLERANCE
+from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS
+from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
+from attnserve.export.writer import export_run
+from attnserve.training.checkpoint import load_run
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-
-from export.bundle import BundleError, BundleManifest, read_bundle
-from export.errors import ExportError
-from export.golden import DEFAULT_COUNT
-from export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
-from export.parity import DEFAULT_TOLERANCE
-from export.quantize import DEFAULT_MAX_DROP, METHODS
-from export.timing import DEFAULT_LENGTH, Latency, measure_latency
-from export.writer import export_run
-from training.checkpoint import load_run
 
 EXIT_FAILED = 1
 

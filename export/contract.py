@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from attnserve.export.bundle import AttentionKind, AttentionSpec, Dim, TensorSpec
+from attnserve.export.errors import ExportError
+from attnserve.training.models.base import Classifier
 from torch import Tensor
-
-from export.bundle import AttentionKind, AttentionSpec, Dim, TensorSpec
-from export.errors import ExportError
-from training.models.base import Classifier
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
-from export.errors import ExportError
-from training.tokenizer import encode_batch, load_tokenizer
+from attnserve.export.errors import ExportError
+from attnserve.training.tokenizer import encode_batch, load_tokenizer
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-
-from export.bundle import GoldenCase
-from export.errors import ExportError
-from export.evalset import EvalSet, encode_one
-from export.parity import run_onnx, run_torch
-from training.models.base import Classifier
+from attnserve.export.bundle import GoldenCase
+from attnserve.export.errors import ExportError
+from attnserve.export.evalset import EvalSet, encode_one
+from attnserve.export.parity import run_onnx, run_torch
+from attnserve.training.models.base import Classifier
 
 DEFAULT_COUNT = 4
 

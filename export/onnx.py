@@ -19,12 +19,18 @@ from typing import Literal, get_args
 
 import onnx
 import torch
+from attnserve.export.bundle import Dim, TensorSpec
+from attnserve.export.contract import (
+    ATTENTION_MASK,
+    BATCH,
+    INPUT_IDS,
+    SEQUENCE,
+    GraphContract,
+    example_inputs,
+)
+from attnserve.export.errors import ExportError
+from attnserve.training.models.base import Classifier
 from torch import Tensor, nn
-
-from export.bundle import Dim, TensorSpec
-from export.contract import ATTENTION_MASK, BATCH, INPUT_IDS, SEQUENCE, GraphContract, example_inputs
-from export.errors import ExportError
-from training.models.base import Classifier
 
 Exporter = Literal["torchscript", "dynamo"]
 EXPORTERS: tuple[Exporter, ...] = get_args(Exporter)

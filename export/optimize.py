@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnxruntime as ort
-
-from export.errors import ExportError
-from export.parity import PROVIDER
+from attnserve.export.errors import ExportError
+from attnserve.export.parity import PROVIDER
 
 LEVEL = "ORT_ENABLE_EXTENDED"
 

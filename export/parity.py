@@ -19,10 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 import torch
-
-from export.bundle import ParityReport
-from export.errors import ParityError
-from training.models.base import Classifier
+from attnserve.export.bundle import ParityReport
+from attnserve.export.errors import ParityError
+from attnserve.training.models.base import Classifier
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]

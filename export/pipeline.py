@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-
-from export.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
-from export.contract import GraphContract, graph_contract
-from export.errors import ExportError
-from export.evalset import read_eval_set
-from export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
-from export.onnx import (
+from attnserve.export.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
+from attnserve.export.contract import GraphContract, graph_contract
+from attnserve.export.errors import ExportError
+from attnserve.export.evalset import read_eval_set
+from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
+from attnserve.export.onnx import (
     DEFAULT_EXPORTER,
     DEFAULT_OPSET,
     Exporter,
@@ -30,10 +29,10 @@ from export.onnx import (
     graph_opset,
     verify_graph,
 )
-from export.optimize import optimize_graph
-from export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
-from export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
-from training.checkpoint import LoadedRun
+from attnserve.export.optimize import optimize_graph
+from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
+from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
+from attnserve.training.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,8 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-
-from export.parity import cpu_session, random_batch, run_onnx, run_torch, torch_threads
-from training.models.base import Classifier
+from attnserve.export.parity import cpu_session, random_batch, run_onnx, run_torch, torch_threads
+from attnserve.training.models.base import Classifier
 
 DEFAULT_BATCH_SIZES = (1, 32)
 DEFAULT_LENGTH = 32

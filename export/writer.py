@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from export.bundle import (
+from attnserve.export.bundle import (
     MODEL_FILE,
     NAME_PATTERN,
     STAGING_PREFIX,
@@ -32,13 +32,13 @@ from export.bundle import (
     read_bundle,
     write_manifest,
 )
-from export.errors import ExportError
-from export.golden import DEFAULT_COUNT, verify_golden
-from export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
-from export.parity import DEFAULT_TOLERANCE, cpu_session
-from export.pipeline import Built, ExportOptions, build_files
-from export.quantize import DEFAULT_MAX_DROP
-from training.checkpoint import LoadedRun, load_run
+from attnserve.export.errors import ExportError
+from attnserve.export.golden import DEFAULT_COUNT, verify_golden
+from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
+from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
+from attnserve.export.pipeline import Built, ExportOptions, build_files
+from attnserve.export.quantize import DEFAULT_MAX_DROP
+from attnserve.training.checkpoint import LoadedRun, load_run
 
 log = logging.getLogger(__name__)
 LOCK_FILE = ".export.lock"

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 from typing import cast
 
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
+from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 from google.protobuf.message import DecodeError
 
 from loadtest.workload import Call, ModelLimits
-from service.proto.attnserve.v1 import attnserve_pb2 as npb
-from service.proto.inference import grpc_service_pb2 as vpb
 
 NATIVE_METHOD = "/attnserve.v1.Classifier/Classify"
 V2_METHOD = "/inference.GRPCInferenceService/ModelInfer"

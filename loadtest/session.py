@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 
 from loadtest.ledger import Ledger
 from loadtest.protocol import GET_MODEL_METHOD, NativeProtocol, V2Protocol, WireProtocol, limits_of
 from loadtest.reconcile import Reconciliation, Scrape, delta, dump, metrics_urls, reconcile, scrape, settle
 from loadtest.workload import Mix, ModelLimits, Workload
-from service.proto.attnserve.v1 import attnserve_pb2 as npb
 
 log = logging.getLogger("loadtest")
 RawCall = Callable[..., bytes]

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+from attnserve.service.core import Core
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
+from attnserve.service.reload import ModelReport, Reloader
+from attnserve.service.repository import valid_model_name
+from attnserve.service.rpc import CallRecord, Calls, Context
 from google.protobuf.message import Message
-
-from service.core import Core
-from service.errors import InvalidArgument
-from service.proto.attnserve.v1 import admin_pb2 as pb
-from service.reload import ModelReport, Reloader
-from service.repository import valid_model_name
-from service.rpc import CallRecord, Calls, Context
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
 MAX_NAMES = 256

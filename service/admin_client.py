@@ -10,10 +10,9 @@ from __future__ import annotations
 from types import TracebackType
 
 import grpc
-
-from service.channels import PLAINTEXT, Security, open_channel
-from service.client import ClientError
-from service.proto.attnserve.v1 import admin_pb2 as pb
+from attnserve.service.channels import PLAINTEXT, Security, open_channel
+from attnserve.service.client import ClientError
+from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Admin"].full_name
 Change = dict[str, list[int]]

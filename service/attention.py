@@ -11,8 +11,7 @@ from __future__ import annotations
 import enum
 
 import numpy as np
-
-from service.errors import InvalidArgument
+from attnserve.service.errors import InvalidArgument
 
 
 class AttentionMode(enum.IntEnum):

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
-
-from service.errors import StartupError
-from service.metrics import Metrics
-from service.rpc import Context, refuse_stream
-from service.settings import Settings
+from attnserve.service.errors import StartupError
+from attnserve.service.metrics import Metrics
+from attnserve.service.rpc import Context, refuse_stream
+from attnserve.service.settings import Settings
 
 INFERENCE, ADMIN = "inference", "admin"
 ROLES = (INFERENCE, ADMIN)

@@ -25,11 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from service.attention import AttentionMode
-from service.errors import INTERNAL_MESSAGE, DeadlineExceeded, Internal, ResourceExhausted, Unavailable
-from service.metrics import ModelMetrics
-from service.tokenization import EncodedTexts
+from attnserve.service.attention import AttentionMode
+from attnserve.service.errors import (
+    INTERNAL_MESSAGE,
+    DeadlineExceeded,
+    Internal,
+    ResourceExhausted,
+    Unavailable,
+)
+from attnserve.service.metrics import ModelMetrics
+from attnserve.service.tokenization import EncodedTexts
 
 log = logging.getLogger(__name__)
 

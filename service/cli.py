@@ -8,10 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from attnserve.service.client_cli import client_main
+from attnserve.service.settings import Settings, load_settings
 from pydantic import ValidationError
-
-from service.client_cli import client_main
-from service.settings import Settings, load_settings
 
 __all__ = ["client_main", "configure_logging", "run_server", "serve_main"]
 
@@ -29,11 +28,11 @@ def configure_logging(level: str, prefix: str = "") -> None:
 
 def run_server(settings: Settings, *, serve_metrics: bool | None = None) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a clean shutdown, 1 when start-up fails."""
-    from service.errors import StartupError
-    from service.model import LoadError
-    from service.repository import RepositoryError
-    from service.runtime import DeviceError
-    from service.server import Server
+    from attnserve.service.errors import StartupError
+    from attnserve.service.model import LoadError
+    from attnserve.service.repository import RepositoryError
+    from attnserve.service.runtime import DeviceError
+    from attnserve.service.server import Server
 
     try:
         asyncio.run(Server(settings, serve_metrics=serve_metrics).serve())
@@ -56,7 +55,7 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level)
     if settings.workers > 1:
-        from service.workers import supervise
+        from attnserve.service.workers import supervise
 
         return supervise(settings)
     return run_server(settings)

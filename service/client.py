@@ -17,10 +17,9 @@ from typing import Any, cast
 
 import grpc
 import numpy as np
+from attnserve.service.channels import PLAINTEXT, Security, open_aio_channel, open_channel
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-from service.channels import PLAINTEXT, Security, open_aio_channel, open_channel
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
 ATTENTION_MODES = {"none": 1, "pooled": 2, "last_layer": 3, "all": 4, "rollout": 5}

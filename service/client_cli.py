@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from service.channels import Security
+from attnserve.service.channels import Security
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
 
@@ -29,11 +28,10 @@ def _heat(weight: float, peak: float) -> str:
 
 
 def _print_classification(reply: Any, texts: Sequence[str], labels: Sequence[str]) -> None:
+    from attnserve.service.attention import importance
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
-
-    from service.attention import importance
 
     console = Console()
     for text, result in zip(texts, reply.results, strict=True):
@@ -191,7 +189,7 @@ def _security(args: argparse.Namespace) -> Security:
 
 
 def _admin(args: argparse.Namespace, security: Security) -> int:
-    from service.admin_client import AdminClient
+    from attnserve.service.admin_client import AdminClient
 
     with AdminClient(args.target, timeout=max(args.timeout, 300.0), security=security) as admin:
         if args.command == "reload":
@@ -260,7 +258,7 @@ def _models(client: Any, args: argparse.Namespace) -> int:
 
 
 def client_main(argv: Sequence[str] | None = None) -> int:
-    from service.client import Client, ClientError
+    from attnserve.service.client import Client, ClientError
 
     parser = _client_parser()
     args = parser.parse_args(argv)

@@ -14,15 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from service.attention import AttentionMode, check_request
-from service.batching import Prediction
-from service.errors import NOT_READY, SHUTTING_DOWN, InvalidArgument
-from service.metrics import Metrics
-from service.model import LoadedModel
-from service.repository import Repository
-from service.settings import Settings
-from service.tokenization import EncodedTexts
+from attnserve.service.attention import AttentionMode, check_request
+from attnserve.service.batching import Prediction
+from attnserve.service.errors import NOT_READY, SHUTTING_DOWN, InvalidArgument
+from attnserve.service.metrics import Metrics
+from attnserve.service.model import LoadedModel
+from attnserve.service.repository import Repository
+from attnserve.service.settings import Settings
+from attnserve.service.tokenization import EncodedTexts
 
 
 class State(enum.Enum):

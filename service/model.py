@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from export.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
-from service.attention import AttentionMode, as_layers, extract, importance, top_k
-from service.batching import Batcher, BatchLimits, Prediction, Row, RowOutput
-from service.errors import InvalidArgument
-from service.metrics import Metrics, ModelMetrics
-from service.runtime import DeviceError, RuntimeSession, create_session
-from service.settings import Settings
-from service.tokenization import EncodedTexts, TextEncoder, TokenIds
+from attnserve.export.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
+from attnserve.service.attention import AttentionMode, as_layers, extract, importance, top_k
+from attnserve.service.batching import Batcher, BatchLimits, Prediction, Row, RowOutput
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.metrics import Metrics, ModelMetrics
+from attnserve.service.runtime import DeviceError, RuntimeSession, create_session
+from attnserve.service.settings import Settings
+from attnserve.service.tokenization import EncodedTexts, TextEncoder, TokenIds
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,12 @@ from typing import cast
 
 import grpc
 import numpy as np
-
-from service.attention import AttentionMode, mode_shapes
-from service.core import Classified, Core
-from service.errors import InvalidArgument, ServiceError
-from service.model import LoadedModel
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
-from service.rpc import CallRecord, Calls, Context, deadline_of
+from attnserve.service.attention import AttentionMode, mode_shapes
+from attnserve.service.core import Classified, Core
+from attnserve.service.errors import InvalidArgument, ServiceError
+from attnserve.service.model import LoadedModel
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.service.rpc import CallRecord, Calls, Context, deadline_of
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
 _MODES = {int(mode): mode for mode in AttentionMode}

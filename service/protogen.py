@@ -1,14 +1,15 @@
 """Generate the Python protobuf modules in service/proto/ from every .proto under protos/.
 
-    python -m service.protogen            # regenerate service/proto/ in place
-    python -m service.protogen --check    # exit 1 if service/proto/ is out of date
+    python -m attnserve.service.protogen            # regenerate service/proto/ in place
+    python -m attnserve.service.protogen --check    # exit 1 if service/proto/ is out of date
 
 Only message modules (`*_pb2.py` + `.pyi` stubs) are generated: gRPC handlers are
 registered by hand (raw-bytes handlers, see service/rpc.py) so that a request body that
 does not parse is answered INVALID_ARGUMENT instead of grpcio's UNKNOWN.
 
-protoc sees protos/ under the virtual path `service/proto`, so generated imports between
-files read `from service.proto.<package> import ..._pb2` and work without rewriting.
+protoc sees protos/ under the virtual path `attnserve/service/proto` (the installed name of
+service/proto/), so generated imports between files read
+`from attnserve.service.proto.<package> import ..._pb2` and work without rewriting.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "protos"
-VIRTUAL_PREFIX = Path("service") / "proto"
+VIRTUAL_PREFIX = Path("attnserve") / "service" / "proto"
+TARGET = ROOT / "service" / "proto"
 
 
 def proto_files(proto_dir: Path = PROTO_DIR) -> list[Path]:
@@ -59,12 +61,11 @@ def _relative_files(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
 
 
-def stale_files(committed_root: Path = ROOT) -> list[str]:
+def stale_files(current: Path = TARGET) -> list[str]:
     """Files in service/proto/ that differ from a fresh generation (empty when up to date)."""
     with tempfile.TemporaryDirectory() as temp:
         generate(Path(temp))
         fresh = Path(temp) / VIRTUAL_PREFIX
-        current = committed_root / VIRTUAL_PREFIX
         fresh_files, current_files = _relative_files(fresh), _relative_files(current)
         differing = [
             str(rel)
@@ -77,24 +78,30 @@ def stale_files(committed_root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.protogen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attnserve.service.protogen", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--check", action="store_true", help="only report whether service/proto/ is stale")
     args = parser.parse_args(argv)
     if args.check:
         stale = stale_files()
         if stale:
-            print("service/proto/ is out of date; run `python -m service.protogen`:", *stale, sep="\n  ")
+            print(
+                "service/proto/ is out of date; run `python -m attnserve.service.protogen`:",
+                *stale,
+                sep="\n  ",
+            )
             return 1
         print("service/proto/ is up to date")
         return 0
-    target = ROOT / VIRTUAL_PREFIX
+    target = TARGET
     with tempfile.TemporaryDirectory() as temp:
         generate(Path(temp))
         # Replace the whole tree so modules of deleted .proto files do not linger.
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(Path(temp) / VIRTUAL_PREFIX, target)
     for path in sorted(_relative_files(target)):
-        print(VIRTUAL_PREFIX / path)
+        print(target.relative_to(ROOT) / path)
     return 0
 
 

@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.errors import NotFound
-from service.model import LoadError
-from service.repository import Repository, scan
-from service.settings import Settings
+from attnserve.service.errors import NotFound
+from attnserve.service.model import LoadError
+from attnserve.service.repository import Repository, scan
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from export.bundle import NAME_PATTERN, is_version_dir
-from service.errors import NotFound
-from service.metrics import UNKNOWN_MODEL, Metrics
-from service.model import LoadedModel, LoadError, load_model
-from service.settings import Settings
+from attnserve.export.bundle import NAME_PATTERN, is_version_dir
+from attnserve.service.errors import NotFound
+from attnserve.service.metrics import UNKNOWN_MODEL, Metrics
+from attnserve.service.model import LoadedModel, LoadError, load_model
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

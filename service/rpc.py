@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
+from attnserve.service.core import Core
+from attnserve.service.errors import INTERNAL_MESSAGE, SHUTTING_DOWN, Internal, InvalidArgument, ServiceError
+from attnserve.service.metrics import UNKNOWN_MODEL, ModelMetrics
 from google.protobuf.message import DecodeError, Message
-
-from service.core import Core
-from service.errors import INTERNAL_MESSAGE, SHUTTING_DOWN, Internal, InvalidArgument, ServiceError
-from service.metrics import UNKNOWN_MODEL, ModelMetrics
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnxruntime as ort
-
-from service.settings import Settings
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -22,21 +22,20 @@ from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import grpc
+from attnserve.service.admin import AdminApi
+from attnserve.service.auth import guarded
+from attnserve.service.core import Core, State
+from attnserve.service.metrics import Metrics
+from attnserve.service.native import NativeApi
+from attnserve.service.reload import Reloader
+from attnserve.service.repository import Repository
+from attnserve.service.runtime import check_device
+from attnserve.service.settings import Settings
+from attnserve.service.transport import bind, grpc_options, reflection_handler
+from attnserve.service.v2 import V2Api
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, start_http_server
-
-from service.admin import AdminApi
-from service.auth import guarded
-from service.core import Core, State
-from service.metrics import Metrics
-from service.native import NativeApi
-from service.reload import Reloader
-from service.repository import Repository
-from service.runtime import check_device
-from service.settings import Settings
-from service.transport import bind, grpc_options, reflection_handler
-from service.v2 import V2Api
 
 log = logging.getLogger(__name__)
 

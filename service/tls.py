@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import cast
 
 import grpc
-
-from service.errors import StartupError
-from service.settings import Settings
+from attnserve.service.errors import StartupError
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from attnserve.service.errors import InvalidArgument
 from tokenizers import Encoding, Tokenizer
-
-from service.errors import InvalidArgument
 
 TokenIds = Sequence[int] | np.ndarray
 

@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import grpc
+from attnserve.service.settings import Settings
+from attnserve.service.tls import server_credentials
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
-
-from service.settings import Settings
-from service.tls import server_credentials
 
 
 def _ms(seconds: float) -> int:

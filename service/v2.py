@@ -14,16 +14,15 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version as package_version
 
 import grpc
+from attnserve.service.core import Core, State
+from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
+from attnserve.service.model import LoadedModel
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.repository import scan
+from attnserve.service.rpc import CallRecord, Calls, Context, M, deadline_of, parse
+from attnserve.service.v2_infer import infer
+from attnserve.service.v2_model import RequestStats, config, metadata, statistics
 from google.protobuf.message import Message
-
-from service.core import Core, State
-from service.errors import InvalidArgument, NotFound, ServiceError
-from service.model import LoadedModel
-from service.proto.inference import grpc_service_pb2 as pb
-from service.repository import scan
-from service.rpc import CallRecord, Calls, Context, M, deadline_of, parse
-from service.v2_infer import infer
-from service.v2_model import RequestStats, config, metadata, statistics
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 SERVER_NAME = "attnserve"

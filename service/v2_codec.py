@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from service.errors import InvalidArgument
-from service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 _LENGTH = struct.Struct("<I")
 

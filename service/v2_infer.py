@@ -6,15 +6,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from service.attention import AttentionMode
-from service.core import Core
-from service.errors import InvalidArgument
-from service.model import LoadedModel
-from service.proto.inference import grpc_service_pb2 as pb
-from service.rpc import CallRecord
-from service.tokenization import EncodedTexts
-from service.v2_codec import (
+from attnserve.service.attention import AttentionMode
+from attnserve.service.core import Core
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.model import LoadedModel
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.rpc import CallRecord
+from attnserve.service.tokenization import EncodedTexts
+from attnserve.service.v2_codec import (
     InputTensor,
     OutputWriter,
     collect_inputs,
@@ -22,7 +21,7 @@ from service.v2_codec import (
     decode_int64,
     format_shape,
 )
-from service.v2_model import (
+from attnserve.service.v2_model import (
     ATTENTION,
     ATTENTION_MASK,
     INPUT_IDS,

@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from attnserve.service.model import LoadedModel
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.settings import Settings
 from prometheus_client import Histogram
-
-from service.model import LoadedModel
-from service.proto.inference import grpc_service_pb2 as pb
-from service.settings import Settings
 
 PLATFORM = "onnxruntime_onnx"
 BACKEND = "onnxruntime"

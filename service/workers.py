@@ -1,6 +1,6 @@
 """`--workers N`: N server processes sharing one port, the way a Python server uses N cores.
 
-The supervisor starts N worker processes (`python -m service.workers SETTINGS_JSON`), each
+The supervisor starts N worker processes (`python -m attnserve.service.workers SETTINGS_JSON`), each
 a full `Server` with its own models, batchers and sessions, all bound to the same port
 with SO_REUSEPORT (the kernel spreads connections over them). Metrics are written by the
 workers into prometheus_client's multiprocess directory and served, summed, by the
@@ -23,7 +23,7 @@ import time
 from types import FrameType
 from wsgiref.simple_server import WSGIServer
 
-from service.settings import Settings
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -64,7 +64,9 @@ def supervise(settings: Settings) -> int:
     status = 0
     try:
         for _ in range(settings.workers):
-            processes.append(subprocess.Popen([sys.executable, "-m", "service.workers", payload], env=env))
+            processes.append(
+                subprocess.Popen([sys.executable, "-m", "attnserve.service.workers", payload], env=env)
+            )
         log.info(
             "started %d workers on port %d: pids %s",
             settings.workers,
@@ -106,7 +108,7 @@ def _stop_before_serving(signum: int, frame: FrameType | None) -> None:
 def _worker_main(payload: str) -> int:
     signal.signal(signal.SIGTERM, _stop_before_serving)
     signal.signal(signal.SIGINT, _stop_before_serving)
-    from service.cli import configure_logging, run_server
+    from attnserve.service.cli import configure_logging, run_server
 
     settings = Settings(**json.loads(payload))  # explicit values: the environment cannot change them
     configure_logging(settings.log_level, prefix=f"worker {os.getpid()} ")

@@ -51,9 +51,9 @@ FIXTURE_MODELS = (
 
 def build_repository(root: Path) -> Path:
     """Train and export every fixture model into `root / "models"`; return that folder."""
-    from export.writer import export_run
-    from training.run import DataSpec, train_run
-    from training.trainer import TrainConfig
+    from attnserve.export.writer import export_run
+    from attnserve.training.run import DataSpec, train_run
+    from attnserve.training.trainer import TrainConfig
 
     repository = root / "models"
     for spec in FIXTURE_MODELS:

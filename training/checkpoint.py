@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from training.models import build_model, config_to_dict
-from training.models.base import Classifier
+from attnserve.training.models import build_model, config_to_dict
+from attnserve.training.models.base import Classifier
 
 FORMAT = "attnserve-checkpoint/1"
 CHECKPOINT = "checkpoint.pt"

@@ -13,13 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from attnserve.training import data as datasets
+from attnserve.training.models import FAMILIES
+from attnserve.training.run import DataSpec, train_run
+from attnserve.training.trainer import TrainConfig
 from rich.console import Console
 from rich.table import Table
-
-from training import data as datasets
-from training.models import FAMILIES
-from training.run import DataSpec, train_run
-from training.trainer import TrainConfig
 
 FIXED = {"vocab_size", "num_classes"}  # derived from the data, never set by hand
 
@@ -111,7 +110,7 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
-        from training.compare import main as compare_main
+        from attnserve.training.compare import main as compare_main
 
         return compare_main(argv[1:])
     pre, _ = _base_parser().parse_known_args(argv)

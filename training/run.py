@@ -10,14 +10,21 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from training import data as datasets
-from training.checkpoint import EVAL_SET, METRICS, TOKENIZER, save_checkpoint, write_json
-from training.models import build_model
-from training.models.base import Classifier
-from training.plots import plot_attention, plot_curves
-from training.tokenizer import UNK_ID, build_tokenizer, encode_batch, save_tokenizer
-from training.trainer import History, Split, TrainConfig, evaluate, fit, pick_device, seed_everything
+from attnserve.training import data as datasets
+from attnserve.training.checkpoint import EVAL_SET, METRICS, TOKENIZER, save_checkpoint, write_json
+from attnserve.training.models import build_model
+from attnserve.training.models.base import Classifier
+from attnserve.training.plots import plot_attention, plot_curves
+from attnserve.training.tokenizer import UNK_ID, build_tokenizer, encode_batch, save_tokenizer
+from attnserve.training.trainer import (
+    History,
+    Split,
+    TrainConfig,
+    evaluate,
+    fit,
+    pick_device,
+    seed_everything,
+)
 
 log = logging.getLogger(__name__)
 FILE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}

@@ -16,12 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from attnserve.training.data import word_dropout
+from attnserve.training.metrics import Scores, score
+from attnserve.training.models.base import Classifier
+from attnserve.training.tokenizer import CLS_ID
 from tqdm.auto import tqdm
-
-from training.data import word_dropout
-from training.metrics import Scores, score
-from training.models.base import Classifier
-from training.tokenizer import CLS_ID
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from attnserve.service.client import Client
 
 from bench.servers import naive
-from service.client import Client
 from tests.service.support import RunningServer, make_settings
 
 TEXTS = [

@@ -175,7 +175,7 @@ def test_server_becomes_healthy_by_its_compose_healthcheck(stack: Stack) -> None
 
 
 def test_prometheus_scrapes_the_server_and_quantiles_have_data(stack: Stack) -> None:
-    from service.client import Client
+    from attnserve.service.client import Client
 
     model = stack.trainer.env["ATTNSERVE_MODEL_NAME"]
     up = 'up{job="attnserve"}'

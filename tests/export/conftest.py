@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from export.parity import torch_threads
-from export.writer import export_run
-from training.run import DataSpec, train_run
-from training.trainer import TrainConfig
+from attnserve.export.parity import torch_threads
+from attnserve.export.writer import export_run
+from attnserve.training.run import DataSpec, train_run
+from attnserve.training.trainer import TrainConfig
 
 # Small models; attention_pool gets a max_len other than 64 so the parity grid covers both.
 TINY: dict[str, dict[str, Any]] = {

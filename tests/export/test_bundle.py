@@ -12,8 +12,7 @@ from typing import Any
 
 import onnxruntime as ort
 import pytest
-
-from export.bundle import (
+from attnserve.export.bundle import (
     MANIFEST_FILE,
     MODEL_FILE,
     STAGING_PREFIX,

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from export.bundle import read_bundle
-from export.cli import main
+from attnserve.export.bundle import read_bundle
+from attnserve.export.cli import main
 
 
 def _published(model_dir: Path) -> list[str]:

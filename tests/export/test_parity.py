@@ -11,14 +11,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from export.bundle import read_bundle
-from export.contract import BATCH, SEQUENCE, graph_contract
-from export.errors import ExportError
-from export.onnx import export_model, verify_graph
-from export.parity import (
+from attnserve.export.bundle import read_bundle
+from attnserve.export.contract import BATCH, SEQUENCE, graph_contract
+from attnserve.export.errors import ExportError
+from attnserve.export.onnx import export_model, verify_graph
+from attnserve.export.parity import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_TOLERANCE,
     compare,
@@ -27,9 +24,12 @@ from export.parity import (
     run_onnx,
     run_torch,
 )
+from attnserve.training.checkpoint import LoadedRun, load_run
+from attnserve.training.models.base import Classifier
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.export.conftest import ATTENTION_FAMILIES, FAMILIES
-from training.checkpoint import LoadedRun, load_run
-from training.models.base import Classifier
 
 
 def _graph_dims(path: Path) -> dict[str, list[int | str]]:

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-
-from export.bundle import (
+from attnserve.export.bundle import (
     MANIFEST_FILE,
     MODEL_FILE,
     STAGING_PREFIX,
@@ -20,10 +19,11 @@ from export.bundle import (
     read_bundle,
     sha256_file,
 )
-from export.errors import ExportError, ParityError, QuantizationRefused
-from export.evalset import encode_one
-from export.parity import cpu_session, run_onnx
-from export.writer import export_run
+from attnserve.export.errors import ExportError, ParityError, QuantizationRefused
+from attnserve.export.evalset import encode_one
+from attnserve.export.parity import cpu_session, run_onnx
+from attnserve.export.writer import export_run
+
 from tests.export.conftest import FAMILIES
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
+from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 
 from loadtest.protocol import NativeProtocol, V2Protocol
 from loadtest.workload import LENGTH_CLASSES, Mix, ModelLimits, Workload, word_span
-from service.proto.attnserve.v1 import attnserve_pb2 as npb
-from service.proto.inference import grpc_service_pb2 as vpb
 
 LIMITS = ModelLimits(max_len=48, max_texts_per_request=16, max_text_chars=500)
 

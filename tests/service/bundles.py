@@ -8,9 +8,8 @@ import shutil
 from pathlib import Path
 
 import onnx
+from attnserve.export.bundle import MANIFEST_FILE, MODEL_FILE, STAGING_PREFIX, TOKENIZER_FILE, sha256_file
 from onnx import TensorProto, helper
-
-from export.bundle import MANIFEST_FILE, MODEL_FILE, STAGING_PREFIX, TOKENIZER_FILE, sha256_file
 
 DAMAGES = (
     "truncated onnx",

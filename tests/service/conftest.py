@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from attnserve.service.client import Client
 
-from service.client import Client
 from tests.service.support import RunningServer, make_settings
 
 

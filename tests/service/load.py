@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-
-from service.client import ClientError
+from attnserve.service.client import ClientError
 
 FIGURES_ENV = "ATTNSERVE_FIGURES"
 

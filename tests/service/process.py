@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from service.client import Client, ClientError
+from attnserve.service.client import Client, ClientError
+
 from tests.service.support import free_port, metric_samples, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ class ServerProcess:
 
     def __enter__(self) -> ServerProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", *self.args],
+            [sys.executable, "-m", "attnserve.service.cli", *self.args],
             cwd=ROOT,
             env=self.env,
             stdout=self._log,

@@ -13,10 +13,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from attnserve.service.server import Server
+from attnserve.service.settings import Settings
 from prometheus_client.parser import text_string_to_metric_families
-
-from service.server import Server
-from service.settings import Settings
 
 T = TypeVar("T")
 

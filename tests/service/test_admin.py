@@ -10,10 +10,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.admin_client import AdminClient
+from attnserve.service.client import Client, ClientError
+from attnserve.service.settings import Settings
 
-from service.admin_client import AdminClient
-from service.client import Client, ClientError
-from service.settings import Settings
 from tests.service.bundles import add_version
 from tests.service.support import RunningServer, make_settings
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from service.attention import AttentionMode, as_layers, extract, importance, rollout, top_k
+from attnserve.service.attention import AttentionMode, as_layers, extract, importance, rollout, top_k
 
 
 def _rows(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from attnserve.service.client import Client, ClientError
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
-from service.client import Client, ClientError
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
-from service.proto.inference import grpc_service_pb2 as v2pb
 from tests.service.load import record_figures
 from tests.service.support import RunningServer, make_settings
 from tests.v2.conftest import V2Calls

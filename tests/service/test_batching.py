@@ -7,8 +7,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.client import AsyncClient, ClientError
 
-from service.client import AsyncClient, ClientError
 from tests.service.support import RunningServer, make_settings
 
 TEXTS = [

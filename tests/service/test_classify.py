@@ -6,8 +6,8 @@ import asyncio
 
 import numpy as np
 import pytest
+from attnserve.service.client import AsyncClient, Client, ClientError, build_request
 
-from service.client import AsyncClient, Client, ClientError, build_request
 from tests.service.support import RunningServer
 
 # Sentences this test writes (not taken from the training data): white car on the left ->

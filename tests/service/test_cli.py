@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from attnserve.service.cli import client_main
+from attnserve.service.client import Client
 
-from service.cli import client_main
-from service.client import Client
 from tests.service.support import RunningServer
 
 

@@ -12,7 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from service.client import AsyncClient, ClientError, build_request
+from attnserve.service.client import AsyncClient, ClientError, build_request
+
 from tests.service.load import Ledger, record_figures
 from tests.service.process import ServerProcess
 from tests.service.support import RunningServer, make_settings

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.client import AsyncClient, Client, ClientError, build_request
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
-from service.client import AsyncClient, Client, ClientError, build_request
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
 from tests.service.load import Ledger, record_figures
 from tests.service.support import RunningServer, make_settings
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
-from service.proto.inference import grpc_service_pb2 as v2pb
 from tests.service.load import record_figures
 from tests.service.support import RunningServer, make_settings
 from tests.service.test_bad_input import ALLOWED, CLASSIFY, MODEL_INFER

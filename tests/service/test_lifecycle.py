@@ -16,9 +16,9 @@ import grpc
 import onnxruntime as ort
 import psutil
 import pytest
+from attnserve.service.client import AsyncClient, Client, ClientError, build_request
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
-from service.client import AsyncClient, Client, ClientError, build_request
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
 from tests.service.support import RunningServer, free_port, make_settings, metric_samples, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ NO_CUDA = "CUDAExecutionProvider" not in ort.get_available_providers()
 def start_cli(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "attnserve.service.cli", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -136,7 +136,7 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 def test_device_auto_falls_back_to_cpu_and_says_so(
     model_repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="service.runtime")
+    caplog.set_level(logging.WARNING, logger="attnserve.service.runtime")
     with RunningServer(make_settings(model_repository, device="auto")) as server:
         assert server.value("attnserve_cpu_fallback_total") == 3  # one per session: car, pool, bow
         with Client(server.target) as client:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from attnserve.service.client import Client, ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.client import Client, ClientError
 from tests.service.support import RunningServer
 
 FAMILIES = {

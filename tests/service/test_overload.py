@@ -17,9 +17,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.client import AsyncClient, Client
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.client import AsyncClient, Client
 from tests.service.load import Ledger, keep_calling, record_figures
 from tests.service.process import ServerProcess
 from tests.service.support import RunningServer, make_settings

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.client import Client, ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.client import Client, ClientError
 from tests.service.load import record_figures
 from tests.service.support import RunningServer, make_settings
 from tests.v2.conftest import V2Calls

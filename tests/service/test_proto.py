@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from service import protogen
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.service import protogen
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 
 def test_generated_code_matches_a_fresh_generation() -> None:
-    assert protogen.stale_files() == [], "run `python -m service.protogen` and commit service/proto/"
+    assert protogen.stale_files() == [], (
+        "run `python -m attnserve.service.protogen` and commit service/proto/"
+    )
 
 
 def test_every_enum_starts_with_unspecified() -> None:

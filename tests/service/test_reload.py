@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from attnserve.service.client import AsyncClient, Client, ClientError
 
-from service.client import AsyncClient, Client, ClientError
 from tests.service.bundles import DAMAGES, add_version, finish_copy
 from tests.service.load import Ledger, record_figures
 from tests.service.support import RunningServer, make_settings

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from attnserve.export.bundle import MANIFEST_FILE, MODEL_FILE, STAGING_PREFIX
+from attnserve.service.client import Client
 
-from export.bundle import MANIFEST_FILE, MODEL_FILE, STAGING_PREFIX
-from service.client import Client
 from tests.service.bundles import add_version
 from tests.service.support import RunningServer, make_settings
 

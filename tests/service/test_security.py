@@ -11,17 +11,17 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.admin_client import AdminClient
+from attnserve.service.channels import Security
+from attnserve.service.cli import client_main, run_server
+from attnserve.service.client import Client, ClientError, build_request
+from attnserve.service.errors import StartupError
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.service.server import Server
+from attnserve.service.settings import Settings
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from service.admin_client import AdminClient
-from service.channels import Security
-from service.cli import client_main, run_server
-from service.client import Client, ClientError, build_request
-from service.errors import StartupError
-from service.proto.attnserve.v1 import attnserve_pb2 as pb
-from service.server import Server
-from service.settings import Settings
 from tests.service.certs import SERVER_NAME, Authority
 from tests.service.load import record_figures
 from tests.service.support import RunningServer, make_settings
@@ -212,7 +212,7 @@ def test_streams_need_a_token_too(guarded: RunningServer) -> None:
     requests = [build_request("a white car", model="car")]
 
     async def stream(token: str | None) -> grpc.StatusCode:
-        from service.client import AsyncClient
+        from attnserve.service.client import AsyncClient
 
         async with AsyncClient(guarded.target, security=Security(token=token)) as client:
             try:

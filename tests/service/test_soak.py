@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import psutil
+from attnserve.service.admin_client import AdminClient
+from attnserve.service.client import AsyncClient
+from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
-from service.admin_client import AdminClient
-from service.client import AsyncClient
-from service.proto.inference import grpc_service_pb2 as v2pb
 from tests.service.bundles import add_version
 from tests.service.load import Ledger, record_figures
 from tests.service.process import ServerProcess

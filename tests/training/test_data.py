@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from training.data import (
+from attnserve.training.data import (
     TASKS,
     TEMPLATE_HELDOUT,
     DataError,
@@ -26,8 +25,8 @@ from training.data import (
     word_dropout,
     words,
 )
-from training.data.car_order import TEMPLATES, generate_pairs, render
-from training.data.tasks import DEFAULT_PAIRS
+from attnserve.training.data.car_order import TEMPLATES, generate_pairs, render
+from attnserve.training.data.tasks import DEFAULT_PAIRS
 
 
 @pytest.fixture(scope="module")

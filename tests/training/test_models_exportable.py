@@ -14,8 +14,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-
-from training.models import Classifier, build_model
+from attnserve.training.models import Classifier, build_model
 
 VOCAB = 30
 MAX_LEN = 16

@@ -6,13 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from training.checkpoint import load_run, save_checkpoint
-from training.cli import main as train_main
-from training.metrics import brier_score, expected_calibration_error, macro_f1, score
-from training.models import build_model
-from training.tokenizer import build_tokenizer, save_tokenizer
-from training.trainer import Split, TrainConfig, fit, predict
+from attnserve.training.checkpoint import load_run, save_checkpoint
+from attnserve.training.cli import main as train_main
+from attnserve.training.metrics import brier_score, expected_calibration_error, macro_f1, score
+from attnserve.training.models import build_model
+from attnserve.training.tokenizer import build_tokenizer, save_tokenizer
+from attnserve.training.trainer import Split, TrainConfig, fit, predict
 
 
 def test_metrics_on_known_values() -> None:

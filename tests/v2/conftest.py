@@ -14,9 +14,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from google.protobuf.message import Message
 
-from service.proto.inference import grpc_service_pb2 as pb
 from tests.service.support import RunningServer, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from tokenizers import Tokenizer
-
-from service.proto.inference import grpc_service_pb2 as pb
 
 
 def bytes_raw(items: Sequence[bytes]) -> bytes:

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from attnserve.service.client import Classification, Client
 
-from service.client import Classification, Client
 from tests.service.support import RunningServer
 from tests.v2.requests import tokenize
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from service.errors import InvalidArgument
-from service.proto.inference import grpc_service_pb2 as pb
-from service.v2_codec import (
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.v2_codec import (
     InputTensor,
     OutputWriter,
     collect_inputs,
@@ -17,6 +14,8 @@ from service.v2_codec import (
     decode_int64,
     encode_bytes,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def _tensor(shape: tuple[int, ...], raw: bytes | None = None, datatype: str = "BYTES") -> InputTensor:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import grpc
 import numpy as np
 import pytest
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from google.protobuf.message import Message
 
-from service.proto.inference import grpc_service_pb2 as pb
 from tests.service.support import RunningServer
 from tests.v2.conftest import V2Calls
 from tests.v2.requests import bytes_raw, ids_request, text_request

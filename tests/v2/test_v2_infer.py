@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from attnserve.service.client import Client
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
-from service.client import Client
-from service.proto.inference import grpc_service_pb2 as pb
 from tests.service.support import RunningServer
 from tests.v2.conftest import V2Calls
 from tests.v2.requests import ids_request, output, text_request, tokenize

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from attnserve.export.bundle import MANIFEST_FILE, MODEL_FILE
+from attnserve.service.client import Client
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
-from export.bundle import MANIFEST_FILE, MODEL_FILE
-from service.client import Client
-from service.proto.inference import grpc_service_pb2 as pb
 from tests.service.support import RunningServer, make_settings
 from tests.v2.conftest import V2Calls
 from tests.v2.requests import text_request

@@ -12,9 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
-
-from service.proto.inference import grpc_service_pb2 as pb
 
 COMPARE = r"""
 import json, sys

@@ -6,10 +6,10 @@ extra evaluation splits such as car-order's ``template_heldout``), with class na
 
 from __future__ import annotations
 
-from training.data.augment import add_distractor_prefix, word_dropout
-from training.data.core import DataError, Dataset, Example, split_groups, words
-from training.data.files import load_file, load_hf_dataset
-from training.data.tasks import TASKS, TEMPLATE_HELDOUT, load_task
+from attnserve.training.data.augment import add_distractor_prefix, word_dropout
+from attnserve.training.data.core import DataError, Dataset, Example, split_groups, words
+from attnserve.training.data.files import load_file, load_hf_dataset
+from attnserve.training.data.tasks import TASKS, TEMPLATE_HELDOUT, load_task
 
 __all__ = [
     "TASKS",

@@ -7,8 +7,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
-
-from training.data.core import DataError, Example
+from attnserve.training.data.core import DataError, Example
 
 
 def add_distractor_prefix(examples: Sequence[Example], rng: random.Random) -> list[Example]:

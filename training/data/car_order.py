@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from training.data.core import DataError, Example, words
+from attnserve.training.data.core import DataError, Example, words
 
 LABELS = ("negative", "positive")  # positive: the white car is on the left
 WHITE, BLACK, LEFT, RIGHT = "white", "black", "left", "right"

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from training.data.core import DataError, Dataset, Example, split_groups
+from attnserve.training.data.core import DataError, Dataset, Example, split_groups
 
 BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet",
             ".pq": "parquet"}

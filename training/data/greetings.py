@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from training.data.core import DataError, Example
+from attnserve.training.data.core import DataError, Example
 
 LABELS = ("food", "greeting")
 FOOD, GREETING = 0, 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from training.data import car_order, greetings
-from training.data.augment import add_distractor_prefix
-from training.data.core import DataError, Dataset, Example, split_groups
+from attnserve.training.data import car_order, greetings
+from attnserve.training.data.augment import add_distractor_prefix
+from attnserve.training.data.core import DataError, Dataset, Example, split_groups
 
 TASKS = ("car-order", "greetings-food")
 # car-order: 2000 pairs give 167 held-out pairs per evaluation split, and the transformer

@@ -6,12 +6,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from training.models.attention_pool import AttentionPoolClassifier, AttentionPoolConfig
-from training.models.base import Classifier, ModelConfig
-from training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
-from training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
-from training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
-from training.models.transformer import TransformerClassifier, TransformerConfig
+from attnserve.training.models.attention_pool import AttentionPoolClassifier, AttentionPoolConfig
+from attnserve.training.models.base import Classifier, ModelConfig
+from attnserve.training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
+from attnserve.training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
+from attnserve.training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
+from attnserve.training.models.transformer import TransformerClassifier, TransformerConfig
 
 FAMILIES: dict[str, type[Classifier]] = {
     cls.family: cls

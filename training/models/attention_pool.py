@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor, nn
-
-from training.models.base import (
+from attnserve.training.models.base import (
     POSITIONS,
     AttentionPool,
     Classifier,
@@ -19,7 +17,8 @@ from training.models.base import (
     check_inputs,
     make_head,
 )
-from training.models.init import init_weights
+from attnserve.training.models.init import init_weights
+from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

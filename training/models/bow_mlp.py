@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from attnserve.training.models.base import Classifier, ModelConfig, check_inputs, make_head
+from attnserve.training.models.init import init_weights
 from torch import Tensor, nn
-
-from training.models.base import Classifier, ModelConfig, check_inputs, make_head
-from training.models.init import init_weights
 
 FEATURES = ("counts", "binary")
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor, nn
-
-from training.models.base import (
+from attnserve.training.models.base import (
     POSITIONS,
     Classifier,
     ModelConfig,
@@ -18,7 +16,8 @@ from training.models.base import (
     make_head,
     masked_mean,
 )
-from training.models.init import init_weights
+from attnserve.training.models.init import init_weights
+from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor, nn
-
-from training.models.base import (
+from attnserve.training.models.base import (
     POSITIONS,
     Classifier,
     ModelConfig,
@@ -21,7 +19,8 @@ from training.models.base import (
     make_head,
     masked_mean,
 )
-from training.models.init import init_for_word_order
+from attnserve.training.models.init import init_for_word_order
+from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

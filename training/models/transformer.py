@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
-
-from training.models.base import (
+from attnserve.training.models.base import (
     AttentionPool,
     Classifier,
     ModelConfig,
@@ -22,7 +20,8 @@ from training.models.base import (
     masked_mean,
     require,
 )
-from training.models.init import init_for_word_order
+from attnserve.training.models.init import init_for_word_order
+from torch import Tensor, nn
 
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")  # an encoder without positions cannot see word order
