@@ -1,144 +1,214 @@
 """car-order: which side is the white car on? Pairs of sentences with identical bags of words.
 
-Each pair is one template filled twice with the same words, swapping either the two colours
-or the two sides, so both sentences hold exactly the same multiset of words yet have opposite
-labels: a model that ignores word order cannot beat chance. Some templates are held out of
-training entirely (``template_heldout``) to measure how far a model generalises beyond the
-sentence shapes it was trained on.
+Every sentence comes from the grammar in ``phrasing``: a construction's form, its phrasing
+slots filled from the lexicons, fillers, a style (case, punctuation). A pair renders one such
+sentence twice, swapping either the two colours or the two sides, so both members hold the
+same multiset of words yet have opposite labels: a model that ignores word order cannot beat
+chance. A pair belongs to one of three buckets: ``seen`` (constructions and phrasings that
+training uses), ``template`` (a held-out construction) or ``phrasing`` (a seen construction
+with a held-out phrasing in one of its slots).
 """
 
 from __future__ import annotations
 
 import random
 import re
+import string
 from dataclasses import dataclass
 from typing import Literal
 
+from attnserve.training.data import phrasing
 from attnserve.training.data.core import DataError, Example, words
+from attnserve.training.data.phrasing import Construction
 
 LABELS = ("negative", "positive")  # positive: the white car is on the left
 WHITE, BLACK, LEFT, RIGHT = "white", "black", "left", "right"
+Bucket = Literal["seen", "template", "phrasing"]
 
-# abs:             the {c1} car is on side {p1}, the {c2} car on side {p2}
-# first_of_second: the {c1} car is on side {rel} of the {c2} car
-# second_of_first: the {c2} car is on side {rel} of the {c1} car
-Kind = Literal["abs", "first_of_second", "second_of_first"]
+# Fillers make the task harder (scenes repeat both colour words), so each is optional.
+SCENE_RATE, OPENER_RATE, CLOSER_RATE = 0.2, 0.2, 0.25
+SAME_AT_RATE = 0.75  # how often both sides are said the same way ("on the left ... on the right")
+PHRASING_HELDOUT_RATE = 0.12  # share of seen-construction pairs that carry a held-out phrasing
+CASES = (("sentence", 0.55), ("lower", 0.3), ("title", 0.1), ("upper", 0.05))
+ENDINGS = ((".", 0.6), ("", 0.25), ("!", 0.1), ("...", 0.05))
+DROP_COMMAS_RATE = 0.15
+
+_SLOT = re.compile(r"\{(\w+)\}")
 _ARTICLE = re.compile(r"\b([Aa]) ([aeiou])")
+_LEXICON_OF = {"at1": "at", "at2": "at", "rel": "rel", "dir": "dir", "then": "then", "conj": "conj",
+               "ord1": "ord", "ord2": "ord"}
 
 
 @dataclass(frozen=True)
-class Template:
-    name: str
-    kind: Kind
-    text: str
-    heldout: bool = False
+class Choices:
+    """Everything a sentence says except the colours and sides, shared by both pair members."""
 
-
-# {car1} / {car2} stand for "{a1} {c1} car" / "{a2} {c2} car"; every sentence may open with a scene.
-TEMPLATES: tuple[Template, ...] = (
-    Template("abs-is-on", "abs", "the {car1} {verb} on the {p1} and the {car2} {verb} on the {p2} {place}."),
-    Template("abs-side-first", "abs", "on the {p1} {verb} the {car1}, and on the {p2} the {car2}."),
-    Template("abs-there-is", "abs", "there is a {car1} on the {p1} and a {car2} on the {p2} {place}."),
-    Template("abs-side-taken", "abs", "the {p1} side is taken by the {car1}, the {p2} side by the {car2}."),
-    Template("abs-can-be-seen", "abs", "a {car1} can be seen on the {p1} {place}, and a {car2} on the {p2}."),
-    Template("abs-mixed-order", "abs", "on the {p1} there is a {car1}, and the {car2} {verb} on the {p2}."),
-    Template("abs-the-one", "abs",
-             "the {car1} is the one on the {p1}, while the {car2} is the one on the {p2}."),
-    Template("abs-predicate", "abs",
-             "the {a1} car on the {p1} is {c1} and the {a2} car on the {p2} is {c2} {place}."),
-    Template("abs-we-parked", "abs", "we parked the {car1} on the {p1} and the {car2} on the {p2} {place}."),
-    Template("abs-was-parked", "abs",
-             "the {car1} was parked on the {p1} {place} and the {car2} was parked on the {p2}."),
-    Template("rel-to-the-of", "first_of_second", "the {car1} {verb} to the {rel} of the {car2} {place}."),
-    Template("rel-side-of", "first_of_second",
-             "the {car1} is parked {place} on the {rel} side of the {car2}."),
-    Template("rel-seen-from", "first_of_second", "seen from the street, the {car1} is {rel} of the {car2}."),
-    Template("rel-fronted", "second_of_first", "to the {rel} of the {car1} {verb} the {car2} {place}."),
-    Template("rel-flanked", "second_of_first", "the {car1} is flanked on the {rel} by the {car2} {place}."),
-    # Held out of training: new words and orderings built from constructions seen above.
-    Template("held-we-see", "abs",
-             "on the {p1} we see a {car1} and on the {p2} we see a {car2} {place}.", True),
-    Template("held-whereas", "abs",
-             "the {car1} sits {place} on the {p1}, whereas the {car2} sits on the {p2}.", True),
-    Template("held-placed", "first_of_second", "the {car1} is placed to the {rel} of the {car2}.", True),
-)
-
-# Fillers never name a side, so the label depends only on the template's slots. Scenes
-# repeat the colour words to defeat "which colour is mentioned first" shortcuts; empty
-# strings make a filler optional.
-ADJECTIVES = ("", "", "", "small", "old", "new", "shiny", "rusty", "big", "fast", "dusty", "clean",
-              "electric")
-VERBS = ("is", "stands", "is parked", "sits", "waits")
-PLACES = ("", "", "", "in the street", "at the station", "near the park", "in the garage", "outside the shop",
-          "by the river", "in the yard")
-SCENES = ("With a white frame and black border,", "Under a black sky with white clouds,",
-          "By a white fence and black gate,", "In the black and white picture,",
-          "Beside a black sign with white letters,")
-# Scenes make the task markedly harder (a small transformer loses several points of test
-# accuracy when every other sentence has one), so they open one sentence in five.
-SCENE_RATE = 0.2
+    construction: Construction
+    form: str
+    lexemes: dict[str, str]  # lexicon slot (at1, at2, rel, dir, then, conj, ord) -> entry
+    fillers: dict[str, str]  # v, we, see, adj_x, adj_y, noun, scene, opener, closer
+    case: str
+    ending: str
+    drop_commas: bool
 
 
 @dataclass(frozen=True)
 class CarOrderPair:
     first: Example
     second: Example
-    template: str
+    template: str  # the construction's name
+    bucket: Bucket
 
 
-def _left_colour(kind: Kind, slots: dict[str, str]) -> str:
-    if kind == "abs":
-        return slots["c1"] if slots["p1"] == LEFT else slots["c2"]
-    if kind == "first_of_second":
-        return slots["c1"] if slots["rel"] == LEFT else slots["c2"]
-    return slots["c2"] if slots["rel"] == LEFT else slots["c1"]
+def form_slots(form: str) -> set[str]:
+    """The lexicon slots a form uses (``ord1``/``ord2`` count as ``ord``)."""
+    return {_LEXICON_OF[s] for s in _SLOT.findall(form) if s in _LEXICON_OF}
 
 
-def render(template: Template, slots: dict[str, str]) -> tuple[str, int]:
-    """The sentence for ``slots`` (c1, c2, p1, p2, rel, a1, a2, verb, place, scene) and its label."""
-    car1, car2 = f"{slots['a1']} {slots['c1']} car", f"{slots['a2']} {slots['c2']} car"
-    raw = slots["scene"] + " " + template.text.format(car1=car1, car2=car2, **slots)
-    text = " ".join(raw.split()).replace(" ,", ",").replace(" .", ".")
+def names_side(choices: Choices) -> bool:
+    """Whether the sentence names a side; a ``seq`` form without ``{dir}`` reads left to right."""
+    return choices.construction.kind != "seq" or "{dir}" in choices.form
+
+
+def label_of(x_colour: str, side: str) -> int:
+    """X is on ``side`` of Y (abs: X's own side; seq: X comes first from ``side``)."""
+    return int((x_colour == WHITE) == (side == LEFT))
+
+
+def _other(side: str) -> str:
+    return RIGHT if side == LEFT else LEFT
+
+
+def _styled(text: str, choices: Choices) -> str:
+    text = " ".join(text.split())
+    text = re.sub(r" +([,;:.)])", r"\1", text).replace("( ", "(")
+    text = re.sub(r"([,;:])[,;:]+", r"\1", text)  # "car,, then" after an empty filler
     text = _ARTICLE.sub(r"\1n \2", text)  # "a old car" -> "an old car"; both pair members alike
-    label = 1 if _left_colour(template.kind, slots) == WHITE else 0
-    return text[0].upper() + text[1:], label
+    if choices.drop_commas:
+        text = text.replace(",", "")
+    text = text.rstrip(",;: ") + choices.ending
+    if choices.case == "lower":
+        return text.lower()
+    if choices.case == "upper":
+        return text.upper()
+    if choices.case == "title":
+        return string.capwords(text)
+    return text[0].upper() + text[1:]
 
 
-def _swapped(template: Template, slots: dict[str, str], rng: random.Random) -> dict[str, str]:
-    # Swapping the two sides is only word-neutral when both sides are named (abs templates).
-    if template.kind == "abs" and rng.random() < 0.5:
-        return {**slots, "p1": slots["p2"], "p2": slots["p1"]}
-    return {**slots, "c1": slots["c2"], "c2": slots["c1"]}
+def render(choices: Choices, x_colour: str, side: str) -> tuple[str, int]:
+    """The sentence with car X in ``x_colour`` (Y in the other colour) on ``side``, and its label."""
+    if not names_side(choices) and side != LEFT:
+        raise ValueError(f"{choices.form!r} names no side, so it can only read left to right")
+    y_colour = BLACK if x_colour == WHITE else WHITE
+    f, lx = choices.fillers, choices.lexemes
+    s, o = side, _other(side)
+    values = {
+        "X": f"the {f['adj_x']} {x_colour} {f['noun']}", "Y": f"the {f['adj_y']} {y_colour} {f['noun']}",
+        "aX": f"a {f['adj_x']} {x_colour} {f['noun']}", "aY": f"a {f['adj_y']} {y_colour} {f['noun']}",
+        "bX": f"{f['adj_x']} {x_colour} {f['noun']}", "bY": f"{f['adj_y']} {y_colour} {f['noun']}",
+        "cX": x_colour, "cY": y_colour, "oY": f"the {y_colour} one",
+        "s1": s, "s2": o, "s": s, "noun": f["noun"], "v": f["v"], "we": f["we"], "see": f["see"],
+        "at1": lx.get("at1", "").format(s=s, o=o), "at2": lx.get("at2", "").format(s=o, o=s),
+        "rel": lx.get("rel", "").format(s=s, o=o), "dir": lx.get("dir", "").format(s=s, o=o),
+        "then": lx.get("then", ""), "conj": lx.get("conj", ""),
+        "ord1": lx.get("ord", "|").split("|")[0], "ord2": lx.get("ord", "|").split("|")[1],
+    }
+    core = choices.form.format(**values)
+    text = " ".join((f["scene"], f["opener"], core, f["closer"]))
+    return _styled(text, choices), label_of(x_colour, side)
+
+
+def _weighted(rng: random.Random, options: tuple[tuple[str, float], ...]) -> str:
+    return rng.choices([o for o, _ in options], weights=[w for _, w in options])[0]
+
+
+def _optional(rng: random.Random, options: tuple[str, ...], rate: float) -> str:
+    return rng.choice(options) if rng.random() < rate else ""
+
+
+def choose(construction: Construction, bucket: Bucket, rng: random.Random) -> Choices:
+    """Draw a form, phrasings, fillers and a style for ``construction``.
+
+    In the ``phrasing`` bucket one lexicon slot of the form gets a held-out entry; every
+    other slot (and every slot in the other buckets) draws from the seen entries only.
+    """
+    forms = construction.forms
+    if bucket == "phrasing":
+        forms = tuple(f for f in forms if any(phrasing.LEXICONS[s].heldout for s in form_slots(f)))
+        if not forms:
+            raise ValueError(f"{construction.name} has no slot that a held-out phrasing could fill")
+    form = rng.choice(forms)
+    slots = sorted(form_slots(form))
+    held = rng.choice([s for s in slots if phrasing.LEXICONS[s].heldout]) if bucket == "phrasing" else None
+    lexemes: dict[str, str] = {}
+    for slot in slots:
+        lexicon = phrasing.LEXICONS[slot]
+        pool = lexicon.heldout if slot == held else lexicon.seen
+        if slot == "at":
+            lexemes["at1"] = rng.choice(pool)
+            same = rng.random() < SAME_AT_RATE or slot == held  # one held-out entry, said twice
+            lexemes["at2"] = lexemes["at1"] if same else rng.choice(lexicon.seen)
+        else:
+            lexemes[slot] = rng.choice(pool)
+    we, see = rng.choice(phrasing.WE_SEE)
+    fillers = {
+        "v": rng.choice(phrasing.VERBS), "we": we, "see": see, "noun": rng.choice(phrasing.NOUNS),
+        "adj_x": rng.choice(phrasing.ADJECTIVES), "adj_y": rng.choice(phrasing.ADJECTIVES),
+        "scene": _optional(rng, phrasing.SCENES, SCENE_RATE),
+        "opener": _optional(rng, phrasing.OPENERS, OPENER_RATE),
+        "closer": _optional(rng, phrasing.CLOSERS, CLOSER_RATE),
+    }
+    return Choices(construction, form, lexemes, fillers, _weighted(rng, CASES), _weighted(rng, ENDINGS),
+                   rng.random() < DROP_COMMAS_RATE)
+
+
+def _pair(choices: Choices, rng: random.Random) -> tuple[tuple[str, int], tuple[str, int]]:
+    x_colour = rng.choice((WHITE, BLACK))
+    side = rng.choice((LEFT, RIGHT)) if names_side(choices) else LEFT
+    first = render(choices, x_colour, side)
+    if names_side(choices) and rng.random() < 0.5:
+        # Swapping sides keeps the bag of words only where both sides are named alike.
+        swapped = render(choices, x_colour, _other(side))
+        if sorted(words(swapped[0])) == sorted(words(first[0])):
+            return first, swapped
+    return first, render(choices, BLACK if x_colour == WHITE else WHITE, side)
+
+
+def _buckets(n_pairs: int, rng: random.Random) -> list[tuple[Construction, Bucket]]:
+    """Constructions in turn, so each gets an equal share; some seen ones carry held-out phrasings."""
+    order = [phrasing.CONSTRUCTIONS[i % len(phrasing.CONSTRUCTIONS)] for i in range(n_pairs)]
+    rng.shuffle(order)
+    out: list[tuple[Construction, Bucket]] = []
+    for c in order:
+        can_hold = any(phrasing.LEXICONS[s].heldout for f in c.forms for s in form_slots(f))
+        if c.heldout:
+            out.append((c, "template"))
+        elif can_hold and rng.random() < PHRASING_HELDOUT_RATE:
+            out.append((c, "phrasing"))
+        else:
+            out.append((c, "seen"))
+    return out
 
 
 def generate_pairs(n_pairs: int, seed: int) -> list[CarOrderPair]:
-    """``n_pairs`` distinct pairs, templates used in turn so each gets an equal share."""
+    """``n_pairs`` distinct pairs of opposite-label sentences with identical bags of words."""
     if n_pairs < 1:
         raise DataError(f"n_pairs must be >= 1, got {n_pairs}")
     rng = random.Random(seed)
-    order = [TEMPLATES[i % len(TEMPLATES)] for i in range(n_pairs)]
-    rng.shuffle(order)
     seen: set[str] = set()
     pairs: list[CarOrderPair] = []
-    for template in order:
+    for construction, bucket in _buckets(n_pairs, rng):
         for _ in range(1000):  # the filler space is large: collisions are rare
-            c1, c2 = rng.sample((WHITE, BLACK), 2)
-            p1, p2 = rng.sample((LEFT, RIGHT), 2)
-            scene = rng.choice(SCENES) if rng.random() < SCENE_RATE else ""
-            slots = {"c1": c1, "c2": c2, "p1": p1, "p2": p2, "rel": rng.choice((LEFT, RIGHT)),
-                     "a1": rng.choice(ADJECTIVES), "a2": rng.choice(ADJECTIVES), "verb": rng.choice(VERBS),
-                     "place": rng.choice(PLACES), "scene": scene}
-            text_a, label_a = render(template, slots)
-            text_b, label_b = render(template, _swapped(template, slots, rng))
+            (text_a, label_a), (text_b, label_b) = _pair(choose(construction, bucket, rng), rng)
             if text_a not in seen and text_b not in seen:
                 break
         else:
             raise DataError(f"cannot find {n_pairs} distinct car-order pairs; ask for fewer")
         if sorted(words(text_a)) != sorted(words(text_b)) or label_a == label_b or text_a == text_b:
-            raise RuntimeError(f"template {template.name!r} made an invalid pair: {text_a!r} / {text_b!r}")
+            raise RuntimeError(f"{construction.name!r} made an invalid pair: {text_a!r} / {text_b!r}")
         seen.update((text_a, text_b))
         group = len(pairs)
-        pairs.append(
-            CarOrderPair(Example(text_a, label_a, group), Example(text_b, label_b, group), template.name)
-        )
+        pairs.append(CarOrderPair(Example(text_a, label_a, group), Example(text_b, label_b, group),
+                                  construction.name, bucket))
     return pairs

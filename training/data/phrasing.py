@@ -1,0 +1,149 @@
+"""The car-order grammar: constructions (sentence shapes) and the phrasings that fill them.
+
+A sentence says where two cars, X (named first) and Y (named second), stand in one of three
+ways, its construction's *kind*:
+
+- ``abs``: each car has a side of its own: X on side ``s1``, Y on side ``s2`` (the other side);
+- ``rel``: X stands on side ``s`` of Y;
+- ``seq``: X comes before Y in the direction ``d`` ("from left to right" when ``d`` is left).
+  Forms without a ``{dir}`` slot read left to right, as people do when they list things.
+
+A construction's forms are strings with slots. Slots filled from a phrasing lexicon below
+(``{at1}``, ``{rel}``, ``{dir}``, ``{then}``, ...) are where one relation can be said many ways;
+the car slots are ``{X}`` ("the old white car"), ``{aX}`` ("a white car"), ``{bX}`` ("white car"),
+``{cX}`` (the colour alone) and ``{oY}`` ("the black one"); ``{noun}`` is the car noun and
+``{s1}``, ``{s2}``, ``{s}`` are bare side words.
+
+Held-out entries never reach training: a held-out construction is evaluated as
+``template_heldout`` (a new sentence shape made of phrasings seen in training), a held-out
+phrasing as ``phrasing_heldout`` (a new way to say a relation, inside seen shapes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["abs", "rel", "seq"]
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """The ways to fill one slot; ``{s}`` is the side this slot names, ``{o}`` the other one."""
+
+    slot: str
+    seen: tuple[str, ...]
+    heldout: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Construction:
+    name: str
+    kind: Kind
+    forms: tuple[str, ...]
+    heldout: bool = False
+
+
+# ``at1``/``at2`` share this lexicon (and usually one entry); ``{s}`` is s1 or s2.
+AT = Lexicon(
+    "at",
+    ("on the {s}", "on the {s}", "on the {s} side", "to the {s}", "at the {s}", "on the {s} of the picture",
+     "in the {s} spot", "at the {s} end", "in the {s} lane", "over on the {s}"),
+    ("on the {s}-hand side", "at the very {s}", "in the {s} corner"),
+)
+REL = Lexicon(
+    "rel",
+    ("{s} of", "to the {s} of", "to the {s} of", "on the {s} side of", "on the {s} of", "to the {s} side of",
+     "directly to the {s} of", "just {s} of", "somewhere to the {s} of", "further {s} than"),
+    ("on the {s}-hand side of", "immediately to the {s} of", "a bit to the {s} of"),
+)
+DIR = Lexicon(
+    "dir",
+    ("from {s} to {o}", "from {s} to {o}", "from the {s} to the {o}", "going from {s} to {o}", "{s} to {o}",
+     "reading from {s} to {o}", "starting from the {s}", "starting on the {s}", "in order from {s} to {o}"),
+    ("counting from the {s}", "looking {s} to {o}", "when read {s} to {o}"),
+)
+THEN = Lexicon(
+    "then",
+    ("then", ", then", "and then", "followed by", ", followed by", "and", ",", "and after it",
+     "and next", ", next", ", and then"),
+    ("and after that", "and just after it", "trailed by"),
+)
+CONJ = Lexicon(
+    "conj",
+    (" and ", ", and ", ", ", "; ", ", while ", ". ", ", but ", " and also ", " - "),
+    (", whereas ", " and meanwhile "),
+)
+# (first, second) markers of a sequence.
+ORD = Lexicon("ord", ("first|second", "first|then", "first|next", "first|last", "first comes|then comes"),
+              ("firstly|secondly", "to begin with|after that"))
+LEXICONS = {lex.slot: lex for lex in (AT, REL, DIR, THEN, CONJ, ORD)}
+
+CONSTRUCTIONS: tuple[Construction, ...] = (
+    Construction("abs-subject", "abs", ("{X} {v} {at1}{conj}{Y} {v} {at2}", "{X} {v} {at1}{conj}{Y} {at2}",
+                                        "{X} {v} {at1}{conj}{oY} {v} {at2}")),
+    Construction("abs-side-first", "abs", ("{at1} {v} {X}{conj}{at2} {v} {Y}", "{at1} {v} {X}{conj}{at2} {Y}",
+                                           "{at1} there is {aX}{conj}{at2} there is {aY}")),
+    Construction("abs-there-is", "abs", ("there is {aX} {at1}{conj}{aY} {at2}",
+                                         "there's {aX} {at1}{conj}{aY} {at2}",
+                                         "there is {aX} {at1}{conj}there is {aY} {at2}")),
+    Construction("abs-predicate", "abs", ("the {noun} {at1} is {cX}{conj}the one {at2} is {cY}",
+                                          "the {noun} {at1} is {cX}{conj}the {noun} {at2} {cY}",
+                                          "the {noun} {at1} is the {cX} one{conj}the {noun} {at2} is the {cY} one")),
+    Construction("abs-terse", "abs", ("{bX} {s1}, {bY} {s2}", "{cX} {s1}, {cY} {s2}",
+                                      "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}")),
+    Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
+                                      "{s1} side: {cX}, {s2} side: {cY}", "{s1} - {bX}, {s2} - {bY}")),
+    Construction("abs-most", "abs", ("the {s1}most {noun} is {cX}{conj}the {s2}most one is {cY}",
+                                     "{X} is the {s1}most one{conj}{Y} is the {s2}most")),
+    Construction("abs-parked", "abs", ("{we} parked {X} {at1}{conj}{Y} {at2}",
+                                       "{X} was parked {at1}{conj}{Y} was parked {at2}")),
+    Construction("abs-the-one", "abs", ("{X} is the one {at1}{conj}{Y} is the one {at2}",
+                                        "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}")),
+    Construction("rel-subject", "rel", ("{X} {v} {rel} {Y}", "{X} {v} {rel} {oY}", "{X}, {rel} {Y}")),
+    Construction("rel-object-first", "rel", ("{rel} {Y} {v} {X}", "{rel} {Y}, {we} {see} {aX}",
+                                             "{rel} {Y} there is {aX}")),
+    Construction("rel-there-is", "rel", ("there is {aX} {rel} {Y}", "{we} {see} {aX} {rel} {Y}",
+                                         "{we} {see} that {X} {v} {rel} {Y}")),
+    Construction("rel-parked", "rel", ("{we} parked {X} {rel} {Y}", "{X} was parked {rel} {Y}")),
+    Construction("rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}", "{Y} is flanked to the {s} by {X}")),
+    Construction("seq-colon", "seq", ("{dir}: {bX}, {bY}", "{dir}: {X} {then} {Y}", "{dir}: {cX}, {cY}",
+                                      "{dir}: {cX} {then} {cY}")),
+    Construction("seq-trailing", "seq", ("{X} {then} {Y}, {dir}", "{bX}, {bY} ({dir})", "{X} {then} {Y}",
+                                         "{cX} {noun} {then} {cY} {noun} {dir}")),
+    Construction("seq-leading", "seq", ("{dir}, {we} {see} {aX} {then} {aY}", "{dir} there is {aX} {then} {aY}",
+                                        "{dir} {we} {see} {X} {then} {Y}")),
+    Construction("seq-first", "seq", ("{dir}, {ord1} {X}, {ord2} {Y}", "{ord1} {X}, {ord2} {Y}, {dir}",
+                                      "{ord1} {X} and {ord2} {Y}", "{ord1} {X}, {ord2} {Y}")),
+    Construction("seq-ordinal", "seq", ("{dir}, the first {noun} is {cX} and the second is {cY}",
+                                        "the first {noun} {dir} is {cX}, the second {cY}",
+                                        "the first {noun} is {cX} and the second one is {cY}")),
+    Construction("seq-comes-first", "seq", ("{X} comes first and {Y} second {dir}",
+                                            "{X} comes first {dir}, then {Y}", "{X} comes before {Y} {dir}")),
+    # Held out: new shapes built from the phrasings above.
+    Construction("abs-we-see", "abs", ("{at1} {we} {see} {aX}{conj}{at2} {we} {see} {aY}",
+                                       "{at1} {we} {see} {X}{conj}{at2} {Y}"), heldout=True),
+    Construction("rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}",
+                                    "{Y} has {X} on its {s} side"), heldout=True),
+    Construction("seq-order-is", "seq", ("the order {dir} is {X} {then} {Y}", "the order {dir} is {cX}, {cY}"),
+                 heldout=True),
+)
+
+# Words around the relation that never name a side. Scenes repeat both colour words so
+# "which colour is mentioned first" is no shortcut; empty strings make a filler optional.
+VERBS = ("is", "is", "sits", "stands", "is parked", "waits", "is standing", "is located", "can be seen",
+         "appears", "is placed")
+WE_SEE = (("we", "see"), ("i", "see"), ("you", "see"), ("you can", "see"), ("we", "have"), ("i can", "spot"),
+          ("we", "notice"))
+ADJECTIVES = ("", "", "", "", "small", "old", "new", "shiny", "rusty", "big", "fast", "dusty", "clean",
+              "electric", "little", "tiny", "large", "vintage", "sporty", "parked", "family")
+NOUNS = ("car", "car", "car", "car", "vehicle", "auto", "sedan", "hatchback")
+OPENERS = ("in the picture,", "in this photo,", "i think", "as you can see,", "look,", "so", "here", "ok so",
+           "well,", "in the image", "from where i stand,", "honestly,", "on the street,", "in the parking lot,")
+CLOSERS = ("in the street", "at the station", "near the park", "in the garage", "outside the shop",
+           "by the river", "in the yard", "as far as i can tell", "i think", "if you look closely",
+           "in the photo", "this morning", "today")
+SCENES = ("within a white frame and black border,", "under a black sky with white clouds,",
+          "by a white fence and black gate,", "in the black and white picture,",
+          "beside a black sign with white letters,", "on a white road with black markings,",
+          "next to a black wall with white windows,", "in a black and white photo")
