@@ -89,7 +89,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
                                          "there is {aX} {at1}{conj}there is {aY} {at2}")),
     Construction("abs-predicate", "abs", ("the {noun} {at1} is {cX}{conj}the one {at2} is {cY}",
                                           "the {noun} {at1} is {cX}{conj}the {noun} {at2} {cY}",
-                                          "the {noun} {at1} is the {cX} one{conj}the {noun} {at2} is the {cY} one")),
+                                          "the {noun} {at1} is the {cX} one{conj}"
+                                          "the {noun} {at2} is the {cY} one")),
     Construction("abs-terse", "abs", ("{bX} {s1}, {bY} {s2}", "{cX} {s1}, {cY} {s2}",
                                       "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}")),
     Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
@@ -106,12 +107,14 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     Construction("rel-there-is", "rel", ("there is {aX} {rel} {Y}", "{we} {see} {aX} {rel} {Y}",
                                          "{we} {see} that {X} {v} {rel} {Y}")),
     Construction("rel-parked", "rel", ("{we} parked {X} {rel} {Y}", "{X} was parked {rel} {Y}")),
-    Construction("rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}", "{Y} is flanked to the {s} by {X}")),
+    Construction("rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}",
+                                        "{Y} is flanked to the {s} by {X}")),
     Construction("seq-colon", "seq", ("{dir}: {bX}, {bY}", "{dir}: {X} {then} {Y}", "{dir}: {cX}, {cY}",
                                       "{dir}: {cX} {then} {cY}")),
     Construction("seq-trailing", "seq", ("{X} {then} {Y}, {dir}", "{bX}, {bY} ({dir})", "{X} {then} {Y}",
                                          "{cX} {noun} {then} {cY} {noun} {dir}")),
-    Construction("seq-leading", "seq", ("{dir}, {we} {see} {aX} {then} {aY}", "{dir} there is {aX} {then} {aY}",
+    Construction("seq-leading", "seq", ("{dir}, {we} {see} {aX} {then} {aY}",
+                                        "{dir} there is {aX} {then} {aY}",
                                         "{dir} {we} {see} {X} {then} {Y}")),
     Construction("seq-first", "seq", ("{dir}, {ord1} {X}, {ord2} {Y}", "{ord1} {X}, {ord2} {Y}, {dir}",
                                       "{ord1} {X} and {ord2} {Y}", "{ord1} {X}, {ord2} {Y}")),
@@ -125,8 +128,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
                                        "{at1} {we} {see} {X}{conj}{at2} {Y}"), heldout=True),
     Construction("rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}",
                                     "{Y} has {X} on its {s} side"), heldout=True),
-    Construction("seq-order-is", "seq", ("the order {dir} is {X} {then} {Y}", "the order {dir} is {cX}, {cY}"),
-                 heldout=True),
+    Construction("seq-order-is", "seq", ("the order {dir} is {X} {then} {Y}",
+                                         "the order {dir} is {cX}, {cY}"), heldout=True),
 )
 
 # Words around the relation that never name a side. Scenes repeat both colour words so
@@ -139,7 +142,8 @@ ADJECTIVES = ("", "", "", "", "small", "old", "new", "shiny", "rusty", "big", "f
               "electric", "little", "tiny", "large", "vintage", "sporty", "parked", "family")
 NOUNS = ("car", "car", "car", "car", "vehicle", "auto", "sedan", "hatchback")
 OPENERS = ("in the picture,", "in this photo,", "i think", "as you can see,", "look,", "so", "here", "ok so",
-           "well,", "in the image", "from where i stand,", "honestly,", "on the street,", "in the parking lot,")
+           "well,", "in the image", "from where i stand,", "honestly,", "on the street,",
+           "in the parking lot,")
 CLOSERS = ("in the street", "at the station", "near the park", "in the garage", "outside the shop",
            "by the river", "in the yard", "as far as i can tell", "i think", "if you look closely",
            "in the photo", "this morning", "today")
