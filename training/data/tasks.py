@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from attnserve.training.data import car_order, greetings
+from attnserve.training.data import car_order, greetings, handwritten
 from attnserve.training.data.augment import add_distractor_prefix
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups
 
@@ -13,7 +13,9 @@ TASKS = ("car-order", "greetings-food")
 # generalised clearly better from 1333 training pairs than from 400 (held-out-pair accuracy
 # mean 0.993 vs 0.958 over 4 seeds, query/key gain 3) for about the same training time.
 DEFAULT_PAIRS = {"car-order": 2000, "greetings-food": 40}
-TEMPLATE_HELDOUT = "template_heldout"
+TEMPLATE_HELDOUT = "template_heldout"  # held-out sentence shapes
+PHRASING_HELDOUT = "phrasing_heldout"  # held-out ways to say a relation, in seen shapes
+HANDWRITTEN = "handwritten"  # sentences people wrote, never generated
 
 
 def load_task(
@@ -28,21 +30,26 @@ def load_task(
     """Generate a built-in task, split by group (a car-order pair never straddles splits).
 
     ``n_pairs`` counts pairs of opposite-label sentences; ``None`` takes the task's default
-    (2000 for car-order, 40 for greetings-food). car-order adds a ``template_heldout`` split
-    holding every pair of the templates that training never sees. With ``distractor_prefix``
-    every sentence is preceded by another sentence of its own split.
+    (2000 for car-order, 40 for greetings-food). car-order adds three evaluation splits:
+    ``template_heldout`` (every pair of the constructions training never sees),
+    ``phrasing_heldout`` (every pair with a phrasing training never sees) and ``handwritten``
+    (the hand-written sentences shipped with the package). With ``distractor_prefix`` every
+    sentence is preceded by another sentence of its own split.
     """
     if name not in TASKS:
         raise DataError(f"unknown task {name!r}; built-in tasks: {', '.join(TASKS)}")
     n = DEFAULT_PAIRS[name] if n_pairs is None else n_pairs
     extra: dict[str, list[Example]] = {}
     if name == "car-order":
-        heldout_names = {t.name for t in car_order.TEMPLATES if t.heldout}
         pairs = car_order.generate_pairs(n, seed)
-        seen = [ex for p in pairs if p.template not in heldout_names for ex in (p.first, p.second)]
-        heldout = [ex for p in pairs if p.template in heldout_names for ex in (p.first, p.second)]
-        random.Random(seed).shuffle(heldout)
-        extra[TEMPLATE_HELDOUT] = heldout
+        by_bucket: dict[str, list[Example]] = {"seen": [], "template": [], "phrasing": []}
+        for pair in pairs:
+            by_bucket[pair.bucket] += [pair.first, pair.second]
+        seen = by_bucket["seen"]
+        for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
+            extra[split] = by_bucket[bucket]
+            random.Random(seed).shuffle(extra[split])
+        extra[HANDWRITTEN] = handwritten.load("car-order", car_order.LABELS)
         labels = car_order.LABELS
     else:
         seen = greetings.generate(n, seed)
