@@ -16,6 +16,7 @@ from typing import Any
 from attnserve.training import data as datasets
 from attnserve.training.models import FAMILIES
 from attnserve.training.run import DataSpec, train_run
+from attnserve.training.tokenizer import KINDS
 from attnserve.training.trainer import TrainConfig
 from rich.console import Console
 from rich.table import Table
@@ -66,6 +67,16 @@ def _base_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--distractor-prefix", action="store_true", help="prefix each text with another sentence")
     p.add_argument("--min-frequency", type=int, default=1, help="tokenizer: minimum word count")
+    p.add_argument(
+        "--tokenizer",
+        default=DataSpec.tokenizer,
+        choices=KINDS,
+        help="wordlevel: unseen words become [UNK]; wordpiece/bpe split them into known pieces "
+        f"(default: {DataSpec.tokenizer})",
+    )
+    p.add_argument(
+        "--vocab-size", type=int, default=None, help="tokenizer: largest vocabulary (default: no cap)"
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     _add_dataclass_flags(p, TrainConfig, skip=set())
     return p
@@ -80,6 +91,8 @@ def _data_spec(ns: argparse.Namespace) -> DataSpec:
         n_pairs=ns.n_pairs,
         distractor_prefix=ns.distractor_prefix,
         min_frequency=ns.min_frequency,
+        tokenizer=ns.tokenizer,
+        vocab_size=ns.vocab_size,
         seed=ns.seed if ns.seed is not None else 0,
     )
 
@@ -88,7 +101,7 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     table = Table(title=f"{metrics['family']} on {metrics['task']} — {run_dir}")
     for col in ("split", "accuracy", "macro-F1", "loss", "Brier", "ECE", "n"):
         table.add_column(col, justify="right" if col != "split" else "left")
-    for split in ("val", "test", "template_heldout"):
+    for split in ("val", "test", *datasets.EVAL_SPLITS):
         if split in metrics:
             m = metrics[split]
             table.add_row(
@@ -102,7 +115,8 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
             )
     console.print(table)
     console.print(
-        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  "
+        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s "
+        f"({metrics['train_cpu_seconds']:.1f}s CPU)  "
         f"best epoch {metrics['best_epoch']}/{metrics['epochs_run']}"
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ class DataSpec:
     n_pairs: int | None = None  # None: the task's own default
     distractor_prefix: bool = False
     min_frequency: int = 1
+    tokenizer: str = "wordlevel"  # wordlevel | wordpiece | bpe (training.tokenizer.KINDS)
+    vocab_size: int | None = None  # None: every word (wordlevel) or the trainer's default (subword)
     seed: int = 0
 
 
@@ -104,7 +107,11 @@ def train_run(
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
     tokenizer = build_tokenizer(
-        [e.text for e in ds.train], min_frequency=data_spec.min_frequency, add_cls=add_cls
+        [e.text for e in ds.train],
+        kind=data_spec.tokenizer,
+        min_frequency=data_spec.min_frequency,
+        vocab_size=data_spec.vocab_size,
+        add_cls=add_cls,
     )
     save_tokenizer(tokenizer, run_dir / TOKENIZER)
 
@@ -115,14 +122,18 @@ def train_run(
     train, val, test = (_encode(tokenizer, s, max_len) for s in (ds.train, ds.val, ds.test))
     log.info("%s on %s: %d train / %d val / %d test", family, ds.name, len(train), len(val), len(test))
 
+    cpu_start = time.process_time()  # wall time alone misleads on a shared machine
     history = fit(model, train, val, train_cfg, unk_id=UNK_ID, keep_first_token=add_cls)
+    cpu_seconds = time.process_time() - cpu_start
     device = pick_device(train_cfg.device)
     metrics: dict[str, Any] = {
         "task": ds.name,
         "family": family,
         "labels": list(ds.labels),
         "params": sum(p.numel() for p in model.parameters()),
+        "tokenizer": data_spec.tokenizer,
         "train_seconds": round(history.seconds, 2),
+        "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
         "epochs_run": len(history.epochs),
         "val": evaluate(model, val, device).as_dict(),

@@ -1,6 +1,9 @@
-"""Word-level tokenizer built from the training texts and saved as ``tokenizer.json``.
+"""Tokenizer built from the training texts and saved as ``tokenizer.json``.
 
-The artifact is a plain Hugging Face ``tokenizers`` JSON file: the service loads it with
+Three kinds share one normaliser and pre-tokenizer: ``wordlevel`` (one id per training word,
+every other word is ``[UNK]``), and the subword kinds ``wordpiece`` and ``bpe``, which split a
+word they never saw into pieces they did see ("leftmost" -> "left", "##most"). The artifact is
+a plain Hugging Face ``tokenizers`` JSON file: the service loads it with
 ``tokenizers.Tokenizer.from_file`` alone, so everything that shapes the ids (normaliser,
 pre-tokenizer, vocabulary, the optional ``[CLS]`` post-processor) lives inside the file and
 nothing in this module is needed to reproduce them.
@@ -15,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
-from tokenizers.models import WordLevel
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+from tokenizers.models import BPE, WordLevel, WordPiece
 from tokenizers.processors import TemplateProcessing
-from tokenizers.trainers import WordLevelTrainer
+from tokenizers.trainers import BpeTrainer, Trainer, WordLevelTrainer, WordPieceTrainer
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
@@ -26,6 +29,11 @@ CLS_TOKEN = "[CLS]"
 PAD_ID = 0
 UNK_ID = 1
 CLS_ID = 2  # only present when the tokenizer was built with add_cls=True
+KINDS = ("wordlevel", "wordpiece", "bpe")
+SUBWORD_PREFIX = "##"  # marks a piece that continues a word, for both subword kinds
+# Subword vocabularies start from every lowercase letter and digit, so a word made of them
+# always splits into known pieces instead of becoming [UNK].
+ALPHABET = list("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 @dataclass(frozen=True)
@@ -52,20 +60,51 @@ def _normalizer() -> normalizers.Normalizer:
     )
 
 
-def build_tokenizer(texts: Iterable[str], *, min_frequency: int = 1, add_cls: bool = False) -> Tokenizer:
-    """Train a WordLevel vocabulary on ``texts``.
+def _model_and_trainer(
+    kind: str, specials: list[str], min_frequency: int, vocab_size: int | None
+) -> tuple[Tokenizer, Trainer]:
+    size = {} if vocab_size is None else {"vocab_size": vocab_size}
+    common = {"min_frequency": min_frequency, "special_tokens": specials, "show_progress": False, **size}
+    if kind == "wordlevel":
+        return Tokenizer(WordLevel(unk_token=UNK_TOKEN)), WordLevelTrainer(**common)
+    subword = {"initial_alphabet": ALPHABET, "continuing_subword_prefix": SUBWORD_PREFIX, **common}
+    if kind == "wordpiece":
+        tok = Tokenizer(WordPiece(unk_token=UNK_TOKEN, continuing_subword_prefix=SUBWORD_PREFIX))
+        trainer: Trainer = WordPieceTrainer(**subword)
+    elif kind == "bpe":
+        tok = Tokenizer(BPE(unk_token=UNK_TOKEN, continuing_subword_prefix=SUBWORD_PREFIX))
+        trainer = BpeTrainer(**subword)
+    else:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+    tok.decoder = decoders.WordPiece(prefix=SUBWORD_PREFIX)  # joins "left", "##most" back into a word
+    return tok, trainer
+
+
+def build_tokenizer(
+    texts: Iterable[str],
+    *,
+    kind: str = "wordlevel",
+    min_frequency: int = 1,
+    vocab_size: int | None = None,
+    add_cls: bool = False,
+) -> Tokenizer:
+    """Train a vocabulary of ``kind`` (one of ``KINDS``) on ``texts``.
 
     Ids 0 and 1 are ``[PAD]`` and ``[UNK]``; with ``add_cls`` id 2 is ``[CLS]``, which a
-    post-processor puts in front of every encoded text. Words seen fewer than
-    ``min_frequency`` times map to ``[UNK]``.
+    post-processor puts in front of every encoded text. ``vocab_size`` caps the vocabulary,
+    special tokens included (``None``: every word for ``wordlevel``, the trainer's default of
+    30000 for the subword kinds, which on small corpora means every word plus the alphabet).
+    For ``wordlevel`` words seen fewer than ``min_frequency`` times map to ``[UNK]``; for the
+    subword kinds it is the least count of a pair of pieces that is merged.
     """
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
     specials = [PAD_TOKEN, UNK_TOKEN] + ([CLS_TOKEN] if add_cls else [])
-    tok = Tokenizer(WordLevel(unk_token=UNK_TOKEN))
+    if vocab_size is not None and vocab_size <= len(specials):
+        raise ValueError(f"vocab_size must exceed the {len(specials)} special tokens, got {vocab_size}")
+    tok, trainer = _model_and_trainer(kind, specials, min_frequency, vocab_size)
     tok.normalizer = _normalizer()
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = WordLevelTrainer(min_frequency=min_frequency, special_tokens=specials, show_progress=False)
     seen = 0
 
     def counted() -> Iterable[str]:

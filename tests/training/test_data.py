@@ -3,7 +3,7 @@ from __future__ import annotations
 import csv
 import json
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 from attnserve.training.data import (
     TASKS,
-    TEMPLATE_HELDOUT,
     DataError,
     Dataset,
     Example,
@@ -23,125 +22,12 @@ from attnserve.training.data import (
     load_task,
     split_groups,
     word_dropout,
-    words,
 )
-from attnserve.training.data.car_order import TEMPLATES, generate_pairs, render
-from attnserve.training.data.tasks import DEFAULT_PAIRS
-
-
-@pytest.fixture(scope="module")
-def car_order() -> Dataset:
-    return load_task("car-order", seed=0)
-
-
-# ---------------------------------------------------------------- car-order generator
-
-
-# Read by hand: which side is the white car on in each template's sentence?
-MEANINGS = {
-    "abs-is-on": ("The black car is on the left and the white car is on the right.", 0),
-    "abs-side-first": ("On the left is the black car, and on the right the white car.", 0),
-    "abs-there-is": ("There is a black car on the left and a white car on the right.", 0),
-    "abs-side-taken": ("The left side is taken by the black car, the right side by the white car.", 0),
-    "abs-can-be-seen": ("A black car can be seen on the left, and a white car on the right.", 0),
-    "abs-mixed-order": ("On the left there is a black car, and the white car is on the right.", 0),
-    "abs-the-one": ("The black car is the one on the left, while the white car is the one on the right.", 0),
-    "abs-predicate": ("The car on the left is black and the car on the right is white.", 0),
-    "abs-we-parked": ("We parked the black car on the left and the white car on the right.", 0),
-    "abs-was-parked": ("The black car was parked on the left and the white car was parked on the right.", 0),
-    "rel-to-the-of": ("The black car is to the right of the white car.", 1),
-    "rel-side-of": ("The black car is parked on the right side of the white car.", 1),
-    "rel-seen-from": ("Seen from the street, the black car is right of the white car.", 1),
-    "rel-fronted": ("To the right of the black car is the white car.", 0),
-    "rel-flanked": ("The black car is flanked on the right by the white car.", 0),
-    "held-we-see": ("On the left we see a black car and on the right we see a white car.", 0),
-    "held-whereas": ("The black car sits on the left, whereas the white car sits on the right.", 0),
-    "held-placed": ("The black car is placed to the right of the white car.", 1),
-}
-
-
-def test_every_template_labels_the_white_car_side_correctly() -> None:
-    slots = {"c1": "black", "c2": "white", "p1": "left", "p2": "right", "rel": "right",
-             "a1": "", "a2": "", "verb": "is", "place": "", "scene": ""}
-    assert {t.name for t in TEMPLATES} == set(MEANINGS)
-    for template in TEMPLATES:
-        assert render(template, slots) == MEANINGS[template.name], template.name
-
-
-def test_pairs_have_identical_bags_of_words_and_opposite_labels() -> None:
-    pairs = generate_pairs(600, seed=3)
-    assert len(pairs) == 600
-    for pair in pairs:
-        assert pair.first.text != pair.second.text
-        assert Counter(words(pair.first.text)) == Counter(words(pair.second.text))
-        assert {pair.first.label, pair.second.label} == {0, 1}
-        assert pair.first.group == pair.second.group
-    texts = [ex.text for p in pairs for ex in (p.first, p.second)]
-    assert len(set(texts)) == len(texts), "a sentence occurs twice"
-    # Bags of words carry no label information: each bag occurs once with each label.
-    labels_by_bag: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for p in pairs:
-        for ex in (p.first, p.second):
-            labels_by_bag[tuple(sorted(words(ex.text)))].append(ex.label)
-    assert all(Counter(v)[0] == Counter(v)[1] for v in labels_by_bag.values())
-
-
-def test_templates_are_varied_and_used_evenly() -> None:
-    assert len({t.name for t in TEMPLATES if not t.heldout}) >= 12
-    assert len({t.name for t in TEMPLATES if t.heldout}) >= 2
-    counts = Counter(p.template for p in generate_pairs(len(TEMPLATES) * 10, seed=1))
-    assert set(counts.values()) == {10}
-    pairs = generate_pairs(600, seed=0)
-    # Both cars named in either order and both sides named in either order.
-    firsts = [words(p.first.text) for p in pairs]
-    first_colour = Counter(w.index("white") < w.index("black") for w in firsts)
-    assert min(first_colour.values()) > 100
-    sides = Counter(w.index("left") < w.index("right") for w in firsts if "right" in w and "left" in w)
-    assert min(sides.values()) > 100
-
-
-def test_default_task_has_at_least_500_pairs_and_balanced_labels(car_order: Dataset) -> None:
-    assert car_order.labels == ("negative", "positive")
-    groups = {ex.group for split in car_order.splits().values() for ex in split}
-    assert len(groups) >= 500
-    for name, split in car_order.splits().items():
-        assert split, name
-        assert Counter(ex.label for ex in split)[0] == len(split) / 2, name
-
-
-def test_no_pair_straddles_splits(car_order: Dataset) -> None:
-    split_of: dict[int, set[str]] = defaultdict(set)
-    members: Counter[int] = Counter()
-    for name, split in car_order.splits().items():
-        for ex in split:
-            split_of[ex.group].add(name)
-            members[ex.group] += 1
-    assert all(len(names) == 1 for names in split_of.values())
-    assert set(members.values()) == {2}
-    texts = {name: {ex.text for ex in split} for name, split in car_order.splits().items()}
-    for a in texts:
-        for b in texts:
-            assert a == b or not texts[a] & texts[b], (a, b)
-
-
-def test_heldout_templates_never_reach_training(car_order: Dataset) -> None:
-    heldout_names = {t.name for t in TEMPLATES if t.heldout}
-    pairs = generate_pairs(DEFAULT_PAIRS["car-order"], seed=0)
-    heldout_texts = {ex.text for p in pairs if p.template in heldout_names for ex in (p.first, p.second)}
-    assert heldout_texts == {ex.text for ex in car_order.extra[TEMPLATE_HELDOUT]}
-    seen = {ex.text for name in ("train", "val", "test") for ex in car_order.splits()[name]}
-    assert seen.isdisjoint(heldout_texts)
-    assert seen | heldout_texts == {ex.text for p in pairs for ex in (p.first, p.second)}
-    # Words only the held-out templates use never occur in training.
-    train_words = {w for ex in car_order.train for w in words(ex.text)}
-    assert {"whereas", "see", "placed"}.isdisjoint(train_words)
 
 
 def test_generation_is_seeded() -> None:
-    a, b, c = load_task("car-order", seed=7), load_task("car-order", seed=7), load_task("car-order", seed=8)
-    assert a == b
-    assert a.train != c.train
     assert load_task("greetings-food", seed=2) == load_task("greetings-food", seed=2)
+    assert load_task("greetings-food", seed=2) != load_task("greetings-food", seed=3)
 
 
 def test_distractor_prefix_keeps_label_and_prefixes_another_sentence_of_the_split() -> None:

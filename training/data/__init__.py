@@ -1,7 +1,8 @@
 """Training data: built-in tasks, users' files and Hugging Face datasets, and augmentations.
 
 Every source yields a ``Dataset`` of ``Example`` rows split into train / val / test (plus
-extra evaluation splits such as car-order's ``template_heldout``), with class names in id order.
+extra evaluation splits such as car-order's ``template_heldout``, ``phrasing_heldout``
+and ``handwritten``), with class names in id order.
 """
 
 from __future__ import annotations
@@ -9,9 +10,19 @@ from __future__ import annotations
 from attnserve.training.data.augment import add_distractor_prefix, word_dropout
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups, words
 from attnserve.training.data.files import load_file, load_hf_dataset
-from attnserve.training.data.tasks import TASKS, TEMPLATE_HELDOUT, load_task
+from attnserve.training.data.tasks import (
+    EVAL_SPLITS,
+    HANDWRITTEN,
+    PHRASING_HELDOUT,
+    TASKS,
+    TEMPLATE_HELDOUT,
+    load_task,
+)
 
 __all__ = [
+    "EVAL_SPLITS",
+    "HANDWRITTEN",
+    "PHRASING_HELDOUT",
     "TASKS",
     "TEMPLATE_HELDOUT",
     "DataError",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 import string
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -191,23 +192,29 @@ def _buckets(n_pairs: int, rng: random.Random) -> list[tuple[Construction, Bucke
     return out
 
 
-def generate_pairs(n_pairs: int, seed: int) -> list[CarOrderPair]:
-    """``n_pairs`` distinct pairs of opposite-label sentences with identical bags of words."""
+def generate_pairs(n_pairs: int, seed: int, *, exclude: Collection[str] = ()) -> list[CarOrderPair]:
+    """``n_pairs`` distinct pairs of opposite-label sentences with identical bags of words.
+
+    No sentence has the words of a text in ``exclude`` (case and punctuation aside): short
+    sentences of an evaluation set can coincide with generated ones by chance.
+    """
     if n_pairs < 1:
         raise DataError(f"n_pairs must be >= 1, got {n_pairs}")
     rng = random.Random(seed)
-    seen: set[str] = set()
+    seen = {" ".join(words(text)) for text in exclude}
     pairs: list[CarOrderPair] = []
     for construction, bucket in _buckets(n_pairs, rng):
         for _ in range(1000):  # the filler space is large: collisions are rare
             (text_a, label_a), (text_b, label_b) = _pair(choose(construction, bucket, rng), rng)
-            if text_a not in seen and text_b not in seen:
+            # Case and punctuation aside, a sentence occurs once, so none leaks across splits.
+            key_a, key_b = " ".join(words(text_a)), " ".join(words(text_b))
+            if key_a not in seen and key_b not in seen:
                 break
         else:
             raise DataError(f"cannot find {n_pairs} distinct car-order pairs; ask for fewer")
         if sorted(words(text_a)) != sorted(words(text_b)) or label_a == label_b or text_a == text_b:
             raise RuntimeError(f"{construction.name!r} made an invalid pair: {text_a!r} / {text_b!r}")
-        seen.update((text_a, text_b))
+        seen.update((key_a, key_b))
         group = len(pairs)
         pairs.append(CarOrderPair(Example(text_a, label_a, group), Example(text_b, label_b, group),
                                   construction.name, bucket))

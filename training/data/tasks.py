@@ -16,6 +16,7 @@ DEFAULT_PAIRS = {"car-order": 2000, "greetings-food": 40}
 TEMPLATE_HELDOUT = "template_heldout"  # held-out sentence shapes
 PHRASING_HELDOUT = "phrasing_heldout"  # held-out ways to say a relation, in seen shapes
 HANDWRITTEN = "handwritten"  # sentences people wrote, never generated
+EVAL_SPLITS = (TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN)  # extra splits, in report order
 
 
 def load_task(
@@ -41,7 +42,8 @@ def load_task(
     n = DEFAULT_PAIRS[name] if n_pairs is None else n_pairs
     extra: dict[str, list[Example]] = {}
     if name == "car-order":
-        pairs = car_order.generate_pairs(n, seed)
+        written = handwritten.load("car-order", car_order.LABELS)
+        pairs = car_order.generate_pairs(n, seed, exclude=[ex.text for ex in written])
         by_bucket: dict[str, list[Example]] = {"seen": [], "template": [], "phrasing": []}
         for pair in pairs:
             by_bucket[pair.bucket] += [pair.first, pair.second]
@@ -49,7 +51,7 @@ def load_task(
         for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
             extra[split] = by_bucket[bucket]
             random.Random(seed).shuffle(extra[split])
-        extra[HANDWRITTEN] = handwritten.load("car-order", car_order.LABELS)
+        extra[HANDWRITTEN] = written
         labels = car_order.LABELS
     else:
         seen = greetings.generate(n, seed)

@@ -23,9 +23,14 @@ def load(task: str, labels: tuple[str, ...]) -> list[Example]:
     source = resources.files(__name__).joinpath(name)
     if not source.is_file():
         raise DataError(f"no hand-written sentences for task {task!r} ({name} is not in the package)")
+    return parse(source.read_text(encoding="utf-8"), name, labels)
+
+
+def parse(content: str, name: str, labels: tuple[str, ...]) -> list[Example]:
+    """Rows of ``label<TAB>text``; each example's group is its line number."""
     examples: list[Example] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(content.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
         label, sep, text = line.partition("\t")
