@@ -31,9 +31,9 @@ UNK_ID = 1
 CLS_ID = 2  # only present when the tokenizer was built with add_cls=True
 KINDS = ("wordlevel", "wordpiece", "bpe")
 SUBWORD_PREFIX = "##"  # marks a piece that continues a word, for both subword kinds
-# Subword vocabularies start from every lowercase letter and digit, so a word made of them
-# always splits into known pieces instead of becoming [UNK].
-ALPHABET = list("abcdefghijklmnopqrstuvwxyz0123456789")
+# Subword vocabularies hold every lowercase letter and digit both as a word's first piece and
+# as a continuing one, so a word made of them always splits into pieces instead of [UNK].
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _model_and_trainer(
     common = {"min_frequency": min_frequency, "special_tokens": specials, "show_progress": False, **size}
     if kind == "wordlevel":
         return Tokenizer(WordLevel(unk_token=UNK_TOKEN)), WordLevelTrainer(**common)
-    subword = {"initial_alphabet": ALPHABET, "continuing_subword_prefix": SUBWORD_PREFIX, **common}
+    subword = {"initial_alphabet": list(ALPHABET), "continuing_subword_prefix": SUBWORD_PREFIX, **common}
     if kind == "wordpiece":
         tok = Tokenizer(WordPiece(unk_token=UNK_TOKEN, continuing_subword_prefix=SUBWORD_PREFIX))
         trainer: Trainer = WordPieceTrainer(**subword)
@@ -78,6 +78,18 @@ def _model_and_trainer(
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     tok.decoder = decoders.WordPiece(prefix=SUBWORD_PREFIX)  # joins "left", "##most" back into a word
     return tok, trainer
+
+
+def _train(
+    kind: str, texts: list[str], specials: list[str], min_frequency: int, size: int | None
+) -> Tokenizer:
+    tok, trainer = _model_and_trainer(kind, specials, min_frequency, size)
+    tok.normalizer = _normalizer()
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.train_from_iterator(texts, trainer=trainer)
+    if kind != "wordlevel":
+        tok = _with_continuing_alphabet(tok)
+    return tok
 
 
 def build_tokenizer(
@@ -92,33 +104,32 @@ def build_tokenizer(
 
     Ids 0 and 1 are ``[PAD]`` and ``[UNK]``; with ``add_cls`` id 2 is ``[CLS]``, which a
     post-processor puts in front of every encoded text. ``vocab_size`` caps the vocabulary,
-    special tokens included (``None``: every word for ``wordlevel``, the trainer's default of
-    30000 for the subword kinds, which on small corpora means every word plus the alphabet).
+    special tokens included (``None``: every word for ``wordlevel``; for the subword kinds the
+    trainer's default of 30000, which on small corpora means every word plus the alphabet).
     For ``wordlevel`` words seen fewer than ``min_frequency`` times map to ``[UNK]``; for the
     subword kinds it is the least count of a pair of pieces that is merged.
     """
     if min_frequency < 1:
         raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     specials = [PAD_TOKEN, UNK_TOKEN] + ([CLS_TOKEN] if add_cls else [])
-    if vocab_size is not None and vocab_size <= len(specials):
-        raise ValueError(f"vocab_size must exceed the {len(specials)} special tokens, got {vocab_size}")
-    tok, trainer = _model_and_trainer(kind, specials, min_frequency, vocab_size)
-    tok.normalizer = _normalizer()
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    seen = 0
-
-    def counted() -> Iterable[str]:
-        nonlocal seen
-        for text in texts:
-            seen += 1
-            yield text
-
-    tok.train_from_iterator(counted(), trainer=trainer)
-    if seen == 0:
-        raise ValueError("cannot build a tokenizer from zero texts")
-    if tok.get_vocab_size() <= len(specials):
+    least = len(specials) + (0 if kind == "wordlevel" else 2 * len(ALPHABET))
+    if vocab_size is not None and vocab_size <= least:
+        what = "special tokens" if kind == "wordlevel" else "special tokens and letter and digit pieces"
         raise ValueError(
-            f"no word occurs at least min_frequency={min_frequency} times in the {seen} training texts"
+            f"vocab_size must exceed the {least} {what} of a {kind} vocabulary, got {vocab_size}"
+        )
+    corpus = list(texts)
+    if not corpus:
+        raise ValueError("cannot build a tokenizer from zero texts")
+    tok = _train(kind, corpus, specials, min_frequency, vocab_size)
+    if vocab_size is not None and tok.get_vocab_size() > vocab_size:
+        # The added alphabet pieces pushed it over: learn that many fewer merges.
+        tok = _train(kind, corpus, specials, min_frequency, 2 * vocab_size - tok.get_vocab_size())
+    if tok.get_vocab_size() <= least:
+        raise ValueError(
+            f"no word occurs at least min_frequency={min_frequency} times in the {len(corpus)} training texts"
         )
     if add_cls:
         tok.post_processor = TemplateProcessing(
@@ -126,6 +137,16 @@ def build_tokenizer(
         )
     _check_special_ids(tok, "the newly built tokenizer")
     return tok
+
+
+def _with_continuing_alphabet(tok: Tokenizer) -> Tokenizer:
+    # The trainers' initial alphabet only adds first pieces ("q"), and a continuing "##q" exists
+    # only if training saw a q inside a word; one missing piece turns a whole word into [UNK].
+    document = json.loads(tok.to_str())
+    vocab: dict[str, int] = document["model"]["vocab"]
+    for piece in [*ALPHABET, *(SUBWORD_PREFIX + c for c in ALPHABET)]:
+        vocab.setdefault(piece, len(vocab))
+    return Tokenizer.from_str(json.dumps(document))
 
 
 def _check_special_ids(tok: Tokenizer, where: str) -> None:

@@ -5,12 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from attnserve.training.data import load_task
+from attnserve.training.data import load_task, words
 from attnserve.training.tokenizer import (
     CLS_ID,
     CLS_TOKEN,
+    KINDS,
     PAD_ID,
     UNK_ID,
+    UNK_TOKEN,
     build_tokenizer,
     encode_batch,
     has_cls,
@@ -125,10 +127,55 @@ def test_load_refuses_missing_broken_or_foreign_files(tmp_path: Path) -> None:
         load_tokenizer(foreign)
 
 
-def test_car_order_training_vocabulary_covers_training_texts() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_car_order_training_vocabulary_covers_training_texts(kind: str) -> None:
     ds = load_task("car-order", n_pairs=200)
-    tok = build_tokenizer([ex.text for ex in ds.train])
+    tok = build_tokenizer([ex.text for ex in ds.train], kind=kind)
     enc = encode_batch(tok, [ex.text for ex in ds.train], max_len=64)
     assert not any(enc.truncated)
     assert not np.any(enc.input_ids == UNK_ID)
-    assert enc.lengths.tolist() == [len(ex.text.split()) for ex in ds.train]
+    # Training words are whole tokens for every kind (apostrophes vanish: "there's" is one word).
+    assert enc.lengths.tolist() == [len(words(ex.text.replace("'", ""))) for ex in ds.train]
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_subword_kinds_split_unseen_words_into_seen_pieces(kind: str) -> None:
+    texts = ["the white car is left of the black car", "the leftmost car", "most cars are parked"]
+    tok = build_tokenizer(texts * 3, kind=kind)
+    assert (tok.token_to_id("[PAD]"), tok.token_to_id("[UNK]")) == (PAD_ID, UNK_ID)
+    enc = encode_batch(tok, ["The WHITE automobile, left of the car!", "zq", "données"], max_len=32)
+    first = enc.tokens[0]
+    assert first[:2] == ["the", "white"] and first[-4:] == ["left", "of", "the", "car"]
+    pieces = first[2:-4]  # "automobile" was never seen: pieces, not [UNK]
+    assert len(pieces) > 1 and UNK_TOKEN not in pieces
+    assert pieces[0] == "a" or not pieces[0].startswith("##")
+    assert all(p.startswith("##") for p in pieces[1:])
+    assert tok.decode(enc.input_ids[0].tolist()) == "the white automobile left of the car"
+    assert enc.tokens[1][0] == "z" and UNK_TOKEN not in enc.tokens[1]  # every letter is in the alphabet
+    # A letter outside the alphabet: WordPiece gives up on the word, BPE only on the letter.
+    expected = [UNK_TOKEN] if kind == "wordpiece" else ["d", "##o", "##n", "##n", UNK_TOKEN, "##e", "##s"]
+    assert enc.tokens[2] == expected
+
+
+def test_vocab_size_caps_every_kind_and_bad_settings_are_refused() -> None:
+    texts = [ex.text for ex in load_task("car-order", n_pairs=100).train]
+    for kind in KINDS:
+        full = build_tokenizer(texts, kind=kind).get_vocab_size()
+        assert full > 100
+        assert build_tokenizer(texts, kind=kind, vocab_size=100).get_vocab_size() == 100
+    with pytest.raises(ValueError, match="unknown tokenizer kind 'sentencepiece'"):
+        build_tokenizer(texts, kind="sentencepiece")
+    with pytest.raises(ValueError, match="vocab_size must exceed the 3 special tokens of a wordlevel"):
+        build_tokenizer(texts, vocab_size=3, add_cls=True)
+    with pytest.raises(ValueError, match="exceed the 74 special tokens and letter and digit pieces of a bpe"):
+        build_tokenizer(texts, kind="bpe", vocab_size=74)
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_subword_file_loads_with_plain_tokenizers(tmp_path: Path, kind: str) -> None:
+    tok = build_tokenizer(TEXTS, kind=kind, add_cls=True)
+    batch = ["The WHITE carriage, on the left?", "hello worldwide"]
+    before = encode_batch(tok, batch, max_len=16)
+    plain = Tokenizer.from_file(str(save_tokenizer(tok, tmp_path / "tokenizer.json")))
+    assert [e.tokens for e in plain.encode_batch(batch)] == before.tokens
+    assert before.tokens[1][:3] == [CLS_TOKEN, "hello", "world"]
