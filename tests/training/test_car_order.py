@@ -70,6 +70,7 @@ MEANINGS = {
     "rel-there-is": ("left", "There is a black car left of the white car.", 0),
     "rel-parked": ("right", "We parked the black car right of the white car.", 1),
     "rel-flanked": ("left", "The white car is flanked on the left by the black car.", 0),
+    "rel-has": ("left", "The white car has the black car on its left.", 0),
     "seq-colon": ("right", "From right to left: black car, white car.", 1),
     "seq-trailing": ("left", "The black car then the white car, from left to right.", 0),
     "seq-leading": ("right", "From right to left, we see a black car then a white car.", 1),
@@ -77,7 +78,7 @@ MEANINGS = {
     "seq-ordinal": ("right", "From right to left, the first car is black and the second is white.", 1),
     "seq-comes-first": ("left", "The black car comes first and the white car second from left to right.", 0),
     "abs-we-see": ("right", "On the right we see a black car and on the left we see a white car.", 1),
-    "rel-has": ("left", "The white car has the black car on its left.", 0),
+    "rel-you-will-find": ("right", "You will find the black car right of the white car.", 1),
     "seq-order-is": ("right", "The order from right to left is the black car then the white car.", 1),
 }
 

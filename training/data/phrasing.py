@@ -109,6 +109,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     Construction("rel-parked", "rel", ("{we} parked {X} {rel} {Y}", "{X} was parked {rel} {Y}")),
     Construction("rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}",
                                         "{Y} is flanked to the {s} by {X}")),
+    Construction("rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}",
+                                    "{Y} has {X} on its {s} side")),
     Construction("seq-colon", "seq", ("{dir}: {bX}, {bY}", "{dir}: {X} {then} {Y}", "{dir}: {cX}, {cY}",
                                       "{dir}: {cX} {then} {cY}")),
     Construction("seq-trailing", "seq", ("{X} {then} {Y}, {dir}", "{bX}, {bY} ({dir})", "{X} {then} {Y}",
@@ -126,8 +128,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     # Held out: new shapes built from the phrasings above.
     Construction("abs-we-see", "abs", ("{at1} {we} {see} {aX}{conj}{at2} {we} {see} {aY}",
                                        "{at1} {we} {see} {X}{conj}{at2} {Y}"), heldout=True),
-    Construction("rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}",
-                                    "{Y} has {X} on its {s} side"), heldout=True),
+    Construction("rel-you-will-find", "rel", ("you will find {X} {rel} {Y}",
+                                              "look {rel} {Y} and you will find {X}"), heldout=True),
     Construction("seq-order-is", "seq", ("the order {dir} is {X} {then} {Y}",
                                          "the order {dir} is {cX}, {cY}"), heldout=True),
 )
@@ -150,4 +152,4 @@ CLOSERS = ("in the street", "at the station", "near the park", "in the garage", 
 SCENES = ("within a white frame and black border,", "under a black sky with white clouds,",
           "by a white fence and black gate,", "in the black and white picture,",
           "beside a black sign with white letters,", "on a white road with black markings,",
-          "next to a black wall with white windows,", "in a black and white photo")
+          "next to a black wall with white windows,", "in a black and white photo,")
