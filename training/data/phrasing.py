@@ -51,11 +51,25 @@ AT = Lexicon(
      "in the {s} spot", "at the {s} end", "in the {s} lane", "over on the {s}"),
     ("on the {s}-hand side", "at the very {s}", "in the {s} corner"),
 )
+
+
+def _modified(adverbs: tuple[str, ...], cores: tuple[str, ...]) -> tuple[str, ...]:
+    """Every core with every adverb in front of it ("" for none)."""
+    return tuple(f"{adverb} {core}".strip() for adverb in adverbs for core in cores)
+
+
+# A relation is an optional adverb and a core; a held-out relation has a held-out adverb or a
+# held-out core, so the model must read "immediately to the left of" from "just to the left of".
+REL_CORES = ("{s} of", "to the {s} of", "on the {s} side of", "on the {s} of", "to the {s} side of",
+             "further {s} than", "further to the {s} than")
+REL_ADVERBS = ("", "", "", "", "just", "directly", "slightly", "somewhere", "a little")
+REL_CORES_HELDOUT = ("on the {s}-hand side of",)
+REL_ADVERBS_HELDOUT = ("immediately", "a bit")
 REL = Lexicon(
     "rel",
-    ("{s} of", "to the {s} of", "to the {s} of", "on the {s} side of", "on the {s} of", "to the {s} side of",
-     "directly to the {s} of", "just {s} of", "somewhere to the {s} of", "further {s} than"),
-    ("on the {s}-hand side of", "immediately to the {s} of", "a bit to the {s} of"),
+    _modified(REL_ADVERBS, REL_CORES),
+    _modified(REL_ADVERBS_HELDOUT, REL_CORES + REL_CORES_HELDOUT)
+    + _modified(tuple(dict.fromkeys(REL_ADVERBS)), REL_CORES_HELDOUT),
 )
 DIR = Lexicon(
     "dir",
