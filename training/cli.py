@@ -75,7 +75,7 @@ def _base_parser() -> argparse.ArgumentParser:
         f"(default: {DataSpec.tokenizer})",
     )
     p.add_argument(
-        "--vocab-size", type=int, default=None, help="tokenizer: largest vocabulary (default: no cap)"
+        "--vocab-size", type=int, default=0, help="tokenizer: largest vocabulary (default: 0, no cap)"
     )
     p.add_argument("-v", "--verbose", action="store_true")
     _add_dataclass_flags(p, TrainConfig, skip=set())

@@ -41,7 +41,7 @@ class DataSpec:
     distractor_prefix: bool = False
     min_frequency: int = 1
     tokenizer: str = "wordlevel"  # wordlevel | wordpiece | bpe (training.tokenizer.KINDS)
-    vocab_size: int | None = None  # None: every word (wordlevel) or the trainer's default (subword)
+    vocab_size: int = 0  # 0: no cap, every training word is one token
     seed: int = 0
 
 

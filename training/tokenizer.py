@@ -34,6 +34,7 @@ SUBWORD_PREFIX = "##"  # marks a piece that continues a word, for both subword k
 # Subword vocabularies hold every lowercase letter and digit both as a word's first piece and
 # as a continuing one, so a word made of them always splits into pieces instead of [UNK].
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+SUBWORD_MAX_VOCAB = 200_000
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,17 @@ def _normalizer() -> normalizers.Normalizer:
 
 
 def _model_and_trainer(
-    kind: str, specials: list[str], min_frequency: int, vocab_size: int | None
+    kind: str, specials: list[str], min_frequency: int, vocab_size: int
 ) -> tuple[Tokenizer, Trainer]:
-    size = {} if vocab_size is None else {"vocab_size": vocab_size}
-    common = {"min_frequency": min_frequency, "special_tokens": specials, "show_progress": False, **size}
+    # The trainers' own default silently keeps 30,000; the subword trainers allocate room for
+    # vocab_size entries up front, so their "no cap" is SUBWORD_MAX_VOCAB.
+    no_cap = 2**31 - 1 if kind == "wordlevel" else SUBWORD_MAX_VOCAB
+    common = {
+        "vocab_size": vocab_size or no_cap,
+        "min_frequency": min_frequency,
+        "special_tokens": specials,
+        "show_progress": False,
+    }
     if kind == "wordlevel":
         return Tokenizer(WordLevel(unk_token=UNK_TOKEN)), WordLevelTrainer(**common)
     subword = {"initial_alphabet": list(ALPHABET), "continuing_subword_prefix": SUBWORD_PREFIX, **common}
@@ -81,7 +89,7 @@ def _model_and_trainer(
 
 
 def _train(
-    kind: str, texts: list[str], specials: list[str], min_frequency: int, size: int | None
+    kind: str, texts: list[str], specials: list[str], min_frequency: int, size: int
 ) -> Tokenizer:
     tok, trainer = _model_and_trainer(kind, specials, min_frequency, size)
     tok.normalizer = _normalizer()
@@ -97,15 +105,15 @@ def build_tokenizer(
     *,
     kind: str = "wordlevel",
     min_frequency: int = 1,
-    vocab_size: int | None = None,
+    vocab_size: int = 0,
     add_cls: bool = False,
 ) -> Tokenizer:
     """Train a vocabulary of ``kind`` (one of ``KINDS``) on ``texts``.
 
     Ids 0 and 1 are ``[PAD]`` and ``[UNK]``; with ``add_cls`` id 2 is ``[CLS]``, which a
     post-processor puts in front of every encoded text. ``vocab_size`` caps the vocabulary,
-    special tokens included (``None``: every word for ``wordlevel``; for the subword kinds the
-    trainer's default of 30000, which on small corpora means every word plus the alphabet).
+    special tokens included (0: no cap, so every training word is one token; the subword kinds
+    stop at ``SUBWORD_MAX_VOCAB``).
     For ``wordlevel`` words seen fewer than ``min_frequency`` times map to ``[UNK]``; for the
     subword kinds it is the least count of a pair of pieces that is merged.
     """
@@ -115,7 +123,7 @@ def build_tokenizer(
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     specials = [PAD_TOKEN, UNK_TOKEN] + ([CLS_TOKEN] if add_cls else [])
     least = len(specials) + (0 if kind == "wordlevel" else 2 * len(ALPHABET))
-    if vocab_size is not None and vocab_size <= least:
+    if vocab_size and vocab_size <= least:
         what = "special tokens" if kind == "wordlevel" else "special tokens and letter and digit pieces"
         raise ValueError(
             f"vocab_size must exceed the {least} {what} of a {kind} vocabulary, got {vocab_size}"
@@ -124,7 +132,7 @@ def build_tokenizer(
     if not corpus:
         raise ValueError("cannot build a tokenizer from zero texts")
     tok = _train(kind, corpus, specials, min_frequency, vocab_size)
-    if vocab_size is not None and tok.get_vocab_size() > vocab_size:
+    if vocab_size and tok.get_vocab_size() > vocab_size:
         # The added alphabet pieces pushed it over: learn that many fewer merges.
         tok = _train(kind, corpus, specials, min_frequency, 2 * vocab_size - tok.get_vocab_size())
     if tok.get_vocab_size() <= least:
