@@ -75,7 +75,11 @@ def _base_parser() -> argparse.ArgumentParser:
         f"(default: {DataSpec.tokenizer})",
     )
     p.add_argument(
-        "--vocab-size", type=int, default=0, help="tokenizer: largest vocabulary (default: 0, no cap)"
+        "--vocab-size",
+        dest="tokenizer_vocab_size",  # not the model config's vocab_size, which the tokenizer decides
+        type=int,
+        default=0,
+        help="tokenizer: largest vocabulary (default: 0, no cap)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
     _add_dataclass_flags(p, TrainConfig, skip=set())
@@ -92,7 +96,7 @@ def _data_spec(ns: argparse.Namespace) -> DataSpec:
         distractor_prefix=ns.distractor_prefix,
         min_frequency=ns.min_frequency,
         tokenizer=ns.tokenizer,
-        vocab_size=ns.vocab_size,
+        vocab_size=ns.tokenizer_vocab_size,
         seed=ns.seed if ns.seed is not None else 0,
     )
 
