@@ -1,0 +1,33 @@
+"""A car-order training run reports every evaluation split and honours the tokenizer flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attnserve.training.checkpoint import load_run
+from attnserve.training.cli import main as train_main
+from attnserve.training.data import EVAL_SPLITS, HANDWRITTEN, handwritten
+from tokenizers import Tokenizer
+
+
+def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["--task", "car-order", "--n-pairs", "150", "--model", "transformer", "--n-layers", "1",
+            "--d-model", "16", "--epochs", "1", "--no-progress", "--out", str(out),
+            "--tokenizer", "wordpiece", "--vocab-size", "5000"]
+    assert train_main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN}
+    for split in ("val", "test", *EVAL_SPLITS):
+        assert 0.0 <= metrics[split]["accuracy"] <= 1.0 and metrics[split]["n"] > 0, split
+    assert metrics[HANDWRITTEN]["n"] == len(handwritten.load("car-order", ("negative", "positive")))
+    assert metrics["tokenizer"] == "wordpiece"
+    assert metrics["train_cpu_seconds"] > 0.0 and metrics["train_seconds"] > 0.0
+
+    saved = json.loads((out / "tokenizer.json").read_text())
+    assert saved["model"]["type"] == "WordPiece"
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    run = load_run(out)
+    # The cap is the tokenizer's; the model's vocabulary is what the tokenizer made.
+    assert tok.get_vocab_size() == run.config["vocab_size"] < 5000
