@@ -30,6 +30,9 @@ Bucket = Literal["seen", "template", "phrasing"]
 # so each is optional. Nearly every error of a 50-epoch transformer on held-out pairs had a
 # scene when one sentence in five had one; one in ten still teaches the model to skip them.
 SCENE_RATE, OPENER_RATE, CLOSER_RATE = 0.1, 0.15, 0.15
+# Most people name a car by its colour alone; a sentence full of adjectives also trains the
+# learned positions on long sentences only, and short ones then read differently.
+ADJECTIVE_RATE = 0.3
 SAME_AT_RATE = 0.75  # how often both sides are said the same way ("on the left ... on the right")
 PHRASING_HELDOUT_RATE = 0.12  # share of seen-construction pairs that carry a held-out phrasing
 CASES = (("sentence", 0.55), ("lower", 0.3), ("title", 0.1), ("upper", 0.05))
@@ -49,7 +52,7 @@ class Choices:
     construction: Construction
     form: str
     lexemes: dict[str, str]  # lexicon slot (at1, at2, rel, dir, then, conj, ord) -> entry
-    fillers: dict[str, str]  # v, we, see, adj_x, adj_y, noun, scene, opener, closer
+    fillers: dict[str, str]  # v, we, see, adj_x, adj_y, noun, other, scene, opener, closer
     case: str
     ending: str
     drop_commas: bool
@@ -110,7 +113,7 @@ def render(choices: Choices, x_colour: str, side: str) -> tuple[str, int]:
         "X": f"the {f['adj_x']} {x_colour} {f['noun']}", "Y": f"the {f['adj_y']} {y_colour} {f['noun']}",
         "aX": f"a {f['adj_x']} {x_colour} {f['noun']}", "aY": f"a {f['adj_y']} {y_colour} {f['noun']}",
         "bX": f"{f['adj_x']} {x_colour} {f['noun']}", "bY": f"{f['adj_y']} {y_colour} {f['noun']}",
-        "cX": x_colour, "cY": y_colour, "oY": f"the {y_colour} one",
+        "cX": x_colour, "cY": y_colour, "oY": f"the {y_colour} one", "nY": f["other"],
         "s1": s, "s2": o, "s": s, "noun": f["noun"], "v": f["v"], "we": f["we"], "see": f["see"],
         "at1": lx.get("at1", "").format(s=s, o=o), "at2": lx.get("at2", "").format(s=o, o=s),
         "rel": lx.get("rel", "").format(s=s, o=o), "dir": lx.get("dir", "").format(s=s, o=o),
@@ -157,7 +160,8 @@ def choose(construction: Construction, bucket: Bucket, rng: random.Random) -> Ch
     we, see = rng.choice(phrasing.WE_SEE)
     fillers = {
         "v": rng.choice(phrasing.VERBS), "we": we, "see": see, "noun": rng.choice(phrasing.NOUNS),
-        "adj_x": rng.choice(phrasing.ADJECTIVES), "adj_y": rng.choice(phrasing.ADJECTIVES),
+        "adj_x": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE),
+        "adj_y": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE), "other": rng.choice(phrasing.OTHERS),
         "scene": _optional(rng, phrasing.SCENES, SCENE_RATE),
         "opener": _optional(rng, phrasing.OPENERS, OPENER_RATE),
         "closer": _optional(rng, phrasing.CLOSERS, CLOSER_RATE),
@@ -166,16 +170,18 @@ def choose(construction: Construction, bucket: Bucket, rng: random.Random) -> Ch
                    rng.random() < DROP_COMMAS_RATE)
 
 
-def _pair(choices: Choices, rng: random.Random) -> tuple[tuple[str, int], tuple[str, int]]:
+def _pair(choices: Choices, rng: random.Random) -> tuple[tuple[str, int], tuple[str, int]] | None:
     x_colour = rng.choice((WHITE, BLACK))
     side = rng.choice((LEFT, RIGHT)) if names_side(choices) else LEFT
     first = render(choices, x_colour, side)
-    if names_side(choices) and rng.random() < 0.5:
-        # Swapping sides keeps the bag of words only where both sides are named alike.
-        swapped = render(choices, x_colour, _other(side))
-        if sorted(words(swapped[0])) == sorted(words(first[0])):
-            return first, swapped
-    return first, render(choices, BLACK if x_colour == WHITE else WHITE, side)
+    # Swapping the colours or the sides flips the label; a swap makes a pair only where it
+    # keeps the bag of words (sides named alike, both colours named).
+    swaps = [render(choices, BLACK if x_colour == WHITE else WHITE, side)]
+    if names_side(choices):
+        swaps.append(render(choices, x_colour, _other(side)))
+    bag = sorted(words(first[0]))
+    valid = [s for s in swaps if sorted(words(s[0])) == bag]
+    return (first, rng.choice(valid)) if valid else None  # e.g. one colour, "starting from the left"
 
 
 def _buckets(n_pairs: int, rng: random.Random) -> list[tuple[Construction, Bucket]]:
@@ -207,7 +213,10 @@ def generate_pairs(n_pairs: int, seed: int, *, exclude: Collection[str] = ()) ->
     pairs: list[CarOrderPair] = []
     for construction, bucket in _buckets(n_pairs, rng):
         for _ in range(1000):  # the filler space is large: collisions are rare
-            (text_a, label_a), (text_b, label_b) = _pair(choose(construction, bucket, rng), rng)
+            pair = _pair(choose(construction, bucket, rng), rng)
+            if pair is None:
+                continue
+            (text_a, label_a), (text_b, label_b) = pair
             # Case and punctuation aside, a sentence occurs once, so none leaks across splits.
             key_a, key_b = " ".join(words(text_a)), " ".join(words(text_b))
             if key_a not in seen and key_b not in seen:

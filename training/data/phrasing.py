@@ -11,7 +11,8 @@ ways, its construction's *kind*:
 A construction's forms are strings with slots. Slots filled from a phrasing lexicon below
 (``{at1}``, ``{rel}``, ``{dir}``, ``{then}``, ...) are where one relation can be said many ways;
 the car slots are ``{X}`` ("the old white car"), ``{aX}`` ("a white car"), ``{bX}`` ("white car"),
-``{cX}`` (the colour alone) and ``{oY}`` ("the black one"); ``{noun}`` is the car noun and
+``{cX}`` (the colour alone), ``{oY}`` ("the black one") and ``{nY}`` ("the other one", no
+colour: such a form names one colour, so its pairs swap the sides); ``{noun}`` is the car noun and
 ``{s1}``, ``{s2}``, ``{s}`` are bare side words.
 
 Held-out entries never reach training: a held-out construction is evaluated as
@@ -95,7 +96,8 @@ LEXICONS = {lex.slot: lex for lex in (AT, REL, DIR, THEN, CONJ, ORD)}
 
 CONSTRUCTIONS: tuple[Construction, ...] = (
     Construction("abs-subject", "abs", ("{X} {v} {at1}{conj}{Y} {v} {at2}", "{X} {v} {at1}{conj}{Y} {at2}",
-                                        "{X} {v} {at1}{conj}{oY} {v} {at2}")),
+                                        "{X} {v} {at1}{conj}{oY} {v} {at2}",
+                                        "{X} {v} {at1}{conj}{nY} {at2}")),
     Construction("abs-side-first", "abs", ("{at1} {v} {X}{conj}{at2} {v} {Y}", "{at1} {v} {X}{conj}{at2} {Y}",
                                            "{at1} there is {aX}{conj}{at2} there is {aY}")),
     Construction("abs-there-is", "abs", ("there is {aX} {at1}{conj}{aY} {at2}",
@@ -110,11 +112,14 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
                                       "{s1} side: {cX}, {s2} side: {cY}", "{s1} - {bX}, {s2} - {bY}")),
     Construction("abs-most", "abs", ("the {s1}most {noun} is {cX}{conj}the {s2}most one is {cY}",
-                                     "{X} is the {s1}most one{conj}{Y} is the {s2}most")),
+                                     "{X} is the {s1}most one{conj}{Y} is the {s2}most",
+                                     "{X} is the {s1}most one{conj}{nY} is the {s2}most")),
     Construction("abs-parked", "abs", ("{we} parked {X} {at1}{conj}{Y} {at2}",
                                        "{X} was parked {at1}{conj}{Y} was parked {at2}")),
     Construction("abs-the-one", "abs", ("{X} is the one {at1}{conj}{Y} is the one {at2}",
-                                        "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}")),
+                                        "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}",
+                                        "{X} is the one {at1}{conj}{nY} is the one {at2}",
+                                        "the {noun} {at1} is {cX}{conj}{nY} is {at2}")),
     Construction("rel-subject", "rel", ("{X} {v} {rel} {Y}", "{X} {v} {rel} {oY}", "{X}, {rel} {Y}")),
     Construction("rel-object-first", "rel", ("{rel} {Y} {v} {X}", "{rel} {Y}, {we} {see} {aX}",
                                              "{rel} {Y} there is {aX}")),
@@ -133,7 +138,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
                                         "{dir} there is {aX} {then} {aY}",
                                         "{dir} {we} {see} {X} {then} {Y}")),
     Construction("seq-first", "seq", ("{dir}, {ord1} {X}, {ord2} {Y}", "{ord1} {X}, {ord2} {Y}, {dir}",
-                                      "{ord1} {X} and {ord2} {Y}", "{ord1} {X}, {ord2} {Y}")),
+                                      "{ord1} {X} and {ord2} {Y}", "{ord1} {X}, {ord2} {Y}",
+                                      "{dir}, {X} comes first and {nY} second")),
     Construction("seq-ordinal", "seq", ("{dir}, the first {noun} is {cX} and the second is {cY}",
                                         "the first {noun} {dir} is {cX}, the second {cY}",
                                         "the first {noun} is {cX} and the second one is {cY}")),
@@ -154,9 +160,10 @@ VERBS = ("is", "is", "sits", "stands", "is parked", "waits", "is standing", "is 
          "appears", "is placed")
 WE_SEE = (("we", "see"), ("i", "see"), ("you", "see"), ("you can", "see"), ("we", "have"), ("i can", "spot"),
           ("we", "notice"))
-ADJECTIVES = ("", "", "", "", "small", "old", "new", "shiny", "rusty", "big", "fast", "dusty", "clean",
+ADJECTIVES = ("small", "old", "new", "shiny", "rusty", "big", "fast", "dusty", "clean",
               "electric", "little", "tiny", "large", "vintage", "sporty", "parked", "family")
 NOUNS = ("car", "car", "car", "car", "vehicle", "auto", "sedan", "hatchback")
+OTHERS = ("the other one", "the other car", "the other")  # the second car, colour unnamed
 OPENERS = ("in the picture,", "in this photo,", "i think", "as you can see,", "look,", "so", "here", "ok so",
            "well,", "in the image", "from where i stand,", "honestly,", "on the street,",
            "in the parking lot,")
