@@ -54,7 +54,13 @@ def _picked(ns: argparse.Namespace, cls: Any, prefix: str = "") -> dict[str, Any
 
 def _base_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnserve-train", description=__doc__)
-    p.add_argument("--task", default="car-order", choices=list(datasets.TASKS), help="built-in task")
+    p.add_argument(
+        "--task",
+        default="car-order",
+        choices=list(datasets.TASKS),
+        help="built-in task; car-order trains "
+        f"{datasets.DEFAULT_EPOCHS['car-order']} epochs unless --epochs says otherwise",
+    )
     p.add_argument("--model", default="transformer", choices=sorted(FAMILIES), help="model family")
     p.add_argument("--out", default="runs/default", help="run directory to write")
     p.add_argument(
@@ -76,6 +82,7 @@ def _base_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--vocab-size",
+        metavar="N",
         dest="tokenizer_vocab_size",  # not the model config's vocab_size, which the tokenizer decides
         type=int,
         default=0,
@@ -125,6 +132,13 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     )
 
 
+def _train_config(ns: argparse.Namespace) -> TrainConfig:
+    values = _picked(ns, TrainConfig)
+    if ns.data is None and ns.task in datasets.DEFAULT_EPOCHS:
+        values.setdefault("epochs", datasets.DEFAULT_EPOCHS[ns.task])
+    return TrainConfig(**values)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:
@@ -142,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns.out,
         ns.model,
         _picked(ns, FAMILIES[ns.model].config_cls),
-        TrainConfig(**_picked(ns, TrainConfig)),
+        _train_config(ns),
         _data_spec(ns),
     )
     _report(Console(), result.metrics, ns.out)

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from attnserve.training.data import EVAL_SPLITS, HANDWRITTEN, PHRASING_HELDOUT, TEMPLATE_HELDOUT
+from attnserve.training.data import (
+    DEFAULT_EPOCHS,
+    EVAL_SPLITS,
+    HANDWRITTEN,
+    PHRASING_HELDOUT,
+    TEMPLATE_HELDOUT,
+)
 from attnserve.training.models import FAMILIES
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.tokenizer import KINDS
@@ -68,7 +74,8 @@ def _train_family(family: str, ns: argparse.Namespace, console: Console) -> Row:
         console.print(f"[bold]training {family}[/bold] (seed {seed})")
         out = Path(ns.out) / family if len(ns.seeds) == 1 else Path(ns.out) / family / f"seed{seed}"
         spec = DataSpec(task=ns.task, seed=seed, tokenizer=ns.tokenizer)
-        m = train_run(out, family, {}, TrainConfig(seed=seed), spec).metrics
+        epochs = DEFAULT_EPOCHS.get(ns.task, TrainConfig.epochs)
+        m = train_run(out, family, {}, TrainConfig(seed=seed, epochs=epochs), spec).metrics
         test.append(m["test"]["accuracy"])
         for split in EVAL_SPLITS:
             if split in m:

@@ -11,6 +11,7 @@ from attnserve.training.data.augment import add_distractor_prefix, word_dropout
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups, words
 from attnserve.training.data.files import load_file, load_hf_dataset
 from attnserve.training.data.tasks import (
+    DEFAULT_EPOCHS,
     EVAL_SPLITS,
     HANDWRITTEN,
     PHRASING_HELDOUT,
@@ -20,6 +21,7 @@ from attnserve.training.data.tasks import (
 )
 
 __all__ = [
+    "DEFAULT_EPOCHS",
     "EVAL_SPLITS",
     "HANDWRITTEN",
     "PHRASING_HELDOUT",
