@@ -23,8 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnserve.export.bundle import read_bundle
-
+from attnserve.service.bundle import read_bundle
 from bench import ceiling, compare, machine, memory, plots, profiling, report, seqlen, sweep
 from bench.mlserver import Unavailable, mlserver_env
 from bench.perf_analyzer_sweep import PERF_ANALYZER

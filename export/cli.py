@@ -17,7 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnserve.export.bundle import BundleError, BundleManifest, read_bundle
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from attnserve.export.errors import ExportError
 from attnserve.export.golden import DEFAULT_COUNT
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
@@ -25,10 +28,8 @@ from attnserve.export.parity import DEFAULT_TOLERANCE
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
+from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
 from attnserve.training.checkpoint import load_run
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 EXIT_FAILED = 1
 

@@ -19,7 +19,8 @@ from typing import Literal, get_args
 
 import onnx
 import torch
-from attnserve.export.bundle import Dim, TensorSpec
+from torch import Tensor, nn
+
 from attnserve.export.contract import (
     ATTENTION_MASK,
     BATCH,
@@ -29,8 +30,8 @@ from attnserve.export.contract import (
     example_inputs,
 )
 from attnserve.export.errors import ExportError
+from attnserve.service.bundle import Dim, TensorSpec
 from attnserve.training.models.base import Classifier
-from torch import Tensor, nn
 
 Exporter = Literal["torchscript", "dynamo"]
 EXPORTERS: tuple[Exporter, ...] = get_args(Exporter)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-from attnserve.export.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
+
 from attnserve.export.contract import GraphContract, graph_contract
 from attnserve.export.errors import ExportError
 from attnserve.export.evalset import read_eval_set
@@ -32,6 +32,7 @@ from attnserve.export.onnx import (
 from attnserve.export.optimize import optimize_graph
 from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
+from attnserve.service.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
 from attnserve.training.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)

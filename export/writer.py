@@ -20,7 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnserve.export.bundle import (
+from attnserve.export.errors import ExportError
+from attnserve.export.golden import DEFAULT_COUNT, verify_golden
+from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
+from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
+from attnserve.export.pipeline import Built, ExportOptions, build_files
+from attnserve.export.quantize import DEFAULT_MAX_DROP
+from attnserve.service.bundle import (
     MODEL_FILE,
     NAME_PATTERN,
     STAGING_PREFIX,
@@ -32,12 +38,6 @@ from attnserve.export.bundle import (
     read_bundle,
     write_manifest,
 )
-from attnserve.export.errors import ExportError
-from attnserve.export.golden import DEFAULT_COUNT, verify_golden
-from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
-from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
-from attnserve.export.pipeline import Built, ExportOptions, build_files
-from attnserve.export.quantize import DEFAULT_MAX_DROP
 from attnserve.training.checkpoint import LoadedRun, load_run
 
 log = logging.getLogger(__name__)

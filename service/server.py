@@ -22,20 +22,21 @@ from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from attnserve.service.admin import AdminApi
-from attnserve.service.auth import guarded
-from attnserve.service.core import Core, State
-from attnserve.service.metrics import Metrics
-from attnserve.service.native import NativeApi
-from attnserve.service.reload import Reloader
-from attnserve.service.repository import Repository
-from attnserve.service.runtime import check_device
-from attnserve.service.settings import Settings
-from attnserve.service.transport import bind, grpc_options, reflection_handler
-from attnserve.service.v2 import V2Api
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, start_http_server
+
+from attnserve.service.api.admin import AdminApi
+from attnserve.service.api.native import NativeApi
+from attnserve.service.api.v2.servicer import V2Api
+from attnserve.service.engine.core import Core, State
+from attnserve.service.engine.metrics import Metrics
+from attnserve.service.engine.reload import Reloader
+from attnserve.service.engine.repository import Repository
+from attnserve.service.engine.runtime import check_device
+from attnserve.service.grpc.auth import guarded
+from attnserve.service.grpc.transport import bind, grpc_options, reflection_handler
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 

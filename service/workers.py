@@ -108,7 +108,7 @@ def _stop_before_serving(signum: int, frame: FrameType | None) -> None:
 def _worker_main(payload: str) -> int:
     signal.signal(signal.SIGTERM, _stop_before_serving)
     signal.signal(signal.SIGINT, _stop_before_serving)
-    from attnserve.service.cli import configure_logging, run_server
+    from attnserve.service.run import configure_logging, run_server
 
     settings = Settings(**json.loads(payload))  # explicit values: the environment cannot change them
     configure_logging(settings.log_level, prefix=f"worker {os.getpid()} ")

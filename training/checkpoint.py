@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from attnserve.training.models import build_model, config_to_dict
 from attnserve.training.models.base import Classifier
 

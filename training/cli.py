@@ -13,12 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from attnserve.training import data as datasets
 from attnserve.training.models import FAMILIES
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.trainer import TrainConfig
-from rich.console import Console
-from rich.table import Table
 
 FIXED = {"vocab_size", "num_classes"}  # derived from the data, never set by hand
 

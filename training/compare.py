@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from rich.console import Console
+from rich.table import Table
+
 from attnserve.training.models import FAMILIES
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.trainer import TrainConfig
-from rich.console import Console
-from rich.table import Table
 
 ORDER = ("transformer", "self_attention", "attention_pool", "mean_pool", "bow_mlp")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from attnserve.training import data as datasets
 from attnserve.training.checkpoint import EVAL_SET, METRICS, TOKENIZER, save_checkpoint, write_json
 from attnserve.training.models import build_model

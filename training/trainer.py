@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
+
 from attnserve.training.data import word_dropout
 from attnserve.training.metrics import Scores, score
 from attnserve.training.models.base import Classifier
 from attnserve.training.tokenizer import CLS_ID
-from tqdm.auto import tqdm
 
 
 @dataclass(frozen=True)

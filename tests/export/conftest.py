@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.training.run import DataSpec, train_run

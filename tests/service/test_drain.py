@@ -13,10 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 from attnserve.service.client import AsyncClient, ClientError, build_request
-
-from tests.service.load import Ledger, record_figures
-from tests.service.process import ServerProcess
-from tests.service.support import RunningServer, make_settings
+from tests.support.load import Ledger, record_figures
+from tests.support.process import ServerProcess
+from tests.support.servers import RunningServer, make_settings
 
 GRACE = 5.0
 # How an UNAVAILABLE reads: refused by the draining server, or no server listening any more.

@@ -16,10 +16,10 @@ import grpc
 import onnxruntime as ort
 import psutil
 import pytest
+
 from attnserve.service.client import AsyncClient, Client, ClientError, build_request
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
-
-from tests.service.support import RunningServer, free_port, make_settings, metric_samples, scrape
+from tests.support.servers import RunningServer, free_port, make_settings, metric_samples, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_CUDA = "CUDAExecutionProvider" not in ort.get_available_providers()
@@ -136,7 +136,7 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 def test_device_auto_falls_back_to_cpu_and_says_so(
     model_repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="attnserve.service.runtime")
+    caplog.set_level(logging.WARNING, logger="attnserve.service.engine.runtime")
     with RunningServer(make_settings(model_repository, device="auto")) as server:
         assert server.value("attnserve_cpu_fallback_total") == 3  # one per session: car, pool, bow
         with Client(server.target) as client:

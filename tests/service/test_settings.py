@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from attnserve.service.settings import Settings, build_parser, load_settings
 from pydantic import ValidationError
+
+from attnserve.service.settings import Settings, build_parser, load_settings
 
 
 def test_environment_overrides_defaults_and_flags_override_both(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from attnserve.training.data import (
     TASKS,
     TEMPLATE_HELDOUT,

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 import torch
-from attnserve.training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
-from attnserve.training.models.base import SelfAttention, sinusoids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
+
+from attnserve.training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
+from attnserve.training.models.base import SelfAttention, sinusoids
 
 VOCAB = 40
 MAX_LEN = 24

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
+
 from attnserve.training.data import load_task
 from attnserve.training.tokenizer import (
     CLS_ID,
@@ -17,7 +19,6 @@ from attnserve.training.tokenizer import (
     load_tokenizer,
     save_tokenizer,
 )
-from tokenizers import Tokenizer
 
 TEXTS = ["The white car is on the left.", "The black car is on the right!", "Hello, world", "hello again"]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from attnserve.training.checkpoint import load_run, save_checkpoint
 from attnserve.training.cli import main as train_main
 from attnserve.training.metrics import brier_score, expected_calibration_error, macro_f1, score

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from attnserve.training.data.core import DataError, Example
 
 

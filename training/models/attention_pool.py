@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch import Tensor, nn
+
 from attnserve.training.models.base import (
     POSITIONS,
     AttentionPool,
@@ -18,7 +20,6 @@ from attnserve.training.models.base import (
     make_head,
 )
 from attnserve.training.models.init import init_weights
-from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

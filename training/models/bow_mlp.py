@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor, nn
+
 from attnserve.training.models.base import Classifier, ModelConfig, check_inputs, make_head
 from attnserve.training.models.init import init_weights
-from torch import Tensor, nn
 
 FEATURES = ("counts", "binary")
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch import Tensor, nn
+
 from attnserve.training.models.base import (
     POSITIONS,
     Classifier,
@@ -17,7 +19,6 @@ from attnserve.training.models.base import (
     masked_mean,
 )
 from attnserve.training.models.init import init_weights
-from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

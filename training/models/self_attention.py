@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch import Tensor, nn
+
 from attnserve.training.models.base import (
     POSITIONS,
     Classifier,
@@ -20,7 +22,6 @@ from attnserve.training.models.base import (
     masked_mean,
 )
 from attnserve.training.models.init import init_for_word_order
-from torch import Tensor, nn
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor, nn
+
 from attnserve.training.models.base import (
     AttentionPool,
     Classifier,
@@ -21,7 +23,6 @@ from attnserve.training.models.base import (
     require,
 )
 from attnserve.training.models.init import init_for_word_order
-from torch import Tensor, nn
 
 NORMS = ("pre", "post")
 POSITIONS = ("learned", "sinusoidal")  # an encoder without positions cannot see word order
