@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 
+# Tiny trained runs and exported bundles per family, shared by the export and bundle tests.
+pytest_plugins = ["tests.support.runs"]
+
 MAX_LEN = 48
 
 

@@ -29,7 +29,7 @@ from attnserve.export.parity import (
 from attnserve.service.bundle import read_bundle
 from attnserve.training.checkpoint import LoadedRun, load_run
 from attnserve.training.models.base import Classifier
-from tests.export.conftest import ATTENTION_FAMILIES, FAMILIES
+from tests.support.runs import ATTENTION_FAMILIES, FAMILIES
 
 
 def _graph_dims(path: Path) -> dict[str, list[int | str]]:

@@ -24,7 +24,7 @@ from attnserve.service.bundle import (
     read_bundle,
     sha256_file,
 )
-from tests.export.conftest import FAMILIES
+from tests.support.runs import FAMILIES
 
 
 def _tree(folder: Path) -> dict[str, str]:
