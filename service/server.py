@@ -27,6 +27,8 @@ from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, start_http_server
 
 from attnserve.service.api.admin import AdminApi
+from attnserve.service.api.http.app import build_app
+from attnserve.service.api.http.transport import HttpTransport
 from attnserve.service.api.native import NativeApi
 from attnserve.service.api.v2.servicer import V2Api
 from attnserve.service.engine.core import Core, State
@@ -34,7 +36,7 @@ from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.reload import Reloader
 from attnserve.service.engine.repository import Repository
 from attnserve.service.engine.runtime import check_device
-from attnserve.service.grpc.auth import guarded
+from attnserve.service.grpc.auth import guarded, load_tokens
 from attnserve.service.grpc.transport import bind, grpc_options, reflection_handler
 from attnserve.service.settings import Settings
 
@@ -83,6 +85,8 @@ class Server:
         self.health = HealthServicer()
         self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
         self._grpc: grpc.aio.Server | None = None
+        self._web: HttpTransport | None = None
+        self.http_port = 0
         self._http: WSGIServer | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
@@ -122,8 +126,19 @@ class Server:
         for name in ("", *names):
             await self.health.set(name, NOT_SERVING)
         log.info("listening on %s:%d (not serving until the models are loaded)", settings.host, self.port)
+        if settings.http_port:
+            await self._listen_http()
         if self._http is not None:
             log.info("metrics on http://%s:%d/metrics", settings.metrics_bind_host, self.metrics_port)
+
+    async def _listen_http(self) -> None:
+        """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
+        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None) or V2Api(self.core)
+        tokens = load_tokens(self.settings) if self.settings.auth else None
+        web = HttpTransport(build_app(v2, tokens), self.settings)
+        self.http_port = await web.start()
+        self._web = web
+        log.info("HTTP on %s://%s:%d (explorer at /)", web.scheme, self.settings.host, self.http_port)
 
     async def load(self) -> None:
         """Load every model, then admit calls."""
@@ -171,6 +186,9 @@ class Server:
             await self.health.set(name, SERVING if serving else NOT_SERVING)
 
     async def _close_transport(self, grace: float) -> None:
+        if self._web is not None:
+            web, self._web = self._web, None
+            await web.stop(grace)
         if self._grpc is not None:
             await self._grpc.stop(grace)
             self._grpc = None

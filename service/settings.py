@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     )
 
     # --- access control (docs/reliability.md) -----------------------------------------
-    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve gRPC over TLS.")
+    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve gRPC (and HTTP) over TLS.")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert.")
     tls_client_ca: Path | None = Field(
         None, description="PEM CA bundle: require client certificates signed by it (mutual TLS)."
@@ -100,6 +100,20 @@ class Settings(BaseSettings):
         0.0,
         ge=0,
         description="Re-read the repository this often and swap in new or changed versions (0 = never).",
+    )
+
+    # --- HTTP port: KServe V2 REST, the JSON API, the explorer (docs/http.md) ----------
+    http_port: int = Field(
+        8000, ge=0, le=65535, description="HTTP port (V2 REST, JSON API, explorer at /); 0 turns it off."
+    )
+    http_max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted, in bytes (413 beyond it)."
+    )
+    http_read_timeout_s: float = Field(
+        10.0, gt=0, description="Longest time to receive a request body; a slower client gets 408."
+    )
+    http_keepalive_s: float = Field(
+        5.0, gt=0, description="Close an idle HTTP keep-alive connection after this many seconds."
     )
 
     # --- onnxruntime ------------------------------------------------------------------
@@ -177,6 +191,8 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert and tls_key go together: give both to serve over TLS")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.http_port and self.http_port == self.port:
+            raise ValueError("http_port and port must differ (or set http_port 0 to turn HTTP off)")
         if self.admin and self.workers > 1:
             raise ValueError(
                 "admin needs workers = 1 (a call reaches one worker); use repository_poll_seconds instead"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 UNKNOWN_MODEL = "_unknown"
-APIS = ("native", "v2")
+APIS = ("native", "v2", "http")
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,

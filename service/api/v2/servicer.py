@@ -86,7 +86,7 @@ class V2Api:
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> bytes:
         try:
-            self._model(request.name, request.version)
+            self.model(request.name, request.version)
         except ServiceError:
             ready = False  # an unknown model or version is simply not ready
         else:
@@ -99,32 +99,36 @@ class V2Api:
         )
         return _bytes(reply)
 
-    def _model(self, name: str, version: str) -> LoadedModel:
+    def model(self, name: str, version: str) -> LoadedModel:
         if not name:
             raise InvalidArgument("name: the model name is required")
         return self.core.repository.resolve(name, parse_version(version))
 
     async def model_metadata(self, request: pb.ModelMetadataRequest, context: Context) -> bytes:
-        model = self._model(request.name, request.version)
+        model = self.model(request.name, request.version)
         return _bytes(metadata(model, self.core.repository.models[model.name].versions))
 
     async def model_config(self, request: pb.ModelConfigRequest, context: Context) -> bytes:
-        model = self._model(request.name, request.version)
+        model = self.model(request.name, request.version)
         return _bytes(pb.ModelConfigResponse(config=config(model, self.core.settings)))
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest, context: Context) -> bytes:
         served = self.core.repository.models
         if request.version:
-            models = [self._model(request.name, request.version)]
+            models = [self.model(request.name, request.version)]
         elif request.name:
-            entry = served[self._model(request.name, "").name]
+            entry = served[self.model(request.name, "").name]
             models = [entry.versions[v] for v in sorted(entry.versions)]
         else:
             models = [entry.versions[v] for entry in served.values() for v in sorted(entry.versions)]
-        stats = [statistics(model, self._request_stats(model)) for model in models]
+        stats = [statistics(model, self.request_stats(model)) for model in models]
         return _bytes(pb.ModelStatisticsResponse(model_stats=stats))
 
     async def repository_index(self, request: pb.RepositoryIndexRequest, context: Context) -> bytes:
+        return _bytes(await self.index(request))
+
+    async def index(self, request: pb.RepositoryIndexRequest) -> pb.RepositoryIndexResponse:
+        """The repository's models and versions, loaded or not (the HTTP/REST form calls this too)."""
         if request.repository_name:
             raise NotFound("repository_name: this server has one repository; leave repository_name empty")
         loop = asyncio.get_running_loop()
@@ -143,10 +147,10 @@ class V2Api:
                         number, sorted(loaded), self.core.settings.version_policy
                     )
                 index.append(entry)
-        return _bytes(pb.RepositoryIndexResponse(models=index))
+        return pb.RepositoryIndexResponse(models=index)
 
     # --- inference ----------------------------------------------------------------------
-    def _request_stats(self, model: LoadedModel) -> RequestStats:
+    def request_stats(self, model: LoadedModel) -> RequestStats:
         stats = self._stats.get(model)
         if stats is None:
             stats = self._stats[model] = RequestStats()
@@ -154,29 +158,31 @@ class V2Api:
 
     async def model_infer(self, request: pb.ModelInferRequest, context: Context, record: CallRecord) -> bytes:
         response = pb.ModelInferResponse()
-        await self._infer(request, context, record, response)
+        await self.infer_into(request, deadline_of(context), record, response)
         return _bytes(response)
 
     async def stream_infer(
         self, request: pb.ModelInferRequest, context: Context, record: CallRecord
     ) -> bytes:
         reply = pb.ModelStreamInferResponse()
-        await self._infer(request, context, record, reply.infer_response)
+        await self.infer_into(request, deadline_of(context), record, reply.infer_response)
         return _bytes(reply)
 
-    async def _infer(
+    async def infer_into(
         self,
         request: pb.ModelInferRequest,
-        context: Context,
+        deadline: float | None,
         record: CallRecord,
         response: pb.ModelInferResponse,
     ) -> None:
+        """Run one inference request into `response`, counted in the model's V2 statistics
+        (the HTTP/REST form of the protocol calls this too)."""
         started = time.perf_counter()
-        model = self._model(request.model_name, request.model_version)
+        model = self.model(request.model_name, request.model_version)
         record.model = model.metrics
-        stats = self._request_stats(model)
+        stats = self.request_stats(model)
         try:
-            timings = await infer(self.core, model, request, deadline_of(context), record, response)
+            timings = await infer(self.core, model, request, deadline, record, response)
         except BaseException:
             stats.fail.add(time.perf_counter() - started)
             raise
