@@ -29,7 +29,7 @@ def to_json(message: Message) -> dict[str, Any]:
 
 
 def _repeated(field: Any) -> bool:
-    return bool(field.label == FieldDescriptor.LABEL_REPEATED)
+    return bool(field.is_repeated)
 
 
 def _field(field: Any, value: Any) -> Any:

@@ -288,6 +288,7 @@ async function classify(event) {
 document.addEventListener("DOMContentLoaded", () => {
   $("controls").addEventListener("submit", classify);
   $("model").addEventListener("change", fillVersions);
+  $("token").addEventListener("change", loadModels);  // a token typed after a refusal: list again
   $("compare").addEventListener("change", () => { $("text-b-label").hidden = !$("compare").checked; });
   for (const id of ["text-a", "text-b"]) {
     $(id).addEventListener("keydown", (event) => {
