@@ -63,14 +63,18 @@ def test_only_the_load_test_sits_behind_a_profile(services: dict[str, Any]) -> N
 def test_server_can_scale_out(services: dict[str, Any]) -> None:
     for name, svc in services.items():
         assert "container_name" not in svc, f"{name}: a fixed container name blocks --scale"
-    grpc_port = environment(services["server"])["ATTNSERVE_PORT"]
+    env = environment(services["server"])
+    served = {env["ATTNSERVE_PORT"], env["ATTNSERVE_HTTP_PORT"]}
+    published = set()
     for entry in services["server"].get("ports", []):
         host_part, _, container = str(entry).rpartition(":")
-        assert container == grpc_port, f"server publishes {entry}, not its gRPC port {grpc_port}"
+        assert container in served, f"server publishes {entry}, not its gRPC or HTTP port"
+        published.add(container)
         host_port = host_part.rpartition(":")[2]
         assert host_port == "" or re.fullmatch(r"\d+-\d+", host_port), (
             f"server publishes the fixed host port {entry!r}: a second replica could not bind it"
         )
+    assert published == served
 
 
 def test_server_waits_for_the_trainer_and_shares_its_models(services: dict[str, Any]) -> None:

@@ -107,6 +107,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "ATTNSERVE_HOST": "127.0.0.1",
             "ATTNSERVE_PORT": str(grpc_port),
             "ATTNSERVE_METRICS_PORT": str(metrics_port),
+            "ATTNSERVE_HTTP_PORT": str(free_port()),
         },
     )
     server_log = root / "server.log"
