@@ -114,6 +114,8 @@ class ServerProcess:
             "--port",
             str(self.port),
             "--no-metrics",
+            "--http-port",  # off unless `flags` asks for it: port 8000 may be taken on the host
+            "0",
             "--log-level",
             "warning",
             *flags,

@@ -89,7 +89,12 @@ def parse_classify(document: object) -> ClassifyRequest:
         return ClassifyRequest.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "request body"
+        where = ".".join(str(part) for part in first["loc"])
+        if not where:
+            raise InvalidArgument("request body: expected a JSON object") from None
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(ClassifyRequest.model_fields)
+            raise InvalidArgument(f"request body: unknown field {where[:64]!r} (fields: {known})") from None
         raise InvalidArgument(f"{where}: {first['msg']}") from None
 
 

@@ -27,7 +27,9 @@ MAX_HEADER_BYTES = 64 * 1024
 def _socket(settings: Settings) -> socket.socket:
     host = settings.host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only when the listener says
+    # TCP; without it a reply's header and body writes wait out the peer's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if settings.workers > 1:

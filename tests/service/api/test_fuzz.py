@@ -1,4 +1,5 @@
-"""Property tests over request fields of both APIs (hypothesis), against a real server.
+"""Property tests over request fields of every API (hypothesis), against a real server: the
+two gRPC APIs, and on the HTTP port the JSON API and V2 REST.
 
 Whatever the fields hold, the status is one of the allowed codes (never UNKNOWN or
 INTERNAL), and a refusal names the field it is about, gives the limit as a number when it
@@ -8,7 +9,9 @@ server quotes back is taken out before looking).
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attnserve.service.api.http.errors import HTTP_STATUS
 from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.errors import Status
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
+from tests.support.http import call
 from tests.support.load import record_figures
 from tests.support.methods import ALLOWED, CLASSIFY, MODEL_INFER
-from tests.support.servers import RunningServer, make_settings
+from tests.support.servers import RunningServer, free_port, make_settings
 
 LEAK = re.compile(
     r"Traceback|File \"|\.py\b|/work/|/tmp/|/home/|\b[A-Z]\w*(Error|Exception)\b|0x[0-9a-f]{6,}"
@@ -55,7 +61,8 @@ texts = st.one_of(
 
 @pytest.fixture(scope="module")
 def fuzz_server(model_repository: Path) -> Iterator[RunningServer]:
-    with RunningServer(make_settings(model_repository, max_texts_per_request=16)) as running:
+    settings = make_settings(model_repository, max_texts_per_request=16, http_port=free_port())
+    with RunningServer(settings) as running:
         yield running
     record_figures("fuzzed requests (hypothesis), by status", **dict(sorted(SEEN.items())))
 
@@ -193,3 +200,156 @@ def test_v2_requests_get_allowed_statuses_and_clean_messages(
     code, message = _call(fuzz_server.target, MODEL_INFER, request.SerializeToString())
     sent = [model, version, *outputs, *(name for name, *_ in tensors), *(dt for _, dt, *_ in tensors)]
     _check(code, message, V2_FIELDS, sent, model_repository)
+
+
+# --- the HTTP port ----------------------------------------------------------------------------
+HTTP_FIELDS = (*NATIVE_FIELDS, "request_id", "no such route", "timeout")
+V2_REST_FIELDS = (
+    *V2_FIELDS,
+    "inputs",
+    "outputs",
+    "parameters",
+    "id",
+    "Inference-Header-Content-Length",
+    "no such route",
+)
+ALLOWED_HTTP = {HTTP_STATUS[Status[code]] if code != "OK" else 200 for code in ALLOWED} | {404, 405, 413}
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _http(port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, object]:
+    reply = call(port, "POST", path, body, headers)
+    assert reply.headers["content-type"] == "application/json", reply.body[:200]
+    return reply.status, reply.json()
+
+
+@SETTINGS
+@given(
+    model=names,
+    document=st.one_of(
+        st.fixed_dictionaries(
+            {"texts": st.one_of(st.lists(texts, min_size=1, max_size=3), st.lists(texts, max_size=20))},
+            optional={
+                "attention": st.one_of(
+                    st.sampled_from(["none", "pooled", "all", "rollout", "last_layer"]), json_values
+                ),
+                "top_k": st.one_of(st.integers(0, 8), st.integers(-(2**40), 2**40), json_values),
+                "version": st.one_of(st.just(0), st.just(1), st.integers(-(2**63), 2**63), json_values),
+                "request_id": st.one_of(st.text(max_size=40), json_values),
+            },
+        ),
+        st.dictionaries(
+            st.sampled_from(["texts", "attention", "top_k", "version", "x"]), json_values, max_size=4
+        ),
+        json_values,
+    ),
+    garbage=st.one_of(st.none(), st.none(), st.binary(max_size=60)),
+)
+def test_json_api_requests_get_allowed_statuses_and_clean_messages(
+    fuzz_server: RunningServer, model_repository: Path, model: str, document: object, garbage: bytes | None
+) -> None:
+    port = fuzz_server.server.http_port  # type: ignore[union-attr]
+    body = garbage if garbage is not None else json.dumps(document).encode()
+    path = f"/v1/models/{urllib.parse.quote(model, safe='')}:classify"
+    status, reply = _http(port, path, body)
+    assert status in ALLOWED_HTTP, (status, reply)
+    if status == 200:
+        assert isinstance(reply, dict) and reply["results"]
+        _check("OK", "", HTTP_FIELDS, [], model_repository)
+        return
+    assert isinstance(reply, dict) and set(reply) == {"error"}
+    error = reply["error"]
+    assert HTTP_STATUS[Status[error["code"]]] == status or status in (404, 405, 413), (status, error)
+    strings = [v for v in json.dumps(document).split('"') if v] if garbage is None else []
+    _check(error["code"], error["message"], HTTP_FIELDS, [model, *strings], model_repository)
+
+
+@st.composite
+def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
+    """A V2 REST inference body: JSON tensors, or binary ones after the JSON, usually sensible."""
+    items = draw(st.lists(texts, max_size=6))
+    shape = draw(st.one_of(st.just([len(items), 1]), st.lists(st.integers(-2, 24), max_size=3), json_values))
+    tensor: dict[str, object] = {
+        "name": draw(tensor_names),
+        "datatype": draw(st.one_of(datatypes, json_values)),
+        "shape": shape,
+    }
+    binary = b""
+    if draw(st.booleans()):
+        tensor["data"] = draw(st.one_of(st.just(items), st.just([[t] for t in items]), json_values))
+    else:
+        binary = encode_bytes([t.encode("utf-8", "surrogatepass") for t in items])
+        size = draw(st.one_of(st.just(len(binary)), st.integers(-2, 400), json_values))
+        tensor["parameters"] = {"binary_data_size": size}
+    document: dict[str, object] = {"inputs": draw(st.one_of(st.just([tensor]), json_values))}
+    if draw(st.booleans()):
+        outputs = st.lists(
+            st.one_of(st.sampled_from(["LOGITS", "LABEL", "ATTENTION"]), st.text(max_size=10)), max_size=3
+        )
+        document["outputs"] = [
+            {"name": name, "parameters": {"binary_data": draw(st.one_of(st.booleans(), json_values))}}
+            for name in draw(outputs)
+        ]
+    if draw(st.booleans()):
+        document["id"] = draw(json_values)
+    return document, binary
+
+
+@SETTINGS
+@given(
+    model=names,
+    version=st.one_of(
+        st.just(""), st.just("1"), st.sampled_from(["2", "0", "-1", "01", "9" * 20]), st.text(max_size=10)
+    ),
+    request=rest_documents(),
+    header=st.one_of(st.just("exact"), st.just("exact"), st.just("none"), st.text(max_size=12)),
+)
+def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
+    fuzz_server: RunningServer,
+    model_repository: Path,
+    model: str,
+    version: str,
+    request: tuple[dict[str, object], bytes],
+    header: str,
+) -> None:
+    port = fuzz_server.server.http_port  # type: ignore[union-attr]
+    document, binary = request
+    head = json.dumps(document).encode()
+    headers = {}
+    if header == "exact":
+        headers["Inference-Header-Content-Length"] = str(len(head))
+    elif header != "none":
+        headers["Inference-Header-Content-Length"] = header
+    quoted = urllib.parse.quote(model, safe="")
+    path = (
+        f"/v2/models/{quoted}"
+        + (f"/versions/{urllib.parse.quote(version, safe='')}" if version else "")
+        + "/infer"
+    )
+    status, reply = _http(port, path, head + binary, headers)
+    assert status in ALLOWED_HTTP, (status, reply)
+    if status == 200:
+        SEEN["OK"] += 1
+        return
+    assert isinstance(reply, dict) and set(reply) == {"error"} and isinstance(reply["error"], str)
+    code = (
+        next(s.name for s, http in HTTP_STATUS.items() if http == status)
+        if status not in (404, 405, 413)
+        else "NOT_FOUND"
+    )
+    strings = [v for v in head.decode().split('"') if v]
+    _check(
+        code if code in ALLOWED else "INVALID_ARGUMENT",
+        reply["error"],
+        V2_REST_FIELDS,
+        [model, version, header, *strings],
+        model_repository,
+    )

@@ -6,6 +6,7 @@ Set ATTNSERVE_SCREENSHOTS=<folder> to keep screenshots of the page (docs/img/ ho
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from collections.abc import Iterator
@@ -73,13 +74,21 @@ def classify(browser: webdriver.Chrome, text: str, *, model: str = "car") -> str
 
 
 def screenshot(browser: webdriver.Chrome, name: str) -> None:
+    """The whole page (not only the window), through the DevTools protocol."""
     folder = os.environ.get("ATTNSERVE_SCREENSHOTS")
-    if folder:
-        height = browser.execute_script("return document.documentElement.scrollHeight;")
-        browser.set_window_size(1400, min(int(height) + 40, 4000))
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(Path(folder) / name))
-        browser.set_window_size(1400, 1000)
+    if not folder:
+        return
+    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    metrics = {"width": 1400, "height": int(size["height"]), "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        shot = browser.execute_cdp_cmd(
+            "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / name).write_bytes(base64.b64decode(shot["data"]))
 
 
 def values(browser: webdriver.Chrome, selector: str, n: int) -> np.ndarray:

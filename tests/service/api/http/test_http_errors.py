@@ -55,8 +55,8 @@ def test_every_status_has_the_http_code_of_its_grpc_meaning() -> None:
         (b"{not json", ("not valid JSON", "line 1")),
         (b"\xff\xfe\x00", ("not valid JSON",)),
         (b"[" * 100_00 + b"]" * 100_00, ("nested too deeply",)),
-        (b"[]", ("request body",)),
-        (b'"texts"', ("request body",)),
+        (b"[]", ("request body: expected a JSON object",)),
+        (b'"texts"', ("request body: expected a JSON object",)),
         (b'{"texts": "one text"}', ("texts",)),
         (b'{"texts": [1, 2]}', ("texts.0",)),
         (b'{"texts": []}', ("texts",)),
@@ -64,7 +64,7 @@ def test_every_status_has_the_http_code_of_its_grpc_meaning() -> None:
         (b'{"texts": ["a car"], "top_k": -1}', ("top_k",)),
         (b'{"texts": ["a car"], "attention": "everything"}', ("attention",)),
         (b'{"texts": ["a car"], "version": 1.5}', ("version",)),
-        (b'{"texts": ["a car"], "surprise": true}', ("surprise",)),
+        (b'{"texts": ["a car"], "surprise": true}', ("unknown field 'surprise'", "texts, attention")),
     ],
 )
 def test_malformed_json_and_wrong_types_are_invalid_argument(
