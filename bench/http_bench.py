@@ -5,7 +5,9 @@
 Paths: the native gRPC API (attnserve.v1 Classify), the JSON API (POST
 /v1/models/{name}:classify) and KServe V2 REST (POST /v2/models/{name}/infer, JSON request,
 binary outputs as tritonclient asks for them). Each runs closed-loop at 1 and 8 concurrent
-callers, with 1 and 32 texts per call, attention off. The HTTP callers use a minimal
+callers, with 1 and 32 texts per call, attention off; the three paths take turns for
+`--rounds` rounds, so load from elsewhere on the host falls on all of them alike, and each
+row sums its rounds. The HTTP callers use a minimal
 keep-alive HTTP/1.1 client on asyncio streams, so the client's own cost stays near that of
 the gRPC client. Prints a markdown table with texts/s, p50/p99 latency and the HTTP/gRPC
 throughput ratio.
@@ -69,6 +71,25 @@ class Row:
     texts_per_s: float
     p50_ms: float
     p99_ms: float
+    latencies: list[float]
+    seconds: float
+
+
+def combine(rounds: list[Row]) -> Row:
+    """One row from a path's rounds: texts over the summed time, percentiles over every call."""
+    first = rounds[0]
+    latencies = [x for r in rounds for x in r.latencies]
+    seconds = sum(r.seconds for r in rounds)
+    return Row(
+        first.path,
+        first.per_call,
+        first.concurrency,
+        first.per_call * len(latencies) / seconds,
+        1e3 * float(np.percentile(latencies, 50)),
+        1e3 * float(np.percentile(latencies, 99)),
+        latencies,
+        seconds,
+    )
 
 
 Call = Callable[[int, list[str]], Awaitable[object]]
@@ -149,6 +170,8 @@ async def measure(
         per_call * len(latencies) / elapsed,
         1e3 * float(np.percentile(latencies, 50)),
         1e3 * float(np.percentile(latencies, 99)),
+        latencies,
+        elapsed,
     )
 
 
@@ -171,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--model", default="car", help="model name (default: car)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measurement per row (default: 5)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measurement per round (default: 3)")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each path takes (default: 3)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers (default: 1 8)")
     parser.add_argument(
         "--per-call", type=int, nargs="+", default=[1, 32], help="texts per call (default: 1 32)"
@@ -183,12 +207,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for per_call in args.per_call:
             for concurrency in args.concurrency:
-                for path in PATHS:
-                    row = asyncio.run(
-                        measure(
-                            server.target, http_port, args.model, path, concurrency, per_call, args.seconds
+                turns: dict[str, list[Row]] = {path: [] for path in PATHS}
+                for _ in range(args.rounds):
+                    for path in PATHS:
+                        turns[path].append(
+                            asyncio.run(
+                                measure(
+                                    server.target,
+                                    http_port,
+                                    args.model,
+                                    path,
+                                    concurrency,
+                                    per_call,
+                                    args.seconds,
+                                )
+                            )
                         )
-                    )
+                for path in PATHS:
+                    row = combine(turns[path])
                     rows.append(row)
                     print(
                         f"  {path} x{per_call} c={concurrency}: {row.texts_per_s:.0f} texts/s",

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from attnserve.service.client import Client
+from tests.support.http import call
 from tests.support.process import ServerProcess
+from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -54,6 +56,8 @@ def test_the_serving_wheel_holds_the_service_only(serving_wheel: Path) -> None:
     assert "attnserve/__init__.py" not in names  # a namespace: other attnserve wheels can share it
     assert "attnserve/service/proto/inference/grpc_service_pb2.py" in names
     assert "attnserve/service/bundle/reader.py" in names
+    for static in ("index.html", "explorer.js", "explorer.css", "docs.html", "docs.js"):
+        assert f"attnserve/service/api/http/static/{static}" in names, static  # the explorer ships
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     scripts = zipfile.ZipFile(serving_wheel).read(entry_points).decode()
     assert "attnserve-serve" in scripts and "attnserve-client" in scripts
@@ -86,10 +90,14 @@ def test_the_serving_wheel_installs_without_extras_and_serves(
         timeout=120,
     )
     assert probe.stdout.split() == ["True", "True"], probe.stdout
+    http_port = free_port()
     with (
-        ServerProcess(model_repository, python=python, cwd=tmp_path) as server,
+        ServerProcess(model_repository, "--http-port", str(http_port), python=python, cwd=tmp_path) as server,
         Client(server.target) as client,
     ):
         reply = client.classify(["the white car is left of the black car"], model="car")
         assert reply.results[0].label in ("positive", "negative")
         assert reply.model == "car" and reply.version == 1
+        page = call(http_port, "GET", "/")  # the explorer, served from the installed wheel
+        assert page.status == 200 and b"/static/explorer.js" in page.body
+        assert call(http_port, "GET", "/static/explorer.js").status == 200

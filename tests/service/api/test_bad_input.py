@@ -1,6 +1,7 @@
-"""Bad and odd input on both APIs, over real channels: each case gets the same status from
-attnserve.v1 and from the V2 protocol, only ever one of the allowed codes, and the server
-keeps serving. Wire-level cases send raw bytes on a generic channel (no serializer)."""
+"""Bad and odd input on every API, over real channels: each case gets the same status from
+attnserve.v1, the V2 protocol and the HTTP port (JSON API and V2 REST), only ever one of the
+allowed codes, and the server keeps serving. Wire-level cases send raw bytes on a generic
+channel (no serializer)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import grpc
 import numpy as np
 import pytest
 
+from attnserve.service.api.http.errors import HTTP_STATUS
 from attnserve.service.client import Client, ClientError
+from attnserve.service.errors import Status
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
+from tests.support.http import call, classify
 from tests.support.load import record_figures
 from tests.support.methods import ALLOWED, CLASSIFY, MODEL_INFER
-from tests.support.servers import RunningServer, make_settings
+from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.v2 import V2Calls, output, text_request
 
 MEGABYTE_TEXT = ("the white car is on the left of the black car " * 23_000)[:1_000_000]
@@ -37,6 +41,12 @@ TEXTS: dict[str, tuple[str, str, str]] = {
     "NUL and escapes inside": ("a white\x00car\x07\x1b[31m", "OK", "a white car [UNK]"),
     "1 MB text": (MEGABYTE_TEXT, "INVALID_ARGUMENT", "texts[0] has 1000000 characters; the limit is 10000"),
 }
+
+
+@pytest.fixture(scope="module")
+def server(model_repository: Path) -> Iterator[RunningServer]:
+    with RunningServer(make_settings(model_repository, http_port=free_port())) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +76,35 @@ def _v2(v2: V2Calls, text: str) -> tuple[str, str]:
     return "OK", str(int(output(reply, "LENGTHS")[0]))
 
 
+def _http_json(port: int, text: str) -> tuple[str, str]:
+    reply = classify(port, "car", {"texts": [text]})
+    if reply.status != 200:
+        assert HTTP_STATUS[Status[reply.error["code"]]] == reply.status
+        return reply.error["code"], reply.error["message"]
+    return "OK", " ".join(reply.json()["results"][0]["tokens"])
+
+
+def _http_v2(port: int, text: str) -> tuple[int, str]:
+    document = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1, 1], "data": [text]}]}
+    reply = call(port, "POST", "/v2/models/car/infer", document)
+    body = reply.json()
+    return reply.status, body["error"] if reply.status != 200 else body["outputs"][0]["datatype"]
+
+
 @pytest.mark.parametrize("case", list(TEXTS))
-def test_odd_text_gets_the_same_allowed_status_from_both_apis(client: Client, v2: V2Calls, case: str) -> None:
+def test_odd_text_gets_the_same_allowed_status_from_every_api(
+    client: Client, v2: V2Calls, server: RunningServer, case: str
+) -> None:
     text, code, shown = TEXTS[case]
+    port = server.server.http_port  # type: ignore[union-attr]
     native_code, native_shown = _native(client, text)
     v2_code, v2_shown = _v2(v2, text)
+    http_code, http_shown = _http_json(port, text)
+    rest_status, rest_shown = _http_v2(port, text)
     assert native_code in ALLOWED
-    assert native_code == v2_code == code, (native_shown, v2_shown)
+    assert native_code == v2_code == http_code == code, (native_shown, v2_shown, http_shown)
+    assert rest_status == (200 if code == "OK" else HTTP_STATUS[Status[code]]), rest_shown
+    assert shown in http_shown
     OUTCOMES[case] = code
     assert shown in native_shown
     if code == "OK":

@@ -213,6 +213,20 @@ V2_REST_FIELDS = (
     "Inference-Header-Content-Length",
     "no such route",
 )
+# Request field names the strategies use as keys: what the server names, not what it quotes back.
+KEYS = {
+    "texts",
+    "attention",
+    "top_k",
+    "version",
+    "request_id",
+    "inputs",
+    "outputs",
+    "name",
+    "datatype",
+    "shape",
+}
+KEYS |= {"data", "parameters", "binary_data_size", "binary_data", "binary_data_output", "id"}
 ALLOWED_HTTP = {HTTP_STATUS[Status[code]] if code != "OK" else 200 for code in ALLOWED} | {404, 405, 413}
 json_values = st.recursive(
     st.none()
@@ -268,7 +282,10 @@ def test_json_api_requests_get_allowed_statuses_and_clean_messages(
     assert isinstance(reply, dict) and set(reply) == {"error"}
     error = reply["error"]
     assert HTTP_STATUS[Status[error["code"]]] == status or status in (404, 405, 413), (status, error)
-    strings = [v for v in json.dumps(document).split('"') if v] if garbage is None else []
+    if status == 405:  # an empty name leaves /v1/models/:classify, a GET-only route
+        assert error["code"] == "UNIMPLEMENTED" and not model, error
+        return
+    strings = [v for v in json.dumps(document).split('"') if v and v not in KEYS] if garbage is None else []
     _check(error["code"], error["message"], HTTP_FIELDS, [model, *strings], model_repository)
 
 
@@ -310,7 +327,13 @@ def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
         st.just(""), st.just("1"), st.sampled_from(["2", "0", "-1", "01", "9" * 20]), st.text(max_size=10)
     ),
     request=rest_documents(),
-    header=st.one_of(st.just("exact"), st.just("exact"), st.just("none"), st.text(max_size=12)),
+    # Printable ASCII: a header the HTTP framing itself refuses never reaches the application.
+    header=st.one_of(
+        st.just("exact"),
+        st.just("exact"),
+        st.just("none"),
+        st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=12),
+    ),
 )
 def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
     fuzz_server: RunningServer,
@@ -345,7 +368,7 @@ def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
         if status not in (404, 405, 413)
         else "NOT_FOUND"
     )
-    strings = [v for v in head.decode().split('"') if v]
+    strings = [v for v in head.decode().split('"') if v and v not in KEYS]
     _check(
         code if code in ALLOWED else "INVALID_ARGUMENT",
         reply["error"],

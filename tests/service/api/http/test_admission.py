@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ssl
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.certs import Authority
 from tests.support.http import call, classify
+from tests.support.process import ServerProcess
 from tests.support.servers import RunningServer, free_port, make_settings
 
 TOKEN = "inference-token-0123456789"
@@ -83,3 +87,27 @@ def test_tls_and_mutual_tls_use_the_grpc_certificate_settings(
         except (OSError, http.client.HTTPException):
             status = None
         assert status != 200
+
+
+def test_every_worker_serves_http_on_the_shared_port(model_repository: Path) -> None:
+    port = free_port()
+    with ServerProcess(model_repository, "--workers", "2", "--http-port", str(port)) as server:
+        deadline = time.monotonic() + 90
+        ready = 0
+        while ready < 16:  # a worker listens before its models load: wait for both to be ready
+            assert time.monotonic() < deadline, "the workers did not all become ready"
+            ready = ready + 1 if call(port, "GET", "/v2/health/ready").status == 200 else 0
+            time.sleep(0.0 if ready else 0.2)
+        assert listening_workers(server.pid, port) == 2
+        replies = [classify(port, "car", BODY).status for _ in range(8)]  # a connection each
+        assert replies == [200] * 8
+
+
+def listening_workers(pid: int, port: int) -> int:
+    """Worker processes of `pid` holding a listening socket on `port` (SO_REUSEPORT: one each)."""
+    count = 0
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in child.net_connections()):
+                count += 1
+    return count

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 import pytest
 
@@ -100,3 +102,15 @@ def test_a_timeout_header_or_parameter_sets_the_deadline(port: int) -> None:
         reply = call(port, "POST", path, {"texts": TEXTS * 8}, **how)  # type: ignore[arg-type]
         assert reply.status == 504 and reply.error["code"] == "DEADLINE_EXCEEDED", reply.body
     assert classify(port, "car", {"texts": TEXTS}, headers={"timeout": "30s"}).status == 200
+
+
+def test_accepted_connections_send_without_delay(server: RunningServer, port: int) -> None:
+    """Replies go out in two writes (head, body): without TCP_NODELAY the body waits for the
+    client's delayed ACK (measured: 48 ms per small reply instead of 1-2 ms)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+        web = server.server._web._server  # type: ignore[union-attr]  # the uvicorn server
+        accepted = [c.transport.get_extra_info("socket") for c in list(web.server_state.connections)]
+        assert accepted
+        assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in accepted)
