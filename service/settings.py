@@ -223,7 +223,8 @@ def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
 def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Serve the models of a repository over gRPC (attnserve.v1 API, health, reflection) "
+        description="Serve the models of a repository over gRPC (attnserve.v1 API, V2, health, reflection) "
+        "and HTTP (V2 REST, JSON API, attention explorer) "
         "with Prometheus metrics. Every flag also reads ATTNSERVE_<NAME> from the environment.",
         argument_default=argparse.SUPPRESS,  # only flags actually given override env/defaults
     )
