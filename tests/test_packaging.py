@@ -56,7 +56,7 @@ def test_the_serving_wheel_holds_the_service_only(serving_wheel: Path) -> None:
     assert "attnserve/__init__.py" not in names  # a namespace: other attnserve wheels can share it
     assert "attnserve/service/proto/inference/grpc_service_pb2.py" in names
     assert "attnserve/service/bundle/reader.py" in names
-    for static in ("index.html", "explorer.js", "explorer.css", "docs.html", "docs.js"):
+    for static in ("index.html", "render.js", "explorer.js", "explorer.css", "docs.html", "docs.js"):
         assert f"attnserve/service/api/http/static/{static}" in names, static  # the explorer ships
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     scripts = zipfile.ZipFile(serving_wheel).read(entry_points).decode()

@@ -78,7 +78,7 @@ def test_the_explorer_is_served_from_the_package_without_a_cdn(port: int) -> Non
     page = call(port, "GET", "/")
     assert page.status == 200 and page.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    for asset in ("/static/explorer.js", "/static/explorer.css"):
+    for asset in ("/static/render.js", "/static/explorer.js", "/static/explorer.css"):
         reply = call(port, "GET", asset)
         assert reply.status == 200 and b"https://" not in reply.body and b"http://" not in reply.body
 
