@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -48,6 +51,17 @@ def tokenize(tokenizer_file: Path, texts: Sequence[str]) -> tuple[np.ndarray, np
         ids[i, : len(row)] = row
         mask[i, : len(row)] = 1
     return ids, mask
+
+
+def run_checks(python: Path, script: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a Triton client checks script under the tools environment: `spec` in as JSON on
+    stdin, its report out as JSON on stdout (starting it costs ~1 s: one run per module)."""
+    done = subprocess.run(
+        [str(python), str(script)], input=json.dumps(spec), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
 
 
 def output(response: pb.ModelInferResponse, name: str) -> np.ndarray:

@@ -15,7 +15,7 @@ import pytest
 from attnserve.service.client import Classification, Client
 from tests.service.api.v2.conftest import missing_tools
 from tests.support.servers import RunningServer
-from tests.support.v2 import tokenize
+from tests.support.v2 import run_checks, tokenize
 
 MODEL = "car"
 TEXTS = ["the white car is on the left of the black car", "the red car is behind the blue car", "a green car"]
@@ -42,12 +42,7 @@ def report(port: int, http_tools: Path, model_repository: Path) -> dict[str, Any
         "input_ids": ids.tolist(),
         "attention_mask": mask.tolist(),
     }
-    done = subprocess.run(
-        [str(http_tools), str(CHECKS)], input=json.dumps(spec), capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_checks(http_tools, CHECKS, spec)
 
 
 @pytest.fixture(scope="module")

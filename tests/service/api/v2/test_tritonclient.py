@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +10,7 @@ import pytest
 
 from attnserve.service.client import Classification, Client
 from tests.support.servers import RunningServer
-from tests.support.v2 import tokenize
+from tests.support.v2 import run_checks, tokenize
 
 MODEL = "car"
 TEXTS = [
@@ -36,12 +34,7 @@ def report(server: RunningServer, tools_python: Path, model_repository: Path) ->
         "input_ids": ids.tolist(),
         "attention_mask": mask.tolist(),
     }
-    done = subprocess.run(
-        [str(tools_python), str(CHECKS)], input=json.dumps(spec), capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_checks(tools_python, CHECKS, spec)
 
 
 @pytest.fixture(scope="module")
