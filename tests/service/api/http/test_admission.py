@@ -92,13 +92,15 @@ def test_tls_and_mutual_tls_use_the_grpc_certificate_settings(
 def test_every_worker_serves_http_on_the_shared_port(model_repository: Path) -> None:
     port = free_port()
     with ServerProcess(model_repository, "--workers", "2", "--http-port", str(port)) as server:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 120
+        while listening_workers(server.pid, port) < 2:  # the workers start one after the other
+            assert time.monotonic() < deadline, "the second worker never listened on the HTTP port"
+            time.sleep(0.2)
         ready = 0
-        while ready < 16:  # a worker listens before its models load: wait for both to be ready
-            assert time.monotonic() < deadline, "the workers did not all become ready"
+        while ready < 16:  # a worker listens before its models load: wait until both answer ready
+            assert time.monotonic() < deadline, "the workers did not both become ready"
             ready = ready + 1 if call(port, "GET", "/v2/health/ready").status == 200 else 0
             time.sleep(0.0 if ready else 0.2)
-        assert listening_workers(server.pid, port) == 2
         replies = [classify(port, "car", BODY).status for _ in range(8)]  # a connection each
         assert replies == [200] * 8
 
