@@ -59,6 +59,14 @@ class ReliabilitySettings(BaseSettings):
         100, ge=1, description="Calls in progress at once on one connection (HTTP/2 streams)."
     )
 
+    # --- draining ----------------------------------------------------------------------
+    drain_accept_s: float = Field(
+        0.5,
+        ge=0,
+        description="On SIGTERM: keep admitting calls this long (calls sent before the signal may still "
+        "be queued inside grpc), then refuse new ones with UNAVAILABLE.",
+    )
+
     # --- workers (--workers N) --------------------------------------------------------
     worker_max_restarts: int = Field(
         5,
