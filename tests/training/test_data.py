@@ -62,8 +62,18 @@ MEANINGS = {
 
 
 def test_every_template_labels_the_white_car_side_correctly() -> None:
-    slots = {"c1": "black", "c2": "white", "p1": "left", "p2": "right", "rel": "right",
-             "a1": "", "a2": "", "verb": "is", "place": "", "scene": ""}
+    slots = {
+        "c1": "black",
+        "c2": "white",
+        "p1": "left",
+        "p2": "right",
+        "rel": "right",
+        "a1": "",
+        "a2": "",
+        "verb": "is",
+        "place": "",
+        "scene": "",
+    }
     assert {t.name for t in TEMPLATES} == set(MEANINGS)
     for template in TEMPLATES:
         assert render(template, slots) == MEANINGS[template.name], template.name
@@ -304,8 +314,15 @@ def test_missing_column_names_the_column_and_the_available_ones(tmp_path: Path) 
 
 
 def test_bad_rows_and_files_are_rejected_clearly(tmp_path: Path) -> None:
-    empty = _write_csv(tmp_path / "e.csv", [{"text": "fine", "label": "a"}, {"text": "   ", "label": "b"},
-                                            {"text": "", "label": "a"}, {"text": "ok", "label": "b"}])
+    empty = _write_csv(
+        tmp_path / "e.csv",
+        [
+            {"text": "fine", "label": "a"},
+            {"text": "   ", "label": "b"},
+            {"text": "", "label": "a"},
+            {"text": "ok", "label": "b"},
+        ],
+    )
     with pytest.raises(DataError, match=r"2 row\(s\) have an empty or missing 'text' \(rows 2, 3"):
         load_file(empty)
     unlabelled = _write_csv(tmp_path / "u.csv", [{"text": "fine", "label": "a"}, {"text": "x", "label": ""}])

@@ -27,7 +27,6 @@ POLL = 0.2
 TEXTS = ["the white car is on the left of the black car", "a black car", "on the left stands the white car"]
 
 
-
 async def _until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
