@@ -16,10 +16,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
+from prometheus_client import Counter
 
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 REFUSAL_READ_SECONDS = 0.5
+DEADLINE_SLACK_S = 0.05
 Context = grpc.aio.ServicerContext[bytes, bytes]
 
 
@@ -94,8 +96,17 @@ def deadline_of(context: Context) -> float | None:
 
 
 def _cancelled_code(context: Context) -> str:
+    """DEADLINE_EXCEEDED when the call's deadline has (all but) passed, else CANCELLED.
+
+    grpc tells the handler only that the call was cancelled: a client whose deadline expires
+    resets the stream (RST_STREAM CANCEL), exactly as one that cancels. grpc reports such a
+    reset as CANCELLED unless the server's copy of the deadline has passed, and that copy
+    starts when the headers arrive, so it runs behind the client's: the reset often wins
+    (measured: 5 of 40 calls expiring at 300 ms looked cancelled). Within DEADLINE_SLACK_S
+    of its deadline a cancellation is the client's deadline timer, and counted as such.
+    Calls that end before their handler runs are counted in attnserve_requests_received."""
     remaining = context.time_remaining()
-    expired = remaining is not None and remaining <= 0
+    expired = remaining is not None and remaining <= DEADLINE_SLACK_S
     return grpc.StatusCode.DEADLINE_EXCEEDED.name if expired else grpc.StatusCode.CANCELLED.name
 
 
@@ -122,6 +133,14 @@ class Calls:
         self.core = core
         self.api = api
         self._metrics = core.metrics.api(api)
+        self._counted: set[int] = set()  # id() of the handlers of inference methods
+
+    def service(
+        self, name: str, methods: dict[str, grpc.RpcMethodHandler[bytes, bytes]]
+    ) -> grpc.GenericRpcHandler[bytes, bytes]:
+        """The API's generic handler; counts inference calls as grpc looks them up."""
+        table = {f"/{name}/{method}": handler for method, handler in methods.items()}
+        return _Counting(table, self._counted, self._metrics.received)
 
     def _finish(self, record: CallRecord, code: str, started: float) -> None:
         model = record.model
@@ -193,7 +212,10 @@ class Calls:
             del raw
             return result if isinstance(result, bytes) else refuse(context, result)
 
-        return grpc.unary_unary_rpc_method_handler(serve)
+        method = grpc.unary_unary_rpc_method_handler(serve)
+        if counted:
+            self._counted.add(id(method))
+        return method
 
     def stream(
         self,
@@ -204,4 +226,30 @@ class Calls:
         """A bidirectional stream (see `streams.StreamCalls`)."""
         from attnserve.service.grpc.streams import stream_handler
 
-        return stream_handler(self, message_type, handler, error_reply)
+        method = stream_handler(self, message_type, handler, error_reply)
+        self._counted.add(id(method))
+        return method
+
+
+if TYPE_CHECKING:
+    GenericBase = grpc.GenericRpcHandler[bytes, bytes]
+else:  # grpc's classes are not subscriptable at run time
+    GenericBase = grpc.GenericRpcHandler
+
+
+class _Counting(GenericBase):
+    """grpc looks a call's handler up before it reads the body; a call cancelled from then
+    on never reaches the handler, so it is counted here too (attnserve_requests_received)."""
+
+    def __init__(
+        self, table: dict[str, grpc.RpcMethodHandler[bytes, bytes]], counted: set[int], received: Counter
+    ) -> None:
+        self._table, self._counted, self._received = table, counted, received
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[bytes, bytes] | None:
+        handler = self._table.get(handler_call_details.method)
+        if handler is not None and id(handler) in self._counted:
+            self._received.inc()
+        return handler

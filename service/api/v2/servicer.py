@@ -75,7 +75,7 @@ class V2Api:
                 message_type, lambda request, context, _: method(request, context), counted=False
             )
 
-        return grpc.method_handlers_generic_handler(
+        return calls.service(
             SERVICE_NAME,
             {
                 "ServerLive": _ungated(pb.ServerLiveRequest, self.server_live, small),
