@@ -56,7 +56,10 @@ class ReliabilitySettings(BaseSettings):
         30.0, ge=0, description="After max_connection_age_s: time for the connection's calls to finish."
     )
     max_concurrent_streams: int = Field(
-        100, ge=1, description="Calls in progress at once on one connection (HTTP/2 streams)."
+        1000,
+        ge=1,
+        description="Calls in progress at once on one connection (HTTP/2 streams); a client opening more "
+        "at once gets UNAVAILABLE (stream refused) for the excess.",
     )
 
     # --- draining ----------------------------------------------------------------------
