@@ -5,6 +5,7 @@ before looking)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -51,3 +52,15 @@ def check(code: str, message: str, fields: tuple[str, ...], sent: list[str], rep
     assert any(field in scrubbed for field in fields) or "larger than max" in scrubbed, message
     if LIMIT.search(scrubbed):
         assert re.search(r"\d", scrubbed), message
+
+
+class ErrorLog(logging.Handler):
+    """Collects the ERROR records (tracebacks of unexpected failures included) of a server
+    running in the test process; attach it to the root logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(self.format(record)[:300])

@@ -14,7 +14,7 @@ import pytest
 
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
-from tests.support.fuzzing import call
+from tests.support.fuzzing import ErrorLog, call
 from tests.support.methods import CLASSIFY, MODEL_INFER
 from tests.support.servers import RunningServer, make_settings
 from tests.support.v2 import text_request
@@ -23,18 +23,9 @@ LONG = " ".join(["the white car is left of the black car"] * 10)  # truncated to
 ALL, POOLED = pb.ATTENTION_MODE_ALL, pb.ATTENTION_MODE_POOLED
 
 
-class _Errors(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(self.format(record))
-
-
 @pytest.fixture
-def errors() -> Iterator[_Errors]:
-    handler = _Errors()
+def errors() -> Iterator[ErrorLog]:
+    handler = ErrorLog()
     logging.getLogger().addHandler(handler)
     yield handler
     logging.getLogger().removeHandler(handler)
@@ -85,7 +76,7 @@ def test_metadata_methods_take_small_bodies_only(model_repository: Path) -> None
 
 
 def test_cancelling_a_stream_whose_client_stopped_reading_logs_no_traceback(
-    model_repository: Path, errors: _Errors
+    model_repository: Path, errors: ErrorLog
 ) -> None:
     with RunningServer(make_settings(model_repository)) as server:
         with grpc.insecure_channel(server.target) as channel:
