@@ -23,7 +23,9 @@ def configure_logging(level: str, prefix: str = "") -> None:
     )
 
 
-def run_server(settings: Settings, *, serve_metrics: bool | None = None) -> int:
+def run_server(
+    settings: Settings, *, serve_metrics: bool | None = None, bind_after_load: bool = False
+) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a clean shutdown, 1 when start-up fails."""
     from attnserve.service.bundle import RepositoryError
     from attnserve.service.engine.model import LoadError
@@ -32,7 +34,7 @@ def run_server(settings: Settings, *, serve_metrics: bool | None = None) -> int:
     from attnserve.service.server import Server
 
     try:
-        asyncio.run(Server(settings, serve_metrics=serve_metrics).serve())
+        asyncio.run(Server(settings, serve_metrics=serve_metrics, bind_after_load=bind_after_load).serve())
     except (RepositoryError, DeviceError, LoadError, StartupError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from attnserve.service.settings_reliability import ReliabilitySettings
 
 Device = Literal["cpu", "cuda", "auto"]
 GraphOptimization = Literal["disable", "basic", "extended", "all"]
@@ -30,7 +32,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 DEFAULT_INTRA_OP_THREADS = 1
 
 
-class Settings(BaseSettings):
+class Settings(ReliabilitySettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSERVE_", extra="forbid", frozen=True)
 
     # --- model repository -------------------------------------------------------------
@@ -193,6 +195,8 @@ class Settings(BaseSettings):
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
         if self.http_port and self.http_port == self.port:
             raise ValueError("http_port and port must differ (or set http_port 0 to turn HTTP off)")
+        if self.max_inflight_bytes and self.max_inflight_bytes < self.max_message_bytes:
+            raise ValueError("max_inflight_bytes cannot be below max_message_bytes (one request must fit)")
         if self.admin and self.workers > 1:
             raise ValueError(
                 "admin needs workers = 1 (a call reaches one worker); use repository_poll_seconds instead"

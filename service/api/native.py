@@ -125,7 +125,7 @@ class NativeApi:
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         calls = self._calls
-        return grpc.method_handlers_generic_handler(
+        return calls.service(
             SERVICE_NAME,
             {
                 "Classify": calls.unary(pb.ClassifyRequest, self.classify),

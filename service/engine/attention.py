@@ -49,6 +49,19 @@ def mode_shapes(kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
     }
 
 
+def reply_bytes(kind: str, layers: int, heads: int, mode: AttentionMode, longest: int, count: int) -> int:
+    """An upper bound of the attention bytes a reply carries: `count` texts of up to
+    `longest` tokens (float32; V2 pads every text to the longest, hence no per-text sum)."""
+    if mode == AttentionMode.NONE or kind == "none":
+        return 0
+    if kind == "pool":
+        return 4 * longest * count
+    per_map = 4 * longest * longest * count
+    if kind == "self" or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
+        return per_map
+    return per_map * heads * (layers if mode == AttentionMode.ALL else 1)
+
+
 def check_request(kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
     """Raise InvalidArgument unless the model can answer this attention request."""
     if mode != AttentionMode.NONE and mode not in SUPPORTED[kind]:

@@ -101,6 +101,13 @@ class Metrics:
             ("api", "model", "code"),
             registry=registry,
         )
+        self.received = Counter(
+            "attnserve_requests_received",
+            "Inference calls grpc handed to the server, by API; the ones missing from "
+            "attnserve_requests_total ended (cancelled, or their deadline passed) before their handler ran.",
+            ("api",),
+            registry=registry,
+        )
         self.texts = Counter(
             "attnserve_texts", "Texts by model and gRPC status.", ("model", "code"), registry=registry
         )
@@ -199,12 +206,14 @@ class ApiMetrics:
     metrics: Metrics
     api: str
     inflight: Gauge = field(init=False)
+    received: Counter = field(init=False)
     _requests: dict[tuple[str, str], Counter] = field(default_factory=dict, init=False)
     _texts: dict[tuple[str, str], Counter] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.inflight = self.metrics.inflight.labels(self.api)
         self.inflight.set(0)
+        self.received = self.metrics.received.labels(self.api)
 
     def finished(self, model: str, code: str, texts: int) -> None:
         """Count one finished call (`model` must be a loaded name or UNKNOWN_MODEL)."""

@@ -34,8 +34,6 @@ Disk = dict[str, dict[int, Fingerprint]]
 OnChange = Callable[[str, bool], Awaitable[None]]
 
 
-
-
 def read_disk(root: Path) -> Disk:
     """Every model's complete version folders with their fingerprints (blocking)."""
     disk: Disk = {}

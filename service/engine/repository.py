@@ -24,8 +24,6 @@ from attnserve.service.settings import Settings
 log = logging.getLogger(__name__)
 
 
-
-
 @dataclass(frozen=True)
 class ModelVersions:
     name: str
@@ -36,10 +34,6 @@ class ModelVersions:
         return self.versions[max(self.versions)]
 
 
-
-
-
-
 def check_confined(root: Path, version_dir: Path) -> None:
     """Refuse a version folder, or a file in it, whose symlinks lead out of the repository."""
     for path in (version_dir, *(version_dir.iterdir() if version_dir.is_dir() else ())):
@@ -47,13 +41,18 @@ def check_confined(root: Path, version_dir: Path) -> None:
             raise LoadError(f"{path} leads outside the model repository (symlink); refused")
 
 
-
-
 class Repository:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self._settings = settings
         self._metrics = metrics
         self._models: Mapping[str, ModelVersions] = MappingProxyType({})
+        self._failures: dict[tuple[str, int], str] = {}
+
+    @property
+    def failures(self) -> Mapping[tuple[str, int], str]:
+        """Why each version that failed its last load was refused (paths relative to the
+        repository, so the reason can be shown to callers)."""
+        return MappingProxyType(self._failures)
 
     @property
     def models(self) -> Mapping[str, ModelVersions]:
@@ -87,7 +86,7 @@ class Repository:
         root = self._settings.repository
         try:
             check_confined(root, root / name / str(version))
-            return load_model(
+            model = load_model(
                 root / name / str(version),
                 self._settings,
                 self._metrics,
@@ -98,7 +97,10 @@ class Repository:
         except LoadError as exc:
             self._metrics.load_failed(name)
             log.error("model %s version %d refused: %s", name, version, exc)
+            self._failures[(name, version)] = str(exc).replace(f"{root}/", "").replace(str(root), ".")
             raise
+        self._failures.pop((name, version), None)
+        return model
 
     def _load_by_policy(self, name: str, versions: list[int]) -> list[LoadedModel]:
         loaded: list[LoadedModel] = []

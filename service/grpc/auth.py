@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from attnserve.service.engine.metrics import Metrics
-from attnserve.service.errors import StartupError
-from attnserve.service.grpc.calls import Context, refuse_stream
+from attnserve.service.errors import ServiceError, StartupError, Status
+from attnserve.service.grpc.calls import Context, refuse, refuse_stream
 from attnserve.service.settings import Settings
 
 INFERENCE, ADMIN = "inference", "admin"
@@ -109,22 +109,24 @@ def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> bytes:
     return b""
 
 
-def _refusal(handler: Handler, code: grpc.StatusCode, message: str) -> Handler:
-    """A handler of the same kind as `handler` that answers `code` (the request is not parsed)."""
+def _refusal(handler: Handler, error: ServiceError) -> Handler:
+    """A handler of the same kind as `handler` that answers `error` (the request is not parsed,
+    and nothing keeps it: see `calls.refuse`)."""
 
-    async def refuse(request: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await context.abort(code, message)
+    async def refuse_one(request: object, context: Context) -> None:
+        del request
+        refuse(context, error)
 
     async def refuse_streaming(requests: AsyncIterator[object], context: Context) -> None:
-        await refuse_stream(requests, context, code, message)
+        await refuse_stream(requests, context, error)
 
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(refuse_streaming)
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(refuse_streaming)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(refuse)
-    return grpc.unary_unary_rpc_method_handler(refuse)
+        return grpc.unary_stream_rpc_method_handler(refuse_one)
+    return grpc.unary_unary_rpc_method_handler(refuse_one)
 
 
 class TokenGuard:
@@ -147,7 +149,7 @@ class TokenGuard:
         else:
             return handler
         self._failures[code].inc()
-        return _refusal(handler, code, message)
+        return _refusal(handler, ServiceError(message, Status[code.name]))
 
 
 class _Guarded(GenericBase):

@@ -9,6 +9,12 @@ ping too, at most once per `min_client_ping_interval_s` while no data flows (and
 `keepalive_permit_without_calls`, on idle connections); every faster ping is a strike, and
 after `max_ping_strikes` strikes that one connection gets GOAWAY `too_many_pings` while
 every other connection carries on.
+
+Connections that never speak (docs/reliability.md): the handshake must complete within
+`handshake_timeout_s`; a connection with no call in progress is closed after
+`max_connection_idle_s`; every connection after `max_connection_age_s` (+ grace) when set;
+and one connection carries at most `max_concurrent_streams` calls at once, so each
+connection's buffered request bodies are bounded by that times `max_message_bytes`.
 """
 
 from __future__ import annotations
@@ -28,8 +34,22 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
+def _connection_options(settings: Settings) -> list[tuple[str, int]]:
+    options = [
+        ("grpc.server_handshake_timeout_ms", _ms(settings.handshake_timeout_s)),
+        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+    ]
+    if settings.max_connection_idle_s:
+        options.append(("grpc.max_connection_idle_ms", _ms(settings.max_connection_idle_s)))
+    if settings.max_connection_age_s:
+        options.append(("grpc.max_connection_age_ms", _ms(settings.max_connection_age_s)))
+        options.append(("grpc.max_connection_age_grace_ms", _ms(settings.max_connection_age_grace_s)))
+    return options
+
+
 def grpc_options(settings: Settings) -> list[tuple[str, int]]:
     return [
+        *_connection_options(settings),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
         ("grpc.keepalive_time_ms", _ms(settings.keepalive_time_s)),

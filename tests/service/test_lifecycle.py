@@ -100,6 +100,8 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
         "64",
         "--grace-seconds",
         "10",
+        "--drain-accept-s",  # the 0.3 s below are past it: the late call must be refused
+        "0.1",
     )
     target = f"127.0.0.1:{port}"
     try:

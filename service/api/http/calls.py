@@ -99,7 +99,11 @@ class HttpCalls:
             raise read_timeout(seconds) from None
         except ClientDisconnect:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
-        return _decompress(b"".join(chunks), request.headers.get("content-encoding", ""), limit)
+        data = _decompress(b"".join(chunks), request.headers.get("content-encoding", ""), limit)
+        # Held against --max-inflight-bytes like a gRPC body, until the call is answered.
+        self.core.gate.reserve(len(data))
+        request.state.reserved = getattr(request.state, "reserved", 0) + len(data)
+        return data
 
     @staticmethod
     def deadline(request: Request) -> float | None:
@@ -120,6 +124,7 @@ class HttpCalls:
         admitted = False
         inflight = self._metrics.inflight
         if counted:
+            self._metrics.received.inc()
             inflight.inc()
         try:
             self.authenticate(request)
@@ -144,7 +149,9 @@ class HttpCalls:
             raise
         finally:
             if admitted:
-                self.core.gate.release()
+                self.core.gate.release(getattr(request.state, "reserved", 0))
+            elif getattr(request.state, "reserved", 0):
+                self.core.gate.unreserve(request.state.reserved)
             if counted:
                 inflight.dec()
                 self._finish(record, code, started)

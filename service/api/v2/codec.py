@@ -21,6 +21,9 @@ from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 _LENGTH = struct.Struct("<I")
+# Elements one input may declare: a request body is at most a few hundred MiB, so even a
+# 1-byte element type cannot fill more.
+MAX_ELEMENTS = 2**32
 
 # Protocol datatype -> numpy dtype (little endian) for fixed-size types.
 NUMERIC_DTYPES: dict[str, np.dtype[np.generic]] = {
@@ -67,7 +70,21 @@ class InputTensor:
 
     @property
     def element_count(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        """The shape's element count, in exact integer arithmetic (numpy's int64 product
+        wraps around: [2**32, 2**32] gave 0 and [2**62, 4] a negative size). A shape beyond
+        MAX_ELEMENTS is refused before anything is sized by it."""
+        count = 1
+        for dim in self.shape:
+            if dim < 0:
+                shape = format_shape(self.shape)
+                raise InvalidArgument(f"input {self.name}: shape {shape} has a negative size")
+            count *= dim
+            if count > MAX_ELEMENTS:
+                raise InvalidArgument(
+                    f"input {self.name}: shape {format_shape(self.shape)} has more than {MAX_ELEMENTS} "
+                    "elements, more than any request can carry"
+                )
+        return count
 
 
 def collect_inputs(request: pb.ModelInferRequest) -> dict[str, InputTensor]:

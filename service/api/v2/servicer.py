@@ -21,9 +21,8 @@ from attnserve.service.api.v2.schema import RequestStats, config, metadata, stat
 from attnserve.service.bundle import scan
 from attnserve.service.engine.core import Core, State
 from attnserve.service.engine.model import LoadedModel
-from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
-from attnserve.service.grpc.calls import CallRecord, Calls, Context, M, deadline_of, parse
-from attnserve.service.grpc.status import grpc_code
+from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, detached
+from attnserve.service.grpc.calls import CallRecord, Calls, Context, M, deadline_of, parse, refuse, too_large
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
@@ -33,12 +32,26 @@ EXTENSIONS = ("model_configuration", "statistics")
 Reply = Callable[[M, Context], Awaitable[bytes]]
 
 
+MAX_VERSION = 2**63 - 1  # what the native API's int64 version field can carry
+
+
 def parse_version(value: str) -> int:
-    """A V2 version string as the repository's number (0: the latest)."""
+    """A V2 version string as the repository's number (0: the latest).
+
+    Only ASCII decimal digits without a leading zero: `str.isdigit` also accepts "²" (which
+    `int` refuses) and "١" (which `int` reads as 1), and a 5,000-digit string is no version."""
     if not value:
         return 0
-    if not value.isdigit() or int(value) < 1:
-        raise InvalidArgument(f"model_version: {value[:32]!r} is not a version number (1, 2, ...)")
+    if (
+        len(value) > len(str(MAX_VERSION))
+        or not value.isascii()
+        or not value.isdigit()
+        or value[0] == "0"
+        or int(value) > MAX_VERSION
+    ):
+        raise InvalidArgument(
+            f"model_version: {value[:32]!r} is not a version number (1, 2, ... up to {MAX_VERSION})"
+        )
     return int(value)
 
 
@@ -55,19 +68,20 @@ class V2Api:
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         calls = self._calls
+        small = self.core.settings.max_metadata_message_bytes
 
         def info(message_type: type[M], method: Reply[M]) -> grpc.RpcMethodHandler[bytes, bytes]:
             return calls.unary(
                 message_type, lambda request, context, _: method(request, context), counted=False
             )
 
-        return grpc.method_handlers_generic_handler(
+        return calls.service(
             SERVICE_NAME,
             {
-                "ServerLive": _ungated(pb.ServerLiveRequest, self.server_live),
-                "ServerReady": _ungated(pb.ServerReadyRequest, self.server_ready),
-                "ModelReady": _ungated(pb.ModelReadyRequest, self.model_ready),
-                "ServerMetadata": _ungated(pb.ServerMetadataRequest, self.server_metadata),
+                "ServerLive": _ungated(pb.ServerLiveRequest, self.server_live, small),
+                "ServerReady": _ungated(pb.ServerReadyRequest, self.server_ready, small),
+                "ModelReady": _ungated(pb.ModelReadyRequest, self.model_ready, small),
+                "ServerMetadata": _ungated(pb.ServerMetadataRequest, self.server_metadata, small),
                 "ModelMetadata": info(pb.ModelMetadataRequest, self.model_metadata),
                 "ModelConfig": info(pb.ModelConfigRequest, self.model_config),
                 "ModelStatistics": info(pb.ModelStatisticsRequest, self.model_statistics),
@@ -85,8 +99,9 @@ class V2Api:
         return _bytes(pb.ServerReadyResponse(ready=self.core.gate.state is State.SERVING))
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> bytes:
+        version = parse_version(request.version)  # a malformed version is refused, not "not ready"
         try:
-            self.model(request.name, request.version)
+            self.model(request.name, str(version) if version else "")
         except ServiceError:
             ready = False  # an unknown model or version is simply not ready
         else:
@@ -143,8 +158,11 @@ class V2Api:
                     if request.ready:
                         continue
                     entry.state = "UNAVAILABLE"
-                    entry.reason = _not_served_reason(
-                        number, sorted(loaded), self.core.settings.version_policy
+                    failure = self.core.repository.failures.get((name, number))
+                    entry.reason = (
+                        f"failed to load: {failure}"
+                        if failure is not None
+                        else _not_served_reason(number, sorted(loaded), self.core.settings.version_policy)
                     )
                 index.append(entry)
         return pb.RepositoryIndexResponse(models=index)
@@ -217,13 +235,17 @@ def _bytes(message: Message) -> bytes:
     return data
 
 
-def _ungated(message_type: type[M], method: Reply[M]) -> grpc.RpcMethodHandler[bytes, bytes]:
+def _ungated(message_type: type[M], method: Reply[M], limit: int) -> grpc.RpcMethodHandler[bytes, bytes]:
     """Health and server metadata answer while starting and draining too (no call gate)."""
 
     async def serve(raw: bytes, context: Context) -> bytes:
         try:
+            refused = too_large(raw, limit, "max_metadata_message_bytes")
+            if refused is not None:
+                raise refused
             return await method(parse(message_type, raw), context)
-        except ServiceError as error:
-            await context.abort(grpc_code(error.code), error.message)
+        except ServiceError as exc:
+            error = detached(exc)
+        return refuse(context, error)
 
     return grpc.unary_unary_rpc_method_handler(serve)

@@ -10,15 +10,12 @@ server quotes back is taken out before looking).
 from __future__ import annotations
 
 import json
-import re
 import urllib.parse
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from attnserve.service.api.http.errors import HTTP_STATUS
@@ -26,18 +23,11 @@ from attnserve.service.api.v2.codec import encode_bytes
 from attnserve.service.errors import Status
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
-from tests.support.http import call
+from tests.support.fuzzing import NATIVE_FIELDS, SEEN, SETTINGS, V2_FIELDS, call, check
+from tests.support.http import call as http_call
 from tests.support.load import record_figures
 from tests.support.methods import ALLOWED, CLASSIFY, MODEL_INFER
 from tests.support.servers import RunningServer, free_port, make_settings
-
-LEAK = re.compile(
-    r"Traceback|File \"|\.py\b|/work/|/tmp/|/home/|\b[A-Z]\w*(Error|Exception)\b|0x[0-9a-f]{6,}"
-)
-LIMIT = re.compile(r"\blimit\b|\bat most\b|\bmax(imum)?\b|larger than")
-NATIVE_FIELDS = ("texts", "model", "version", "attention", "top_k", "request body", "queue")
-V2_FIELDS = ("input ", "output ", "raw_input_contents", "model", "version", "name", "request body", "queue")
-SETTINGS = settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 # Each one_of branch is equally likely: most names, versions and texts are valid, so most
 # requests get past model resolution and tokenization to the checks of their other fields.
@@ -67,35 +57,6 @@ def fuzz_server(model_repository: Path) -> Iterator[RunningServer]:
     record_figures("fuzzed requests (hypothesis), by status", **dict(sorted(SEEN.items())))
 
 
-SEEN: Counter[str] = Counter()
-
-
-def _call(target: str, method: str, body: bytes) -> tuple[str, str]:
-    with grpc.insecure_channel(target) as channel:
-        try:
-            channel.unary_unary(method)(body, timeout=30)
-        except grpc.RpcError as exc:
-            return exc.code().name, exc.details() or ""
-    return "OK", ""
-
-
-def _check(code: str, message: str, fields: tuple[str, ...], sent: list[str], repository: Path) -> None:
-    SEEN[code] += 1
-    assert code in ALLOWED, (code, message)
-    if code == "OK":
-        return
-    assert message, code
-    scrubbed = message
-    quoted = {s[:n] for s in sent if len(s) >= 3 and not s.isdigit() for n in (32, 64, len(s))}
-    for value in sorted(quoted, key=len, reverse=True):
-        scrubbed = scrubbed.replace(repr(value), "<sent>").replace(value, "<sent>")
-    assert str(repository) not in message
-    assert not LEAK.search(scrubbed), message
-    assert any(field in scrubbed for field in fields) or "larger than max" in scrubbed, message
-    if LIMIT.search(scrubbed):
-        assert re.search(r"\d", scrubbed), message
-
-
 @SETTINGS
 @given(
     model=names,
@@ -119,8 +80,8 @@ def test_native_requests_get_allowed_statuses_and_clean_messages(
         model=model, version=version, texts=items, top_k=top_k, request_id=request_id
     )
     request.attention = attention  # type: ignore[assignment]  # unknown enum values travel as ints
-    code, message = _call(fuzz_server.target, CLASSIFY, request.SerializeToString())
-    _check(code, message, NATIVE_FIELDS, [model, request_id, str(version)], model_repository)
+    code, message = call(fuzz_server.target, CLASSIFY, request.SerializeToString())
+    check(code, message, NATIVE_FIELDS, [model, request_id, str(version)], model_repository)
 
 
 tensor_names = st.one_of(st.sampled_from(["TEXT", "INPUT_IDS", "ATTENTION_MASK"]), st.text(max_size=20))
@@ -197,9 +158,9 @@ def test_v2_requests_get_allowed_statuses_and_clean_messages(
             request.raw_input_contents.append(data)
     for name in outputs:
         request.outputs.add(name=name)
-    code, message = _call(fuzz_server.target, MODEL_INFER, request.SerializeToString())
+    code, message = call(fuzz_server.target, MODEL_INFER, request.SerializeToString())
     sent = [model, version, *outputs, *(name for name, *_ in tensors), *(dt for _, dt, *_ in tensors)]
-    _check(code, message, V2_FIELDS, sent, model_repository)
+    check(code, message, V2_FIELDS, sent, model_repository)
 
 
 # --- the HTTP port ----------------------------------------------------------------------------
@@ -240,7 +201,7 @@ json_values = st.recursive(
 
 
 def _http(port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, object]:
-    reply = call(port, "POST", path, body, headers)
+    reply = http_call(port, "POST", path, body, headers)
     assert reply.headers["content-type"] == "application/json", reply.body[:200]
     return reply.status, reply.json()
 
@@ -277,7 +238,7 @@ def test_json_api_requests_get_allowed_statuses_and_clean_messages(
     assert status in ALLOWED_HTTP, (status, reply)
     if status == 200:
         assert isinstance(reply, dict) and reply["results"]
-        _check("OK", "", HTTP_FIELDS, [], model_repository)
+        check("OK", "", HTTP_FIELDS, [], model_repository)
         return
     assert isinstance(reply, dict) and set(reply) == {"error"}
     error = reply["error"]
@@ -286,7 +247,7 @@ def test_json_api_requests_get_allowed_statuses_and_clean_messages(
         assert error["code"] == "UNIMPLEMENTED" and not model, error
         return
     strings = [v for v in json.dumps(document).split('"') if v and v not in KEYS] if garbage is None else []
-    _check(error["code"], error["message"], HTTP_FIELDS, [model, *strings], model_repository)
+    check(error["code"], error["message"], HTTP_FIELDS, [model, *strings], model_repository)
 
 
 @st.composite
@@ -369,7 +330,7 @@ def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
         else "NOT_FOUND"
     )
     strings = [v for v in head.decode().split('"') if v and v not in KEYS]
-    _check(
+    check(
         code if code in ALLOWED else "INVALID_ARGUMENT",
         reply["error"],
         V2_REST_FIELDS,
