@@ -40,6 +40,11 @@ class Settings(ReliabilitySettings):
     version_policy: VersionPolicy = Field(
         "latest", description="Load only each model's latest good version, or every version."
     )
+    default_model: str = Field(
+        "",
+        description="Model of the calls that name none, in every API (empty: the repository's only model; "
+        "with several, such a call is refused with the list of models).",
+    )
 
     # --- network ----------------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address the gRPC server binds; use 0.0.0.0 in containers.")
@@ -98,8 +103,10 @@ class Settings(ReliabilitySettings):
     admin: bool = Field(
         False, description="Serve the admin API (attnserve.v1.Admin: reload and unload models by name)."
     )
+    # On by default so that export-then-classify works on a running server; a poll stats
+    # the files of each version folder, cheap next to a single classify call.
     repository_poll_seconds: float = Field(
-        0.0,
+        2.0,
         ge=0,
         description="Re-read the repository this often and swap in new or changed versions (0 = never).",
     )
