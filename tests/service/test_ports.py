@@ -30,9 +30,8 @@ def test_a_port_in_use_is_named_with_its_flag(
     tmp_path: Path, taken_port: int, setting: str, role: str, flag: str
 ) -> None:
     settings = make_settings(tmp_path, **{setting: taken_port})
-    with pytest.raises(StartupError) as caught:
-        with RunningServer(settings, load=False):
-            pass
+    with pytest.raises(StartupError) as caught, RunningServer(settings, load=False):
+        pass
     message = str(caught.value)
     assert f"127.0.0.1:{taken_port} ({role}): the port is already in use" in message
     assert f"choose another with {flag}" in message

@@ -44,13 +44,15 @@ def test_the_default_model_serves_unnamed_calls_in_every_api(model_repository: P
             reply = calls.infer(text_request("", ["a white car"], outputs=["LABEL"]))
             assert reply.model_name == "pool"
             assert output(reply, "LABEL").shape[0] == 1
-            metadata = calls.unary("ModelMetadata", v2.ModelMetadataRequest(name=""), v2.ModelMetadataResponse)
+            request = v2.ModelMetadataRequest(name="")
+            metadata = calls.unary("ModelMetadata", request, v2.ModelMetadataResponse)
             assert isinstance(metadata, v2.ModelMetadataResponse) and metadata.name == "pool"
         finally:
             calls.close()
 
 
 def test_a_default_model_that_is_not_served_stops_start_up(model_repository: Path) -> None:
-    with pytest.raises(RepositoryError, match=r"--default-model 'cars' is not a servable model.*bow, car, pool"):
-        with RunningServer(make_settings(model_repository, default_model="cars")):
-            pass
+    settings = make_settings(model_repository, default_model="cars")
+    expected = r"--default-model 'cars' is not a servable model.*bow, car, pool"
+    with pytest.raises(RepositoryError, match=expected), RunningServer(settings):
+        pass
