@@ -205,6 +205,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _shown(default: object) -> str:
+    return "none" if default is None else ('""' if default == "" else str(default))
+
+
 def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
     """(callable converting the flag's string, choices) for a field annotation."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
@@ -225,7 +229,8 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
     for name, field in Settings.model_fields.items():
         help_text = field.description or ""
         if field.annotation is bool:
-            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            shown = f"{help_text} (default: {'on' if field.default else 'off'})"
+            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=shown)
             continue
         convert, choices = _argument_type(field.annotation)
         parser.add_argument(
@@ -233,7 +238,7 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
             dest=name,
             type=convert,
             choices=choices,
-            help=f"{help_text} (default: {field.default})",
+            help=help_text if "(default:" in help_text else f"{help_text} (default: {_shown(field.default)})",
         )
     parser.add_argument(
         "--truncate",
