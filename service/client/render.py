@@ -24,15 +24,6 @@ _TITLE_CHARS = 100
 # Piped output has no width of its own; rich would assume 80 columns and fold every cell.
 _PIPED_WIDTH = 10_000
 
-# What one weight per token means for each attention mode (engine/attention.py `importance`).
-_MEANING = {
-    "pooled": "pooling weight of each token",
-    "last_layer": "attention each token receives in the last layer, mean over heads and queries",
-    "all": "attention each token receives in the last layer, mean over heads and queries",
-    "rollout": "attention rollout: each token's share, mean over queries",
-}
-
-
 def console() -> Console:
     terminal = Console()
     return terminal if terminal.is_terminal else Console(width=_PIPED_WIDTH)
@@ -51,7 +42,10 @@ def _levels(weights: np.ndarray) -> np.ndarray:
 def _attention(out: Console, result: TextResult, mode: str) -> None:
     assert result.attention is not None
     weights = importance(result.attention)
-    out.print(f"attention ({_MEANING.get(mode, mode)}):")
+    if result.attention.ndim == 1:
+        out.print("attention (pooling weight of each token):")
+    else:  # engine/attention.py `importance`: the last layer, mean over heads and query rows
+        out.print(f"attention ({mode}: the share each token receives, mean over heads and queries):")
     if out.is_terminal:
         line = Text()
         for token, level in zip(result.tokens, _levels(weights).tolist(), strict=True):
@@ -83,8 +77,8 @@ def print_classification(
 ) -> None:
     out = console()
     for text, result in zip(texts, reply.results, strict=True):
-        title = text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 3] + "..."
-        table = Table(title=title, title_justify="left", show_edge=False)
+        out.print(text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 3] + "...", highlight=False)
+        table = Table(show_edge=False)
         table.add_column("label")
         table.add_column("probability", justify="right")
         for label_id in np.argsort(-result.probabilities):
