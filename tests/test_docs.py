@@ -14,6 +14,8 @@ Each command is classified by the first rule below that matches it:
 - run: must exit 0 (the default);
 - server: an `attnserve-serve` command; it must become SERVING, then stop with status 0 on SIGTERM;
 - admin: run against a second server started with --admin (the docs say to start one);
+- perf: perf_analyzer through tools/perf-analyzer.sh, with the Triton tools venv; exit 2
+  with "Failed to obtain stable measurement" is accepted (docs/v2.md explains it);
 - long: minutes or more (training, benchmarks, load tests, the suite itself): run only with
   ATTNSERVE_DOCS_LONG=1;
 - skip: needs what a test cannot have here (Docker, a cluster, a deployment's secrets,
@@ -147,6 +149,8 @@ def _run(text: str, clone: Clone, env: dict[str, str]) -> subprocess.CompletedPr
 
 def _check(case: Case, result: subprocess.CompletedProcess[str]) -> None:
     output = (result.stdout + result.stderr)[-3000:]
+    if case.kind == "perf" and result.returncode == 2 and "Failed to obtain stable measurement" in output:
+        return  # a measurement outcome on a busy machine (docs/v2.md), not a broken command
     where, status = case.command.where, result.returncode
     assert status == 0, f"{where}: `{case.command.text}` exited {status}:\n{output}"
     assert "Traceback" not in result.stderr, f"{case.command.where}: traceback:\n{output}"

@@ -19,21 +19,11 @@ import grpc
 
 from attnserve.service.client.channels import Security
 from attnserve.service.client.messages import ClientError
+from attnserve.service.helpformat import DefaultsHelpFormatter
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
 TARGET_ENV = "ATTNSERVE_TARGET"
 DEFAULT_TARGET = "127.0.0.1:50051"
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's help ends with its default, unless the help already states it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        unset = action.default is None or action.default is False or action.default == ""
-        if "default:" in text or unset or action.default is argparse.SUPPRESS:
-            return text
-        return super()._get_help_string(action)
 
 
 def _connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -85,7 +75,7 @@ def _client_parser() -> argparse.ArgumentParser:
         prog="attnserve-client",
         description="Call an attnserve server. Exit status: 0 done, 1 the server answered with an "
         "error (printed as CODE: message), 2 a usage error.",
-        formatter_class=_HelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     _connection_options(parser, defaults=True)
     after = argparse.ArgumentParser(add_help=False)
@@ -94,7 +84,11 @@ def _client_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         return commands.add_parser(
-            name, help=help_text, description=help_text, parents=[after], formatter_class=_HelpFormatter
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[after],
+            formatter_class=DefaultsHelpFormatter,
         )
 
     classify = command("classify", "classify texts; print labels, probabilities and attention")
