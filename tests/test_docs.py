@@ -125,9 +125,10 @@ def clone(model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> I
                 state.admin.__exit__(None, None, None)
 
 
-def _ports(text: str, clone: Clone, server: ServerProcess) -> str:
-    """make serve's documented ports -> `server`'s; any other documented port -> a free one."""
-    mapping = {"50051": str(server.port), "9100": str(server.metrics_port)}
+def _ports(text: str, clone: Clone, server: ServerProcess | None) -> str:
+    """make serve's documented ports -> `server`'s; any other documented port (all of them
+    when `server` is None: a command that starts a server) -> a free one."""
+    mapping = {} if server is None else {"50051": str(server.port), "9100": str(server.metrics_port)}
 
     def port(match: re.Match[str]) -> str:
         number = match.group(2)
@@ -157,13 +158,20 @@ def _check(case: Case, result: subprocess.CompletedProcess[str]) -> None:
 
 
 def _serve(case: Case, clone: Clone) -> None:
-    text = _ports(case.command.text, clone, clone.server)
-    port = int(re.search(r"--port (\d+)", text).group(1)) if "--port " in text else 50051  # type: ignore[union-attr]
-    assert port != 50051, f"{case.command.where}: serves on make serve's port 50051, which is taken"
+    found = re.search(r"--port (\d+)", case.command.text)
+    assert found is not None and found.group(1) != "50051", (
+        f"{case.command.where}: serves on make serve's port 50051, which make serve holds"
+    )
+    text = _ports(case.command.text, clone, None)
+    port = int(re.search(r"--port (\d+)", text).group(1))  # type: ignore[union-attr]
     process = subprocess.Popen(
-        ["bash", "-c", f"exec {text}"], cwd=clone.path, env=clone.env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        ["bash", "-c", text],
+        cwd=clone.path,
+        env=clone.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
