@@ -24,15 +24,18 @@ Each command is classified by the first rule below that matches it:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -142,19 +145,48 @@ def _ports(text: str, clone: Clone, server: ServerProcess | None) -> str:
     return text
 
 
-def _run(text: str, clone: Clone, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", text], cwd=clone.path, env=env, capture_output=True, text=True, timeout=COMMAND_SECONDS
+def _start(text: str, clone: Clone, env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`bash -c text` in a session of its own, so `_end` can stop all it started."""
+    return subprocess.Popen(
+        ["bash", "-c", text],
+        cwd=clone.path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
-def _check(case: Case, result: subprocess.CompletedProcess[str]) -> None:
-    output = (result.stdout + result.stderr)[-3000:]
-    if case.kind == "perf" and result.returncode == 2 and "Failed to obtain stable measurement" in output:
+def _end(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _run(text: str, clone: Clone, env: dict[str, str]) -> tuple[int, str]:
+    """Exit status (-1 on timeout) and output of a command; nothing it started outlives it."""
+    with tempfile.TemporaryFile() as log:
+        process = _start(text, clone, env, log)
+        try:
+            code = process.wait(timeout=COMMAND_SECONDS)
+        except subprocess.TimeoutExpired:
+            code = -1
+        finally:
+            _end(process)
+        log.seek(0)
+        return code, log.read().decode(errors="replace")
+
+
+def _check(case: Case, code: int, output: str) -> None:
+    where, tail = case.command.where, output[-3000:]
+    if case.kind == "perf" and code == 2 and "Failed to obtain stable measurement" in output:
         return  # a measurement outcome on a busy machine (docs/v2.md), not a broken command
-    where, status = case.command.where, result.returncode
-    assert status == 0, f"{where}: `{case.command.text}` exited {status}:\n{output}"
-    assert "Traceback" not in result.stderr, f"{case.command.where}: traceback:\n{output}"
+    assert code == 0, (
+        f"{where}: `{case.command.text}` "
+        + (f"ran past {COMMAND_SECONDS} s" if code == -1 else f"exited {code}")
+        + f":\n{tail}"
+    )
+    assert "Traceback" not in output, f"{where}: traceback:\n{tail}"
 
 
 def _serve(case: Case, clone: Clone) -> None:
@@ -164,29 +196,27 @@ def _serve(case: Case, clone: Clone) -> None:
     )
     text = _ports(case.command.text, clone, None)
     port = int(re.search(r"--port (\d+)", text).group(1))  # type: ignore[union-attr]
-    process = subprocess.Popen(
-        ["bash", "-c", text],
-        cwd=clone.path,
-        env=clone.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, f"{case.command.where}: exited early:\n{process.stdout.read()}"  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, f"{case.command.where}: not SERVING within 120 s"
-            try:
-                with Client(f"127.0.0.1:{port}", timeout=2) as client:
+    with tempfile.TemporaryFile() as log:
+        process = _start(text, clone, clone.env, log)
+        try:
+            deadline = time.monotonic() + 120
+            while process.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(ClientError), Client(f"127.0.0.1:{port}", timeout=2) as client:
                     if client.health() == "SERVING":
                         break
-            except ClientError:
                 time.sleep(0.2)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=60)
+            serving = process.poll() is None and time.monotonic() < deadline
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)  # bash -c ran it in place (one simple command)
+            try:
+                code = process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                code = -1
+        finally:
+            _end(process)
+        log.seek(0)
+        output = log.read().decode(errors="replace")[-3000:]
+    assert serving, f"{case.command.where}: not SERVING within 120 s:\n{output}"
     assert code == 0, f"{case.command.where}: exit status {code} after SIGTERM"
 
 
@@ -221,7 +251,7 @@ def test_documented_command_runs(case: Case, clone: Clone) -> None:
         and subprocess.run(["make", "-q", ".venv/bin/.installed"], cwd=clone.path, env=env).returncode != 0
     ):
         pytest.skip("the venv's install stamp is older than pyproject.toml: make would reinstall it")
-    _check(case, _run(_ports(case.command.text, clone, server), clone, env))
+    _check(case, *_run(_ports(case.command.text, clone, server), clone, env))
 
 
 def test_the_docs_have_commands_and_no_bare_ones() -> None:

@@ -15,11 +15,24 @@ _FENCE = re.compile(r"^```\s*([\w-]*)\s*$")
 class DocCommand:
     document: str  # relative to the repository root
     line: int  # where the command starts
-    text: str
+    text: str  # without its trailing comment
 
     @property
     def where(self) -> str:
         return f"{self.document}:{self.line}"
+
+
+def without_comment(text: str) -> str:
+    """`text` without a trailing `# comment`: a '#' after whitespace, outside quotes."""
+    quote = ""
+    for index, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and index > 0 and text[index - 1].isspace():
+            return text[:index].rstrip()
+    return text
 
 
 def shell_commands(root: Path, document: Path) -> list[DocCommand]:
@@ -43,7 +56,8 @@ def shell_commands(root: Path, document: Path) -> list[DocCommand]:
             pending.append(line.rstrip()[:-1].rstrip())
             continue
         pending.append(line.strip())
-        commands.append(DocCommand(name, start, " ".join(part.strip() for part in pending)))
+        text = " ".join(part.strip() for part in pending)
+        commands.append(DocCommand(name, start, without_comment(text)))
         pending = []
     return commands
 
