@@ -35,12 +35,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from attnserve.service.client import Client, ClientError
-from tests.support.docs import DocCommand, documents, shell_commands
+from tests.support.docs import DocCommand, documents, run_session, shell_commands, start_session, stop_session
 from tests.support.process import ServerProcess
 from tests.support.servers import free_port
 
@@ -139,42 +138,10 @@ def _ports(text: str, clone: Clone, server: ServerProcess | None) -> str:
             mapping[number] = str(free_port())
         return match.group(1) + mapping[number]
 
-    text = re.sub(r"(127\.0\.0\.1:|--port |--metrics-port |-u 127\.0\.0\.1:)(\d{4,5})\b", port, text)
+    text = re.sub(r"(127\.0\.0\.1:|--port |--metrics-port )(\d{4,5})\b", port, text)
     if "-m loadtest " in text and "--metrics" not in text and "--no-reconcile" not in text:
         text += f" --metrics 127.0.0.1:{clone.server.metrics_port}"
     return text
-
-
-def _start(text: str, clone: Clone, env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """`bash -c text` in a session of its own, so `_end` can stop all it started."""
-    return subprocess.Popen(
-        ["bash", "-c", text],
-        cwd=clone.path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def _end(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _run(text: str, clone: Clone, env: dict[str, str]) -> tuple[int, str]:
-    """Exit status (-1 on timeout) and output of a command; nothing it started outlives it."""
-    with tempfile.TemporaryFile() as log:
-        process = _start(text, clone, env, log)
-        try:
-            code = process.wait(timeout=COMMAND_SECONDS)
-        except subprocess.TimeoutExpired:
-            code = -1
-        finally:
-            _end(process)
-        log.seek(0)
-        return code, log.read().decode(errors="replace")
 
 
 def _check(case: Case, code: int, output: str) -> None:
@@ -197,7 +164,7 @@ def _serve(case: Case, clone: Clone) -> None:
     text = _ports(case.command.text, clone, None)
     port = int(re.search(r"--port (\d+)", text).group(1))  # type: ignore[union-attr]
     with tempfile.TemporaryFile() as log:
-        process = _start(text, clone, clone.env, log)
+        process = start_session(text, clone.path, clone.env, log)
         try:
             deadline = time.monotonic() + 120
             while process.poll() is None and time.monotonic() < deadline:
@@ -213,7 +180,7 @@ def _serve(case: Case, clone: Clone) -> None:
             except subprocess.TimeoutExpired:
                 code = -1
         finally:
-            _end(process)
+            stop_session(process)
         log.seek(0)
         output = log.read().decode(errors="replace")[-3000:]
     assert serving, f"{case.command.where}: not SERVING within 120 s:\n{output}"
@@ -251,7 +218,7 @@ def test_documented_command_runs(case: Case, clone: Clone) -> None:
         and subprocess.run(["make", "-q", ".venv/bin/.installed"], cwd=clone.path, env=env).returncode != 0
     ):
         pytest.skip("the venv's install stamp is older than pyproject.toml: make would reinstall it")
-    _check(case, *_run(_ports(case.command.text, clone, server), clone, env))
+    _check(case, *run_session(_ports(case.command.text, clone, server), clone.path, env, COMMAND_SECONDS))
 
 
 def test_the_docs_have_commands_and_no_bare_ones() -> None:

@@ -1,11 +1,18 @@
 """The shell commands of the README and docs/*.md: every fenced bash/sh/shell block, one
-command per line (backslash continuations joined, comment-only lines dropped)."""
+command per line (backslash continuations joined, comment-only lines dropped), and running
+one in a session of its own so that nothing it starts outlives it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
 _FENCE = re.compile(r"^```\s*([\w-]*)\s*$")
@@ -64,3 +71,31 @@ def shell_commands(root: Path, document: Path) -> list[DocCommand]:
 
 def documents(root: Path) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def start_session(text: str, cwd: Path, env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`bash -c text` in a session of its own, output to `log`."""
+    return subprocess.Popen(
+        ["bash", "-c", text], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def stop_session(process: subprocess.Popen[bytes]) -> None:
+    """Kill whatever of the session is left (background children included)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def run_session(text: str, cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Exit status (-1 past `timeout`) and output of `bash -c text`."""
+    with tempfile.TemporaryFile() as log:
+        process = start_session(text, cwd, env, log)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = -1
+        finally:
+            stop_session(process)
+        log.seek(0)
+        return code, log.read().decode(errors="replace")
