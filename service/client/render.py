@@ -24,6 +24,7 @@ _TITLE_CHARS = 100
 # Piped output has no width of its own; rich would assume 80 columns and fold every cell.
 _PIPED_WIDTH = 10_000
 
+
 def console() -> Console:
     terminal = Console()
     return terminal if terminal.is_terminal else Console(width=_PIPED_WIDTH)
