@@ -29,13 +29,16 @@ from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
+from attnserve.service.helpformat import DefaultsHelpFormatter
 from attnserve.training.checkpoint import load_run
 
 EXIT_FAILED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnserve-export", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="attnserve-export", description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter
+    )
     p.add_argument(
         "run_dir", type=Path, help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl)"
     )

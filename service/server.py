@@ -31,7 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, start_http_server
 
-from attnserve.service.api.admin import AdminApi
+from attnserve.service.api.admin import AdminApi, admin_off_handler
 from attnserve.service.api.http.app import build_app
 from attnserve.service.api.http.transport import HttpTransport
 from attnserve.service.api.native import NativeApi
@@ -43,6 +43,7 @@ from attnserve.service.engine.repository import Repository
 from attnserve.service.engine.runtime import check_device
 from attnserve.service.grpc.auth import guarded, load_tokens
 from attnserve.service.grpc.transport import bind, grpc_options, reflection_handler
+from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -123,12 +124,17 @@ class Server:
         settings = self.settings
         check_device(settings)
         if self._serve_metrics:
-            httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
+            try:
+                httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
+            except OSError as exc:
+                raise metrics_port_error(settings, exc) from None
             self._http = httpd
             self.metrics_port = int(httpd.server_port)
         names = [api.service_name for api in self.apis]
         admin = [api.service_name for api in self._admin]
         handlers = [api.handler() for api in [*self.apis, *self._admin]]
+        if not self._admin:
+            handlers.append(admin_off_handler())
         if settings.reflection:
             handlers.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
         server = grpc.aio.server(options=grpc_options(settings))

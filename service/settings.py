@@ -40,6 +40,11 @@ class Settings(ReliabilitySettings):
     version_policy: VersionPolicy = Field(
         "latest", description="Load only each model's latest good version, or every version."
     )
+    default_model: str = Field(
+        "",
+        description="Model of the calls that name none, in every API (empty: the repository's only model; "
+        "with several, such a call is refused with the list of models).",
+    )
 
     # --- network ----------------------------------------------------------------------
     host: str = Field("127.0.0.1", description="Address the gRPC server binds; use 0.0.0.0 in containers.")
@@ -98,8 +103,10 @@ class Settings(ReliabilitySettings):
     admin: bool = Field(
         False, description="Serve the admin API (attnserve.v1.Admin: reload and unload models by name)."
     )
+    # On by default so that export-then-classify works on a running server; a poll stats
+    # the files of each version folder, cheap next to a single classify call.
     repository_poll_seconds: float = Field(
-        0.0,
+        2.0,
         ge=0,
         description="Re-read the repository this often and swap in new or changed versions (0 = never).",
     )
@@ -214,6 +221,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _shown(default: object) -> str:
+    return "none" if default is None else ('""' if default == "" else str(default))
+
+
 def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
     """(callable converting the flag's string, choices) for a field annotation."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
@@ -235,7 +246,8 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
     for name, field in Settings.model_fields.items():
         help_text = field.description or ""
         if field.annotation is bool:
-            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            shown = f"{help_text} (default: {'on' if field.default else 'off'})"
+            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=shown)
             continue
         convert, choices = _argument_type(field.annotation)
         parser.add_argument(
@@ -243,7 +255,7 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
             dest=name,
             type=convert,
             choices=choices,
-            help=f"{help_text} (default: {field.default})",
+            help=help_text if "(default:" in help_text else f"{help_text} (default: {_shown(field.default)})",
         )
     parser.add_argument(
         "--truncate",

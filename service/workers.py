@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from wsgiref.simple_server import WSGIServer
 
+from attnserve.service.errors import StartupError
+from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,10 @@ def _start_metrics(settings: Settings, directory: str) -> WSGIServer:
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
-    httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, registry)
+    try:
+        httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, registry)
+    except OSError as exc:
+        raise metrics_port_error(settings, exc) from None
     log.info(
         "metrics of %d workers on http://%s:%d/metrics",
         settings.workers,
@@ -141,7 +146,12 @@ def supervise(settings: Settings) -> int:
     def forward(signum: int, frame: FrameType | None) -> None:
         supervisor.stop_all()
 
-    httpd = _start_metrics(settings, directory) if settings.metrics else None
+    try:
+        httpd = _start_metrics(settings, directory) if settings.metrics else None
+    except StartupError as exc:
+        log.error("cannot start: %s", exc)
+        shutil.rmtree(directory, ignore_errors=True)
+        return 1
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for slot in supervisor.slots:

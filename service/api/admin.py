@@ -16,8 +16,9 @@ from google.protobuf.message import Message
 from attnserve.service.bundle import valid_model_name
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.reload import ModelReport, Reloader
-from attnserve.service.errors import InvalidArgument
+from attnserve.service.errors import InvalidArgument, ServiceError, Status
 from attnserve.service.grpc.calls import CallRecord, Calls, Context
+from attnserve.service.grpc.status import grpc_code
 from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
@@ -78,3 +79,24 @@ class AdminApi:
     async def unload(self, request: pb.UnloadRequest, context: Context, record: CallRecord) -> bytes:
         report = await asyncio.shield(self._reloader.unload(check_name("model", request.model)))
         return _bytes(pb.UnloadResponse(model=_change(report)))
+
+
+# Without --admin, grpc's own answer would be a bare "Method not found!".
+ADMIN_OFF = ServiceError(
+    "the admin API is off on this server: start it with --admin (ATTNSERVE_ADMIN=true; "
+    "it needs --workers 1, and --auth unless the server listens on loopback only)",
+    Status.UNIMPLEMENTED,
+)
+
+
+def admin_off_handler() -> grpc.GenericRpcHandler[bytes, bytes]:
+    """Answers every `attnserve.v1.Admin` method, when the admin API is off, with how to turn it on."""
+
+    async def off(raw: bytes, context: Context) -> bytes:
+        await context.abort(grpc_code(ADMIN_OFF.code), ADMIN_OFF.message)
+        raise AssertionError("abort returns by raising")
+
+    methods = pb.DESCRIPTOR.services_by_name["Admin"].methods
+    return grpc.method_handlers_generic_handler(
+        SERVICE_NAME, {method.name: grpc.unary_unary_rpc_method_handler(off) for method in methods}
+    )

@@ -2,7 +2,7 @@
 token) reload or unload models, over plaintext, TLS or mutual TLS.
 
 The bearer token is read from `--token` or, better (a flag shows in `ps`), from the
-ATTNSERVE_TOKEN environment variable.
+ATTNSERVE_TOKEN environment variable; the server address from `--target` or ATTNSERVE_TARGET.
 """
 
 from __future__ import annotations
@@ -15,102 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import grpc
 
 from attnserve.service.client.channels import Security
+from attnserve.service.client.messages import ClientError
+from attnserve.service.helpformat import DefaultsHelpFormatter
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
-
-
-def _heat(weight: float, peak: float) -> str:
-    level = 0.0 if peak <= 0 else min(1.0, weight / peak)
-    red, green, blue = 255, int(255 - 150 * level), int(255 - 255 * level)
-    return f"black on rgb({red},{green},{blue})"
-
-
-def _print_classification(reply: Any, texts: Sequence[str], labels: Sequence[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from attnserve.service.engine.attention import importance
-
-    console = Console()
-    for text, result in zip(texts, reply.results, strict=True):
-        table = Table(
-            title=text if len(text) <= 100 else text[:97] + "...", title_justify="left", show_edge=False
-        )
-        table.add_column("label")
-        table.add_column("probability", justify="right")
-        for label_id in np.argsort(-result.probabilities):
-            name = labels[label_id]
-            shown = f"[bold]{name}[/bold]" if label_id == result.label_id else name
-            table.add_row(shown, f"{result.probabilities[label_id]:.4f}")
-        console.print(table)
-        if result.attention is not None:
-            weights = importance(result.attention)
-            line = Text()
-            for token, weight in zip(result.tokens, weights.tolist(), strict=True):
-                line.append(f" {token} ", style=_heat(weight, float(weights.max())))
-                line.append(" ")
-            console.print(line)
-        if result.top_tokens:
-            console.print(
-                "top tokens: " + ", ".join(f"{t.token} ({t.weight:.3f})" for t in result.top_tokens)
-            )
-        if result.truncated:
-            console.print("[yellow]truncated to the model's max_len[/yellow]")
-    console.print(f"[dim]{reply.model} v{reply.version}; server time {reply.timings_us}[/dim]")
-
-
-def _explain(client: Any, args: argparse.Namespace) -> int:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(
-            "attnserve-client explain needs matplotlib, which this installation lacks: "
-            "pip install matplotlib (or attnserve[train])",
-            file=sys.stderr,
-        )
-        return 2
-    info = client.model(args.model, args.version)
-    mode = "all" if info.attention_kind in ("self", "layers") else "pooled"
-    if info.attention_kind == "none":
-        print(f"model {info.name!r} has no attention weights to explain", file=sys.stderr)
-        return 1
-    reply = client.classify([args.text], model=args.model, version=args.version, attention=mode)
-    result = reply.results[0]
-    tokens, weights = result.tokens, result.attention
-    if weights.ndim == 1:
-        figure, axis = plt.subplots(figsize=(max(4, 0.5 * len(tokens)), 2))
-        axis.imshow(weights[None, :], cmap="viridis", aspect="auto", vmin=0)
-        axis.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right")
-        axis.set_yticks([])
-        axes_title = [(axis, "pooling weights")]
-    else:
-        layers, heads = weights.shape[:2]
-        size = max(2.5, 0.3 * len(tokens))
-        figure, grid = plt.subplots(layers, heads, figsize=(size * heads, size * layers), squeeze=False)
-        axes_title = []
-        for layer in range(layers):
-            for head in range(heads):
-                axis = grid[layer][head]
-                axis.imshow(weights[layer, head], cmap="viridis", vmin=0, vmax=1)
-                axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
-                axis.set_yticks(range(len(tokens)), tokens, fontsize=7)
-                axes_title.append((axis, f"layer {layer + 1} head {head + 1}"))
-    for axis, title in axes_title:
-        axis.set_title(title, fontsize=9)
-    figure.suptitle(f"{reply.model} v{reply.version}: {result.label} ({result.probabilities.max():.3f})")
-    figure.tight_layout()
-    out = Path(args.out)
-    figure.savefig(out, dpi=110)
-    plt.close(figure)
-    print(f"wrote {out} ({len(axes_title)} panel(s), {len(tokens)} tokens, label {result.label})")
-    return 0
+TARGET_ENV = "ATTNSERVE_TARGET"
+DEFAULT_TARGET = "127.0.0.1:50051"
 
 
 def _connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -121,62 +34,91 @@ def _connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
     def default(value: object) -> object:
         return value if defaults else argparse.SUPPRESS
 
-    parser.add_argument("--target", default=default("127.0.0.1:50051"), help="server address host:port")
-    parser.add_argument("--timeout", type=float, default=default(30.0), help="deadline of each call, seconds")
+    target = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
     parser.add_argument(
-        "--tls-ca", type=Path, default=default(None), help="PEM CA of the server's certificate: use TLS"
+        "--target",
+        default=default(target),
+        help=f"server address host:port (default: ${TARGET_ENV}, else {DEFAULT_TARGET})",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=default(30.0), help="deadline of each call, seconds (default: 30)"
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        default=default(None),
+        help="PEM CA of the server's certificate: use TLS (default: none, plaintext)",
     )
     parser.add_argument(
         "--tls-cert",
         type=Path,
         default=default(None),
-        help="PEM client certificate (mutual TLS; with --tls-key)",
+        help="PEM client certificate for mutual TLS, with --tls-key (default: none)",
     )
-    parser.add_argument("--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert")
+    parser.add_argument(
+        "--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert (default: none)"
+    )
     parser.add_argument(
         "--tls-server-name",
         default=default(None),
-        help="name the server's certificate must carry (default: host)",
+        help="name the server's certificate must carry (default: the host of --target)",
     )
     parser.add_argument(
-        "--token", default=default(os.environ.get(TOKEN_ENV)), help=f"bearer token (default: ${TOKEN_ENV})"
+        "--token",
+        default=default(os.environ.get(TOKEN_ENV)),
+        help=f"bearer token (default: ${TOKEN_ENV}, else none)",
     )
 
 
 def _client_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnserve-client", description="Call an attnserve server.")
+    parser = argparse.ArgumentParser(
+        prog="attnserve-client",
+        description="Call an attnserve server. Exit status: 0 done, 1 the server answered with an "
+        "error (printed as CODE: message), 2 a usage error.",
+        formatter_class=DefaultsHelpFormatter,
+    )
     _connection_options(parser, defaults=True)
     after = argparse.ArgumentParser(add_help=False)
     _connection_options(after, defaults=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help_text, parents=[after])
+        return commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[after],
+            formatter_class=DefaultsHelpFormatter,
+        )
 
-    classify = command("classify", "classify texts; print labels, probabilities, attention")
-    classify.add_argument("texts", nargs="+")
-    explain = command("explain", "write a PNG of every layer's and head's attention")
-    explain.add_argument("text")
+    classify = command("classify", "classify texts; print labels, probabilities and attention")
+    classify.add_argument("texts", nargs="+", help="texts to classify, one argument each")
+    explain = command("explain", "write a PNG of the attention of one text (every layer and head)")
+    explain.add_argument("text", help="the text to explain")
     explain.add_argument("--out", default="attention.png", help="PNG file to write")
     for sub in (classify, explain):
-        sub.add_argument("--model", default="", help="model name (optional when the server holds one)")
-        sub.add_argument("--version", type=int, default=0, help="model version (0 = latest)")
+        sub.add_argument(
+            "--model",
+            default="",
+            help="model name (default: the server's --default-model, or its only model)",
+        )
+        sub.add_argument("--version", type=int, default=0, help="model version, 0 = the latest")
     classify.add_argument(
         "--attention",
         default="auto",
         choices=["auto", "none", "pooled", "last_layer", "all", "rollout"],
-        help="attention mode (auto: pooled when the model has attention)",
+        help="attention mode; auto = pooled when the model has attention",
     )
     classify.add_argument("--top-k", type=int, default=0, help="also list the k most attended tokens")
-    classify.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    classify.add_argument("--json", action="store_true", help="print JSON instead of tables (default: off)")
     models = command("models", "list the served models")
-    models.add_argument("--json", action="store_true")
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table (default: off)")
     health = command("health", "print the health status (exit 0 when SERVING)")
-    health.add_argument("--service", default="", help="a model name; empty = the whole server")
-    reload = command("reload", "admin: load new or changed versions of models")
-    reload.add_argument("models", nargs="*", help="model names (none: every model)")
-    unload = command("unload", "admin: stop serving a model")
-    unload.add_argument("model")
+    health.add_argument("--service", default="", help="a model name (default: the whole server)")
+    reload = command("reload", "admin: load new or changed versions of models (server started with --admin)")
+    reload.add_argument("models", nargs="*", help="model names (default: every model)")
+    unload = command("unload", "admin: stop serving a model (server started with --admin)")
+    unload.add_argument("model", help="the model to stop serving")
     return parser
 
 
@@ -228,7 +170,9 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
         ]
         print(json.dumps({"model": reply.model, "version": reply.version, "results": out}, indent=2))
     else:
-        _print_classification(reply, args.texts, info.labels)
+        from attnserve.service.client.render import print_classification
+
+        print_classification(reply, args.texts, info.labels, mode)
     return 0
 
 
@@ -236,55 +180,54 @@ def _models(client: Any, args: argparse.Namespace) -> int:
     infos = client.models()
     if args.json:
         print(json.dumps([info.__dict__ for info in infos], indent=2))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
+    else:
+        from attnserve.service.client.render import print_models
 
-    table = Table("model", "version", "versions", "family", "labels", "max_len", "attention", "provider")
-    for info in infos:
-        attention = info.attention_kind + (
-            f" {info.attention_layers}x{info.attention_heads}" if info.attention_kind == "layers" else ""
-        )
-        table.add_row(
-            info.name,
-            str(info.version),
-            ",".join(map(str, info.versions)),
-            info.family,
-            ", ".join(info.labels),
-            str(info.max_len),
-            attention,
-            info.provider,
-        )
-    Console().print(table)
+        print_models(infos)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from attnserve.service.client import Client, ClientError
+def _problem(exc: ClientError, args: argparse.Namespace) -> str:
+    """One line for a failed call; a few codes get what to do about them."""
+    line = f"attnserve-client: {exc.code.name}: {exc.details}"
+    if exc.code is grpc.StatusCode.UNAVAILABLE:
+        line += f" (is a server listening at {args.target}? `make serve` starts one)"
+    elif args.command == "health" and exc.code is grpc.StatusCode.NOT_FOUND:
+        line = (
+            f"attnserve-client: NOT_FOUND: the server has no health status for {args.service!r}: "
+            "name a served model (attnserve-client models lists them) or leave --service out"
+        )
+    return line
 
+
+def _run(args: argparse.Namespace, security: Security) -> int:
+    from attnserve.service.client import Client
+
+    if args.command in ("reload", "unload"):
+        return _admin(args, security)
+    with Client(args.target, timeout=args.timeout, security=security) as client:
+        if args.command == "classify":
+            return _classify(client, args)
+        if args.command == "explain":
+            from attnserve.service.client.explain import explain
+
+            return explain(client, args)
+        if args.command == "models":
+            return _models(client, args)
+        status = client.health(args.service)
+        print(status)
+        return 0 if status == "SERVING" else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = _client_parser()
     args = parser.parse_args(argv)
     try:
         security = _security(args)
     except ValueError as exc:
         parser.error(str(exc))
-    if args.command in ("reload", "unload"):
-        try:
-            return _admin(args, security)
-        except ClientError as exc:
-            print(f"attnserve-client: {exc.code.name}: {exc.details}", file=sys.stderr)
-            return 1
-    with Client(args.target, timeout=args.timeout, security=security) as client:
-        try:
-            if args.command == "classify":
-                return _classify(client, args)
-            if args.command == "explain":
-                return _explain(client, args)
-            if args.command == "models":
-                return _models(client, args)
-            status = client.health(args.service)
-            print(status)
-            return 0 if status == "SERVING" else 1
-        except ClientError as exc:
-            print(f"attnserve-client: {exc.code.name}: {exc.details}", file=sys.stderr)
-            return 1
+    try:
+        return _run(args, security)
+    except ClientError as exc:
+        print(_problem(exc, args), file=sys.stderr)
+        return 1

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from attnserve.service.bundle import RepositoryError, confined, scan
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, Metrics
 from attnserve.service.engine.model import LoadedModel, LoadError, load_model
+from attnserve.service.engine.model_choice import check_default_model, unnamed_model
 from attnserve.service.errors import NotFound
 from attnserve.service.settings import Settings
 
@@ -64,9 +65,10 @@ class Repository:
 
     def resolve(self, name: str, version: int = 0) -> LoadedModel:
         models = self._models
+        name = name or self._settings.default_model
         if not name:
             if len(models) != 1:
-                raise NotFound(f"model: no model named; this server holds {len(models)} models, name one")
+                raise unnamed_model(models)
             entry = next(iter(models.values()))
         else:
             found = models.get(name)
@@ -129,6 +131,7 @@ class Repository:
         if not self._models:
             detail = "it is empty" if not found else "every version was refused (see the errors above)"
             raise RepositoryError(f"no servable model in {root}: {detail}")
+        check_default_model(self._settings, self._models)
         for entry in self._models.values():
             log.info(
                 "serving %s versions %s (%s, %s)",

@@ -27,6 +27,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from attnserve.service.grpc.tls import server_credentials
+from attnserve.service.ports import port_error
 from attnserve.service.settings import Settings
 
 
@@ -66,12 +67,15 @@ def bind(server: grpc.aio.Server, settings: Settings) -> int:
     """Listen on `settings.host:settings.port` (TLS when configured); returns the port."""
     address = f"{settings.host}:{settings.port}"
     credentials = server_credentials(settings)
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:  # grpc's "Failed to bind to address", without the reason
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise port_error("the gRPC port", settings.host, settings.port, "--port (0 picks a free port)")
     return port
 
 

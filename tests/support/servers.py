@@ -43,7 +43,14 @@ def metric_samples(text: str, name: str, **labels: str) -> list[float]:
 
 
 def make_settings(repository: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"repository": repository, "host": "127.0.0.1", "port": 0, "metrics_port": 0}
+    # No polling unless a test asks: tests that change a repository decide when a reload happens.
+    values: dict[str, Any] = {
+        "repository": repository,
+        "host": "127.0.0.1",
+        "port": 0,
+        "metrics_port": 0,
+        "repository_poll_seconds": 0.0,
+    }
     values.update(overrides)
     return Settings(**values)
 

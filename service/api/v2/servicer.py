@@ -115,8 +115,10 @@ class V2Api:
         return _bytes(reply)
 
     def model(self, name: str, version: str) -> LoadedModel:
-        if not name:
-            raise InvalidArgument("name: the model name is required")
+        if not name and not self.core.settings.default_model:
+            raise InvalidArgument(
+                "name: the model name is required (or start the server with --default-model)"
+            )
         return self.core.repository.resolve(name, parse_version(version))
 
     async def model_metadata(self, request: pb.ModelMetadataRequest, context: Context) -> bytes:
