@@ -6,7 +6,7 @@ served the way `make serve` serves it (`--default-model car-order`, the reposito
 watched). Commands run with `bash -c` in that folder, in document order, on a PATH without
 the venv's bin/ (a bare `attnserve-client` or `python` would fail there, as it does for a
 reader without an activated venv). What the test changes, and only that: the documented
-ports of `make serve` (50051, 9100) become the test server's free ports, other documented
+ports of `make serve` (50051, 9100, HTTP 8000) become the test server's free ports, other documented
 ports (a second server beside it) become other free ports, and a load test that names no
 --metrics gets the test server's (its default, HOST:9100, is make serve's port).
 
@@ -95,6 +95,7 @@ class Clone:
     path: Path
     server: ServerProcess
     env: dict[str, str]
+    http_port: int = 0
     admin: ServerProcess | None = None
 
 
@@ -117,9 +118,12 @@ def clone(model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     shutil.copytree(model_repository.parent / "runs" / "car", path / "runs" / "car-order")
     export_run(path / "runs" / "car-order", path / "models", "car-order")
     env = {**os.environ, "PATH": _clean_path()}
-    with ServerProcess(Path("models"), "--default-model", "car-order", cwd=path) as server:
+    http_port = free_port()
+    with ServerProcess(
+        Path("models"), "--default-model", "car-order", "--http-port", str(http_port), cwd=path
+    ) as server:
         env["ATTNSERVE_TARGET"] = server.target
-        state = Clone(path, server, env)
+        state = Clone(path, server, env, http_port)
         try:
             yield state
         finally:
@@ -131,6 +135,8 @@ def _ports(text: str, clone: Clone, server: ServerProcess | None) -> str:
     """make serve's documented ports -> `server`'s; any other documented port (all of them
     when `server` is None: a command that starts a server) -> a free one."""
     mapping = {} if server is None else {"50051": str(server.port), "9100": str(server.metrics_port)}
+    if server is not None:
+        mapping["8000"] = str(clone.http_port)  # make serve's HTTP port: the clone server's
 
     def port(match: re.Match[str]) -> str:
         number = match.group(2)
@@ -138,7 +144,7 @@ def _ports(text: str, clone: Clone, server: ServerProcess | None) -> str:
             mapping[number] = str(free_port())
         return match.group(1) + mapping[number]
 
-    text = re.sub(r"(127\.0\.0\.1:|--port |--metrics-port )(\d{4,5})\b", port, text)
+    text = re.sub(r"(127\.0\.0\.1:|--port |--metrics-port |--http-port )(\d{4,5})\b", port, text)
     if "-m loadtest " in text and "--metrics" not in text and "--no-reconcile" not in text:
         text += f" --metrics 127.0.0.1:{clone.server.metrics_port}"
     return text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 import ssl
@@ -18,6 +19,7 @@ import ssl
 import uvicorn
 from starlette.types import ASGIApp
 
+from attnserve.service.ports import IN_USE, port_error
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,8 @@ def _socket(settings: Settings) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise OSError(
-            f"cannot listen for HTTP on {settings.host}:{settings.http_port}: {exc.strerror}"
-        ) from None
+        reason = IN_USE if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise port_error("the HTTP port", settings.host, settings.http_port, "--http-port", reason) from None
     sock.setblocking(False)
     return sock
 
