@@ -33,7 +33,7 @@ import onnxruntime as ort
 
 from attnserve.service.bundle import read_bundle
 from attnserve.service.client import AsyncClient, Client, ClientError
-from attnserve.service.engine.model import pad_ids
+from attnserve.service.engine.runner import pad_ids
 from attnserve.service.engine.tokenization import TextEncoder
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,8 @@ import grpc
 import numpy as np
 
 from attnserve.service.engine.attention import AttentionMode, mode_shapes
-from attnserve.service.engine.core import Classified, Core
+from attnserve.service.engine.classify import Inputs, Outputs
+from attnserve.service.engine.core import Core
 from attnserve.service.engine.model import LoadedModel
 from attnserve.service.errors import InvalidArgument, ServiceError
 from attnserve.service.grpc.calls import CallRecord, Calls, Context, deadline_of
@@ -33,12 +34,11 @@ def tensor(array: np.ndarray) -> pb.Tensor:
 
 
 def _response(
-    model: LoadedModel, result: Classified, request: pb.ClassifyRequest, started: float
+    model: LoadedModel, out: Outputs, request: pb.ClassifyRequest, started: float
 ) -> pb.ClassifyResponse:
-    prediction, encoded = result.prediction, result.encoded
-    labels = model.labels
-    label_ids = prediction.logits.argmax(axis=1).tolist()
-    logits, probabilities = prediction.logits.tolist(), prediction.probabilities.tolist()
+    encoded, labels = out.encoded, model.labels
+    label_ids = out.label_ids.tolist()
+    logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
     results = []
     for i, label_id in enumerate(label_ids):
         tokens = encoded.tokens(i)
@@ -50,26 +50,26 @@ def _response(
             tokens=tokens,
             truncated=encoded.truncated[i],
         )
-        if prediction.attention is not None:
-            item.attention.CopyFrom(tensor(prediction.attention[i]))
-        if prediction.top_tokens is not None:
-            index, weight = prediction.top_tokens[i]
+        if out.attention is not None:
+            item.attention.CopyFrom(tensor(out.attention[i]))
+        if out.top_tokens is not None:
+            index, weight = out.top_tokens[i]
             item.top_tokens.extend(
                 pb.TokenWeight(index=j, token=tokens[j], weight=w)
                 for j, w in zip(index.tolist(), weight.tolist(), strict=True)
             )
         results.append(item)
-    timings = pb.Timings(
-        tokenize_us=int(result.tokenize_seconds * 1e6),
-        queue_us=int(prediction.queue_seconds * 1e6),
-        inference_us=int(prediction.inference_seconds * 1e6),
-        total_us=int((time.perf_counter() - started) * 1e6),
-    )
+    timings = out.timings
     return pb.ClassifyResponse(
         model=model.name,
         version=model.version,
         results=results,
-        timings=timings,
+        timings=pb.Timings(
+            tokenize_us=int(timings.tokenize * 1e6),
+            queue_us=int(timings.queue * 1e6),
+            inference_us=int(timings.inference * 1e6),
+            total_us=int((time.perf_counter() - started) * 1e6),
+        ),
         request_id=request.request_id,
     )
 
@@ -140,10 +140,14 @@ class NativeApi:
         model = self.core.repository.resolve(request.model, request.version)
         record.model = model.metrics
         record.texts = len(request.texts)
-        result = await self.core.classify(
-            model, request.texts, attention_mode(request.attention), request.top_k, deadline_of(context)
+        inputs = Inputs(
+            texts=request.texts,
+            mode=attention_mode(request.attention),
+            top_k=request.top_k,
+            deadline=deadline_of(context),
         )
-        reply: bytes = _response(model, result, request, started).SerializeToString()
+        out = await self.core.classify(model, inputs)
+        reply: bytes = _response(model, out, request, started).SerializeToString()
         return reply
 
     @staticmethod

@@ -1,8 +1,9 @@
 """What every API shares: admission of calls and the classify path.
 
-An API servicer (attnserve.v1 in native.py, the V2 protocol beside it) converts its
-request, calls `Core.classify` with a `LoadedModel` from `Core.repository.resolve`, and
-converts the `Classified` result back; texts of all APIs join the same batcher.
+A front end (attnserve.v1 in api/native.py, V2 in api/v2/, HTTP) resolves a `LoadedModel`
+with `Core.repository.resolve`, converts its request into `Inputs`, awaits
+`Core.classify(model, inputs)` and converts the `Outputs` back; texts of all APIs join the
+same batcher.
 """
 
 from __future__ import annotations
@@ -10,24 +11,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from attnserve.service.engine.attention import AttentionMode, check_request, reply_bytes
-from attnserve.service.engine.batching import Prediction
+from attnserve.service.engine.classify import Inputs, Outputs, classify
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.model import LoadedModel
 from attnserve.service.engine.repository import Repository
-from attnserve.service.engine.tokenization import EncodedTexts
-from attnserve.service.errors import (
-    NOT_READY_MESSAGE,
-    SHUTTING_DOWN_MESSAGE,
-    InvalidArgument,
-    ResourceExhausted,
-    Unavailable,
-)
+from attnserve.service.errors import NOT_READY_MESSAGE, SHUTTING_DOWN_MESSAGE, ResourceExhausted, Unavailable
 from attnserve.service.settings import Settings
 
 
@@ -115,13 +106,6 @@ class Gate:
             await asyncio.sleep(min(quiet - (now - self.refused_at), deadline - now))
 
 
-@dataclass(slots=True)
-class Classified:
-    encoded: EncodedTexts
-    prediction: Prediction
-    tokenize_seconds: float
-
-
 @dataclass(eq=False)
 class Core:
     settings: Settings
@@ -132,68 +116,7 @@ class Core:
     def __post_init__(self) -> None:
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
 
-    def check_texts(self, count: int) -> None:
-        if count == 0:
-            raise InvalidArgument("texts: at least one text is required")
-        limit = self.settings.max_texts_per_request
-        if count > limit:
-            raise InvalidArgument(f"texts: {count} texts in one request; the limit is {limit}")
-
-    def check_reply(self, model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode) -> None:
-        """Refuse up front a request whose reply would exceed `max_reply_bytes`: built anyway,
-        it would fail at a client with the default receive limit after all the work."""
-        lengths = encoded.lengths
-        spec = model.manifest.attention
-        # Per text besides attention: logits, probabilities, tokens and framing.
-        estimate = sum(lengths) * 24 + len(lengths) * (16 * len(model.labels) + 64)
-        estimate += reply_bytes(model.kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
-        limit = self.settings.max_reply_bytes
-        if estimate > limit:
-            raise ResourceExhausted(
-                f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "
-                f"the limit of {limit} (max_reply_bytes; gRPC clients accept 4 MiB by default); ask for a "
-                "smaller attention mode (POOLED, or NONE), fewer or shorter texts per request, or raise "
-                "the client's receive limit and the server's max_reply_bytes"
-            )
-
-    async def classify(
-        self,
-        model: LoadedModel,
-        texts: Sequence[str],
-        mode: AttentionMode,
-        top_k: int,
-        deadline: float | None,
-    ) -> Classified:
-        """Validate, tokenize and run texts through `model`'s batcher."""
-        self.check_texts(len(texts))
-        check_request(model.kind, mode, top_k, model.name)
-        started = time.perf_counter()
-        encoded = model.encoder.encode(texts)
-        tokenize_seconds = time.perf_counter() - started
-        model.metrics.tokenize.observe(tokenize_seconds)
-        self.check_reply(model, encoded, mode)
-        prediction = await model.predict(encoded, mode, top_k, deadline)
-        return Classified(encoded, prediction, tokenize_seconds)
-
-    async def classify_ids(
-        self,
-        model: LoadedModel,
-        encoded: EncodedTexts,
-        mode: AttentionMode,
-        top_k: int,
-        deadline: float | None,
-    ) -> Prediction:
-        """For callers that tokenized themselves: rows of ids, padding already removed."""
-        self.check_texts(len(encoded))
-        check_request(model.kind, mode, top_k, model.name)
-        vocab = model.encoder.vocab_size
-        for index, (row, length) in enumerate(zip(encoded.ids, encoded.lengths, strict=True)):
-            if not 1 <= length <= model.encoder.max_len:
-                raise InvalidArgument(
-                    f"input_ids row {index} has {length} tokens; each row needs 1 to {model.encoder.max_len}"
-                )
-            values = np.asarray(row)
-            if values.min() < 0 or values.max() >= vocab:
-                raise InvalidArgument(f"input_ids row {index} holds ids outside the vocabulary [0, {vocab})")
-        self.check_reply(model, encoded, mode)
-        return await model.predict(encoded, mode, top_k, deadline)
+    async def classify(self, model: LoadedModel, inputs: Inputs) -> Outputs:
+        """The engine's entry point for every front end (see engine/classify.py)."""
+        settings = self.settings
+        return await classify(model, inputs, settings.max_texts_per_request, settings.max_reply_bytes)

@@ -1,4 +1,4 @@
-"""One servable model version: bundle + tokenizer + onnxruntime session + batcher.
+"""One servable model version: bundle + tokenizer + onnxruntime session + runner + batcher.
 
 `load_model` is the gate every version passes before it takes traffic: the bundle is
 verified (files, sha256, schema), the session's inputs/outputs must match the manifest,
@@ -9,19 +9,20 @@ a padded batch. Any failure raises `LoadError` and the version is not served.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
-from attnserve.service.engine.attention import AttentionMode, as_layers, extract, importance, top_k
-from attnserve.service.engine.batching import Batcher, BatchLimits, Prediction, Row, RowOutput
+from attnserve.service.engine.attention import AttentionMode
+from attnserve.service.engine.batching import Batcher
+from attnserve.service.engine.buckets import BatchLimits, Job
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
+from attnserve.service.engine.runner import Gathered, Request, Runner, gather, pad_ids
 from attnserve.service.engine.runtime import DeviceError, RuntimeSession, create_session
-from attnserve.service.engine.tokenization import EncodedTexts, TextEncoder, TokenIds
+from attnserve.service.engine.tokenization import EncodedTexts, TextEncoder
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
@@ -30,22 +31,6 @@ log = logging.getLogger(__name__)
 
 class LoadError(Exception):
     """A model version cannot be served; the message says why."""
-
-
-def pad_ids(rows: Sequence[TokenIds], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad token id rows to the longest: (input_ids, attention_mask), int64 [B, T]."""
-    width = max(len(row) for row in rows)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [B, T]
-    mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return ids, mask
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return np.asarray(shifted / shifted.sum(axis=-1, keepdims=True), dtype=np.float32)
 
 
 @dataclass(eq=False)
@@ -63,16 +48,9 @@ class LoadedModel:
         self.version = manifest.version
         self.kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
-        self._pad_id = manifest.pad_id
-        self._outputs_logits = ["logits"]
-        self._outputs_all = ["logits"] if self.kind == "none" else ["logits", "attention"]
-        self.batcher = Batcher(
-            name=f"{self.name}/{self.version}",
-            run_batch=self.run_batch,
-            limits=self.limits,
-            metrics=self.metrics,
-            num_classes=len(self.labels),
-        )
+        self.label_bytes = tuple(label.encode() for label in self.labels)  # prepared once for replies
+        self.runner = Runner(self.runtime.session, self.kind, manifest.pad_id, self.metrics)
+        self.batcher = Batcher(f"{self.name}/{self.version}", self.runner, self.limits, self.metrics)
 
     @property
     def manifest(self) -> BundleManifest:
@@ -84,41 +62,14 @@ class LoadedModel:
 
     async def predict(
         self, encoded: EncodedTexts, mode: AttentionMode, k: int, deadline: float | None
-    ) -> Prediction:
-        """Classify encoded texts through the batcher (the path every API uses)."""
-        return await self.batcher.submit(encoded, mode, k, deadline)
+    ) -> tuple[Job, Gathered]:
+        """Run encoded texts through the batcher (use `classify`, which validates them first)."""
+        request = Request(encoded.ids, mode, k)
+        job = await self.batcher.submit(request, encoded.lengths, deadline)
+        return job, gather(job, request)
 
     def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
-        names = self._outputs_all if attention else self._outputs_logits
-        result: list[np.ndarray] = self.runtime.session.run(names, {"input_ids": ids, "attention_mask": mask})
-        return result
-
-    def run_batch(self, rows: list[Row]) -> list[RowOutput]:
-        """Run one batch (worker thread) and split its outputs per text."""
-        started = time.perf_counter()
-        ids, mask = pad_ids([row.job.encoded.ids[row.index] for row in rows], self._pad_id)
-        want_attention = any(row.job.wants_attention for row in rows)
-        outputs = self.run_padded(ids, mask, want_attention)
-        logits = outputs[0]  # [B, C]
-        probabilities = softmax(logits)  # [B, C]
-        attention = as_layers(outputs[1], self.kind) if want_attention else None
-        results = []
-        for i, row in enumerate(rows):
-            job = row.job
-            weights = top = None
-            if attention is not None and job.wants_attention:
-                mode = job.mode if job.mode != AttentionMode.NONE else AttentionMode.POOLED
-                extracted = extract(attention, self.kind, i, row.length, mode)
-                weights = extracted if job.mode != AttentionMode.NONE else None
-                top = top_k(importance(extracted), job.top_k) if job.top_k else None
-            results.append(RowOutput(logits[i], probabilities[i], weights, top))
-        m = self.metrics
-        size, tokens = ids.shape[0], ids.size
-        m.batch_size.observe(size)
-        m.batch_tokens.observe(tokens)
-        m.padding_ratio.observe(1.0 - float(sum(row.length for row in rows)) / tokens)
-        m.inference.observe(time.perf_counter() - started)
-        return results
+        return self.runner.run_padded(ids, mask, attention)
 
     def start(self) -> None:
         self.batcher.start()

@@ -28,6 +28,7 @@ from attnserve.service.api.v2.schema import (
     outputs_of,
 )
 from attnserve.service.engine.attention import AttentionMode
+from attnserve.service.engine.classify import Inputs
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.model import LoadedModel
 from attnserve.service.engine.tokenization import EncodedTexts
@@ -73,45 +74,44 @@ async def infer(
         tensor.require(_SPECS[TEXT].datatype, _SPECS[TEXT].shape)
         texts = decode_bytes(tensor)
         record.texts = len(texts)
-        try:
-            result = await core.classify(model, texts, mode, 0, deadline)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"input {TEXT}: {exc.message}") from None
-        encoded, prediction = result.encoded, result.prediction
-        input_seconds = result.tokenize_seconds
+        given, request_input = Inputs(texts=texts, mode=mode, deadline=deadline), TEXT
+        decode_seconds = 0.0
     else:
         decoding = time.perf_counter()
         encoded = decode_ids(inputs)
         record.texts = len(encoded)
-        input_seconds = time.perf_counter() - decoding
-        try:
-            prediction = await core.classify_ids(model, encoded, mode, 0, deadline)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"input {INPUT_IDS}: {exc.message}") from None
+        given, request_input = Inputs(encoded=encoded, mode=mode, deadline=deadline), INPUT_IDS
+        decode_seconds = time.perf_counter() - decoding
+    try:
+        out = await core.classify(model, given)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"input {request_input}: {exc.message}") from None
 
     writing = time.perf_counter()
     response.model_name = model.name
     response.model_version = str(model.version)
     response.id = request.id
     writer = OutputWriter(response)
+    lengths = out.encoded.lengths
     for name in wanted:
         if name == LOGITS:
-            writer.numeric(LOGITS, "FP32", prediction.logits)
+            writer.numeric(LOGITS, "FP32", out.logits)
         elif name == PROBABILITIES:
-            writer.numeric(PROBABILITIES, "FP32", prediction.probabilities)
+            writer.numeric(PROBABILITIES, "FP32", out.probabilities)
         elif name == LABEL:
-            labels = [model.labels[i].encode() for i in prediction.logits.argmax(axis=1).tolist()]
-            writer.bytes_tensor(LABEL, (len(labels), 1), labels)
+            names = model.label_bytes
+            writer.bytes_tensor(LABEL, (len(out), 1), [names[i] for i in out.label_ids.tolist()])
         elif name == ATTENTION:
-            if prediction.attention is None:
+            if out.attention is None:
                 raise RuntimeError("the batch returned no attention although it was requested")
-            writer.numeric(ATTENTION, "FP32", pad_attention(prediction.attention, encoded.lengths))
+            writer.numeric(ATTENTION, "FP32", pad_attention(out.attention, lengths))
         else:
-            writer.numeric(LENGTHS, "INT64", np.asarray(encoded.lengths, dtype=np.int64))
+            writer.numeric(LENGTHS, "INT64", np.asarray(lengths, dtype=np.int64))
+    timings = out.timings
     return Timings(
-        queue=prediction.queue_seconds,
-        compute_input=input_seconds,
-        compute_infer=prediction.inference_seconds,
+        queue=timings.queue,
+        compute_input=decode_seconds + timings.tokenize,
+        compute_infer=timings.inference,
         compute_output=time.perf_counter() - writing,
     )
 
@@ -161,6 +161,8 @@ def decode_ids(tensors: dict[str, InputTensor]) -> EncodedTexts:
 
 def pad_attention(rows: list[np.ndarray], lengths: list[int]) -> np.ndarray:
     """Per-text attention ([n] or [n, n]) padded with zeros to the request's longest text."""
+    if len(rows) == 1:  # one text: nothing to pad
+        return rows[0][None]
     width = max(lengths)
     if rows[0].ndim == 1:
         vectors = np.zeros((len(rows), width), dtype=np.float32)  # [B, T]
