@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,9 +117,14 @@ async def infer(
     )
 
 
+_DECLARED: weakref.WeakKeyDictionary[LoadedModel, list[str]] = weakref.WeakKeyDictionary()
+
+
 def requested_outputs(request: pb.ModelInferRequest, model: LoadedModel) -> list[str]:
     """Output names in the order the reply carries them: as requested, or all declared."""
-    declared = [decl.name for decl in outputs_of(model)]
+    declared = _DECLARED.get(model)
+    if declared is None:  # prepared once per model version
+        declared = _DECLARED[model] = [decl.name for decl in outputs_of(model)]
     if not request.outputs:
         return declared
     wanted: list[str] = []
