@@ -79,7 +79,8 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
         )
     add("V2 TEXT w2 / w1, c=64 (>= 1.6)", ratio(f(W2, c=64), f(W1, c=64)), lambda v: v >= 1.6)
     for c in results["levels"]:
-        cpu = ratio(f(W1, c=c), f(FLOOR, c=c), "cpu_ms_per_call_no_model")
+        ours, floor = f(W1, c=c), f(FLOOR, c=c)  # the floor runs no model: all its CPU counts
+        cpu = ours["cpu_ms_per_call_no_model"] / floor["cpu_ms_per_call"] if ours and floor else math.nan
         add(f"CPU per call w/o model, V2 TEXT w1 / floor, c={c} (<= 1.5)", cpu, lambda v: v <= 1.5)
     multi = [p for p in results["points"] if p["workload"] == "text16x32" and p["system"] == W1]
     if multi and results.get("raw_32_texts_per_s"):
@@ -125,7 +126,7 @@ def tables(results: Results) -> str:
             "|---|---|---|---|---:|" + "---:|" * len(systems),
         ]
         for api, generator, workload, mode in keys:
-            for c in results["levels"] + ([1, 4] if workload == "text16x32" else []):
+            for c in sorted({*results["levels"], *([1, 4] if workload == "text16x32" else [])}):
                 row = [
                     find(results, s, api=api, generator=generator, workload=workload, mode=mode, c=c)
                     for s in systems
@@ -190,8 +191,28 @@ def plot(results: Results, path: Path) -> None:
     plt.close(figure)
 
 
+INTRO = """\
+`python -m bench.peers` serves the same bundle from every system at once on 127.0.0.1 and
+measures them in turn at every point, so machine noise hits them alike: **floor**
+(bench/floor_server.py: a grpc.aio server that replays attnserve's own recorded replies,
+the upper bound for a Python server), **PyTriton** (Triton 2.51 from the nvidia-pytriton
+wheel on CPU, onnxruntime and the bundle's tokenizer in its Python function, dynamic
+batching on), **MLServer** 1.7 (adaptive batching) and attnserve with `--workers 1` and
+`2`. perf_analyzer drives every V2 point (one text per request; TEXT of exactly 16 and 64
+tokens, INPUT_IDS of 16; unary `--async` and `--streaming`; three 1-second windows). The
+project's generator drives what perf_analyzer cannot: attnserve.v1 `Classify`, and
+MLServer (its metadata declares no tensors), beside attnserve V2 under the same generator.
+CPU per call is the server's whole process tree from /proc over the run; the figure in
+brackets takes out the model's share (the session's CPU per text at the server's mean
+batch size, measured in the benchmark process). The machine is shared by several jobs
+on 2 cores: absolute figures swing from window to window; read ratios within one run and
+CPU per call.
+
+"""
+
+
 def render(results: Results, out: Path, before: Results | None = None) -> str:
-    text = "### Goals\n\n" + goal_table(results, before) + "\n### Measurements\n\n" + tables(results)
+    text = INTRO + "### Goals\n\n" + goal_table(results, before) + "\n### Measurements\n\n" + tables(results)
     if before is not None:
         text += "\n### Before (same command)\n\n" + tables(before)
     (out / "peers.md").write_text(text)

@@ -49,7 +49,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--levels", default="1,8,32,64", help="comma-separated concurrencies")
     parser.add_argument("--seconds", type=float, default=1.0, help="perf_analyzer window (3 windows a point)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of: " + ", ".join(WORKLOADS))
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help="subset of: " + ", ".join(WORKLOADS) + " (empty: only the 32-text calls)",
+    )
     parser.add_argument("--modes", default="unary,streaming")
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/peers-<time>)")
     parser.add_argument("--label", default="", help="a name for this run in the report (e.g. before/after)")
@@ -58,7 +62,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     for flag, allowed in (("systems", SYSTEMS), ("workloads", WORKLOADS), ("modes", ("unary", "streaming"))):
-        unknown = set(getattr(args, flag).split(",")) - set(allowed)
+        unknown = set(getattr(args, flag).split(",")) - set(allowed) - {""}
         if unknown:
             parser.error(f"--{flag}: unknown {sorted(unknown)}; choose from {', '.join(allowed)}")
     return args
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     inputs = write_inputs(bundle_dir, out)
     texts16 = (out / "texts16.txt").read_text().splitlines()
+    bundle = read_bundle(bundle_dir)
     points: list[PeerPoint] = []
     notes: list[str] = []
     # Size the queue to the largest offered load: the sweep measures speed, not shedding.
@@ -209,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             except (Unavailable, RuntimeError) as exc:
                 notes.append(f"MLServer not measured: {exc}")
         v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
-        for workload in args.workloads.split(","):
+        for workload in [w for w in args.workloads.split(",") if w]:
             for mode in args.modes.split(","):
                 for c in levels:
                     for system in v2:
@@ -220,25 +225,30 @@ def main(argv: list[str] | None = None) -> int:
                             points.append(point)
         # The own generator: native Classify, V2 and MLServer on the same 16-token sentences.
         own = [s for s in systems if s.tag is not None]
-        for c in levels:
+        for c in levels if args.workloads else []:
             for system in own:
                 for api in ("native", "v2"):
                     if f"{api}-{system.tag}" in wanted:
                         points.append(loadgen_point(system, api, texts16, 1, c, args.seconds, bundle_dir))
             if mlserver_system is not None:
                 points.append(loadgen_point(mlserver_system, "v2", texts16, 1, c, args.seconds, bundle_dir))
-        # 32 texts per call against raw onnxruntime in this process, tokenization included.
+        # 32 texts per call against raw onnxruntime in this process (tokenization included),
+        # measured right before and after them while the servers are idle.
+        raw: list[float] = []
         if "native-w1" in wanted:
             for c in (1, 4):
+                raw.append(
+                    ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included
+                )
                 points.append(loadgen_point(systems[0], "native", texts16, 32, c, args.seconds, bundle_dir))
-    raw = ceiling.measure(read_bundle(bundle_dir), texts16 * 4, [32], [1], max(1.0, args.seconds))[0]
+            raw.append(ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included)
     results = {
         "label": args.label,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "levels": levels,
         "points": [p.as_dict() for p in points],
         "notes": notes,
-        "raw_32_texts_per_s": raw.included,
+        "raw_32_texts_per_s": sum(raw) / len(raw) if raw else None,
         "command": " ".join(["python -m bench.peers", *(argv or sys.argv[1:])]),
     }
     (out / "peers.json").write_text(json.dumps(results, indent=1))
