@@ -89,8 +89,8 @@ class Batcher:
                     "texts waiting); retry with backoff"
                 )
             self._queue.add(job, lengths)
+            self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
             self._work.notify()
-        self.metrics.queue_depth.inc(count)
         try:
             return await job.future
         except asyncio.CancelledError:
