@@ -197,7 +197,9 @@ class Batcher:
             self._stopping = True
             self._work.notify_all()
         threads, self._threads = self._threads, []
-        await asyncio.to_thread(_join, threads)
+        # Idle threads only wake and return: joining them here is quick, and a thread hop
+        # would delay what follows the close (a withdrawn model's health turning NOT_SERVING).
+        _join(threads)
 
 
 def _join(threads: list[threading.Thread]) -> None:
