@@ -25,7 +25,7 @@ from attnserve.service.api.http.errors import api_error
 from attnserve.service.api.http.proto_json import to_json
 from attnserve.service.api.native import model_info
 from attnserve.service.engine.attention import AttentionMode
-from attnserve.service.engine.core import Classified
+from attnserve.service.engine.classify import Outputs
 from attnserve.service.engine.model import LoadedModel
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.grpc.calls import CallRecord
@@ -99,11 +99,11 @@ def parse_classify(document: object) -> ClassifyRequest:
 
 
 def classified_json(
-    model: LoadedModel, request: ClassifyRequest, result: Classified, started: float
+    model: LoadedModel, request: ClassifyRequest, out: Outputs, started: float
 ) -> dict[str, Any]:
-    prediction, encoded = result.prediction, result.encoded
-    label_ids = prediction.logits.argmax(axis=1).tolist()
-    logits, probabilities = prediction.logits.tolist(), prediction.probabilities.tolist()
+    encoded = out.encoded
+    label_ids = out.label_ids.tolist()
+    logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
     results = []
     for i, label_id in enumerate(label_ids):
         tokens = encoded.tokens(i)
@@ -114,11 +114,11 @@ def classified_json(
             "logits": logits[i],
             "tokens": tokens,
             "truncated": encoded.truncated[i],
-            "attention": None if prediction.attention is None else prediction.attention[i].tolist(),
+            "attention": None if out.attention is None else out.attention[i].tolist(),
             "top_tokens": [],
         }
-        if prediction.top_tokens is not None:
-            index, weight = prediction.top_tokens[i]
+        if out.top_tokens is not None:
+            index, weight = out.top_tokens[i]
             item["top_tokens"] = [
                 {"index": j, "token": tokens[j], "weight": w}
                 for j, w in zip(index.tolist(), weight.tolist(), strict=True)
@@ -132,9 +132,9 @@ def classified_json(
         "request_id": request.request_id,
         "results": results,
         "timings": {
-            "tokenize_us": int(result.tokenize_seconds * 1e6),
-            "queue_us": int(prediction.queue_seconds * 1e6),
-            "inference_us": int(prediction.inference_seconds * 1e6),
+            "tokenize_us": int(out.timings.tokenize * 1e6),
+            "queue_us": int(out.timings.queue * 1e6),
+            "inference_us": int(out.timings.inference * 1e6),
             "total_us": int((time.perf_counter() - started) * 1e6),
         },
     }

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from attnserve.service.engine.attention import AttentionMode
-from attnserve.service.engine.core import Classified, Core
+from attnserve.service.engine.classify import Inputs, Outputs
+from attnserve.service.engine.core import Core
 from attnserve.service.engine.model import LoadedModel
 
 
@@ -24,5 +25,5 @@ async def classify(
     mode: AttentionMode,
     top_k: int,
     deadline: float | None,
-) -> Classified:
-    return await core.classify(model, texts, mode, top_k, deadline)
+) -> Outputs:
+    return await core.classify(model, Inputs(texts=texts, mode=mode, top_k=top_k, deadline=deadline))
