@@ -72,8 +72,9 @@ def test_unknown_model_and_version(client: Client) -> None:
     assert error.code == grpc.StatusCode.NOT_FOUND and "no-such-model" in error.details
     error = _status(lambda: client.classify("a white car", model="car", version=3))
     assert error.code == grpc.StatusCode.NOT_FOUND and "version" in error.details
-    error = _status(lambda: client.classify("a white car"))
-    assert error.code == grpc.StatusCode.NOT_FOUND and "holds 3 models" in error.details
+    error = _status(lambda: client.classify("a white car"))  # no name, several models, no default
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "names no model" in error.details and "(bow, car, pool)" in error.details
 
 
 @pytest.mark.parametrize(

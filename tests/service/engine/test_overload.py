@@ -151,9 +151,19 @@ def test_health_checks_stay_fast_while_the_batcher_is_saturated(process_server: 
     async def load() -> None:
         async with AsyncClient(process_server.target, timeout=30) as client:
             stop = asyncio.Event()
-            asyncio.get_running_loop().call_later(3.0, stop.set)
+
+            async def until_enough_probes() -> None:
+                # Load lasts until the prober has made its probes (a busy machine probes slower),
+                # at least 3 s and at most 20 s.
+                started = time.monotonic()
+                while (elapsed := time.monotonic() - started) < 20 and (len(probes) < 25 or elapsed < 3):
+                    await asyncio.sleep(0.1)
+                stop.set()
+
+            watcher = asyncio.create_task(until_enough_probes())
             texts = [SENTENCE] * 16
             await keep_calling(ledger, lambda: client.classify(texts, model="car"), workers=32, stop=stop)
+            await watcher
 
     prober = threading.Thread(target=probe)
     prober.start()
