@@ -146,7 +146,8 @@ build() {
   (($#)) && shift
   args=("$@")
   local hash
-  hash="$(inputs_hash "$ENGINE $(image_id "$base") ${args[*]}" "$dockerfile" "${inputs[@]}")"
+  hash="$(inputs_hash "$ENGINE $(image_id "$base") ${args[*]} ${HASH_EXTRA:-}" "$dockerfile" "${inputs[@]}")"
+  HASH_EXTRA=""
   if [[ ${ATTNSERVE_REBUILD:-0} != 1 ]] && [[ "$(image_label "$image")" == "$hash" ]]; then
     say "$image is up to date"
     return
@@ -189,10 +190,10 @@ build_target() {
   case "$1" in
     serve)
       build "${IMAGE[serve]}" deploy/Dockerfile.serve "$PYTHON_BASE" pyproject.toml setup.py README.md service \
-        deploy/healthcheck.sh -- --target runtime "${args[@]}" ;;
+        deploy/healthcheck.sh deploy/prune_venv.py -- --target runtime "${args[@]}" ;;
     loadtest)
       build "${IMAGE[loadtest]}" deploy/Dockerfile.serve "$PYTHON_BASE" pyproject.toml setup.py README.md service \
-        deploy/healthcheck.sh loadtest -- --target loadtest "${args[@]}" ;;
+        deploy/healthcheck.sh deploy/prune_venv.py loadtest -- --target loadtest "${args[@]}" ;;
     train)
       local wheel torch_args=()
       wheel="$(torch_wheel)"
@@ -201,8 +202,8 @@ build_target() {
         mkdir -p "$CACHE_DIR/torch"
         find "$CACHE_DIR/torch" -name '*.whl' ! -name "$(basename "$wheel")" -delete
         [[ -f $CACHE_DIR/torch/$(basename "$wheel") ]] || cp "$wheel" "$CACHE_DIR/torch/"
-        torch_args=(--volume "$CACHE_DIR/torch:/torch-wheels:ro" --build-arg TORCH_FIND_LINKS=/torch-wheels
-          --build-arg "TORCH_WHEEL=$(basename "$wheel")")
+        torch_args=(--volume "$CACHE_DIR/torch:/torch-wheels:ro" --build-arg TORCH_FIND_LINKS=/torch-wheels)
+        HASH_EXTRA="$(basename "$wheel")"
       fi
       build "${IMAGE[train]}" deploy/Dockerfile.train "$PYTHON_BASE" pyproject.toml setup.py README.md service \
         training export deploy/bootstrap-models.sh -- "${args[@]}" "${torch_args[@]}" ;;

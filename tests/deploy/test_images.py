@@ -21,13 +21,13 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+
 from attnserve.service.client import Client, ClientError, Security
 from attnserve.service.proto.inference import grpc_service_pb2 as v2
-
 from tests.deploy.conftest import BuiltImages
 from tests.deploy.containers import Engine
 from tests.deploy.rehearsal import free_port
-from tests.service.certs import Authority
+from tests.support.certs import Authority
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
