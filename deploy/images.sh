@@ -121,6 +121,14 @@ make_debian() {
     || { tail -n 20 "$rootfs.log" >&2; rm -rf "$rootfs" "$rootfs.log"; die "debootstrap failed"; }
   # What a registry's debian image also leaves out: downloaded packages and package lists.
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
+  # Like the registry's -slim images: no manuals or translations (licences stay), now or later.
+  printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' \
+    'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' \
+    >"$rootfs/etc/dpkg/dpkg.cfg.d/slim"
+  find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
+  find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
   tar -C "$rootfs" -c . | engine import --change 'CMD ["bash"]' - "$LOCAL_DEBIAN" >/dev/null
   rm -rf "$rootfs" "$rootfs.log"
 }
