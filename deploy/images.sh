@@ -34,7 +34,7 @@ REGISTRY_PYTHON="docker.io/library/python:3.11-slim-bookworm"
 REGISTRY_DEBIAN="docker.io/library/debian:$DEBIAN_SUITE"
 LOCAL_DEBIAN="localhost/debian:$DEBIAN_SUITE"
 LOCAL_PYTHON="localhost/python:3.11-slim-bookworm"
-CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/attnserve-images"
+CACHE_DIR="${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/attnserve-images"
 
 say() { printf '== %s\n' "$*" >&2; }
 die() { printf 'images.sh: %s\n' "$*" >&2; exit 2; }
