@@ -76,7 +76,8 @@ class Engine:
         return done.stdout + done.stderr
 
     def remove(self, container: str) -> None:
-        self.run("rm", "--force", "--time", "5", container, check=False, timeout=90)
+        wait = ["--time", "5"] if self.name == "podman" else []  # docker rm -f kills at once
+        self.run("rm", "--force", *wait, container, check=False, timeout=90)
 
 
 def _settings(name: str) -> dict[str, str]:
