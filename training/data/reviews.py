@@ -2,7 +2,7 @@
 
 Each review draws a star rating, then 2-5 sentences: a scene-setting sentence full of names,
 opinion sentences whose clauses lean positive with a probability set by the stars, and often
-a verdict. About 30% of opinions are phrased through a negated cue word of the other
+a verdict. About 20% of opinions are phrased through a negated cue word of the other
 polarity ("the staff was not friendly", "the fries were never soggy"), so a bag of words is
 misled where word order is not. Names of places, people, streets and dishes are composed
 from syllables with a heavy-tailed distribution, which gives tens of thousands of word types
@@ -22,9 +22,9 @@ from attnserve.training.data.core import Example
 POLARITY_LABELS = ("negative", "positive")
 STAR_LABELS = ("1", "2", "3", "4", "5")
 LABEL_NOISE = 0.05
-NEGATED_SHARE = 0.3
+NEGATED_SHARE = 0.2
 # Chance that one opinion clause is favourable, by star rating.
-FAVOURABLE = {1: 0.08, 2: 0.25, 3: 0.55, 4: 0.78, 5: 0.93}
+FAVOURABLE = {1: 0.08, 2: 0.22, 3: 0.62, 4: 0.8, 5: 0.93}
 _SPACE = len(w.ONSETS) * len(w.VOWELS) * len(w.ONSETS) * len(w.VOWELS) * len(w.CODAS)
 
 
