@@ -170,6 +170,7 @@ class _Writer:
 def generate(n: int, seed: int, *, stars: bool) -> list[Example]:
     """``n`` reviews; labels are star classes ('1'..'5') or polarity (negative, positive)."""
     rng = random.Random(f"reviews/{seed}")
+    noise = random.Random(f"reviews-noise/{seed}")  # its own stream: the texts do not depend on it
     writer = _Writer(rng)
     out = []
     for i in range(n):
@@ -180,7 +181,7 @@ def generate(n: int, seed: int, *, stars: bool) -> list[Example]:
             label = i % 2
             rating = rng.choice((1, 2)) if label == 0 else rng.choices((3, 4, 5), (0.2, 0.4, 0.4))[0]
         text = writer.review(rating)
-        if rng.random() < LABEL_NOISE:
-            label = rng.choice([c for c in range(5 if stars else 2) if c != label])
+        if noise.random() < LABEL_NOISE:
+            label = noise.choice([c for c in range(5 if stars else 2) if c != label])
         out.append(Example(text, label, i))
     return out
