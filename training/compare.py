@@ -34,6 +34,7 @@ DEFAULT_FAMILIES = {
     "reviews": ("mean_pool", "attention_pool:positions=sinusoidal", "self_attention", "transformer"),
 }
 DEFAULT_TABLES = {"car-order": "docs/results/car-order.md", "reviews": "docs/results/reviews.md"}
+COMMAND_RECORD = "compare.json"  # the training command a finished run came from
 
 
 def parse_family(text: str) -> RunSpec:
@@ -61,14 +62,21 @@ def _command(
     return cmd + (["--distractor-prefix"] if distractor else [])
 
 
-def _train(cmd: list[str], out: Path, console: Console) -> dict[str, Any]:
-    """Run one training process; its output goes to OUT/train.log."""
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "train.log", "w") as log:
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-    if code != 0:
-        tail = (out / "train.log").read_text().strip().splitlines()[-1:] or ["(no output)"]
-        raise UsageError(f"training {out} failed with exit status {code}: {tail[0]}")
+def _train(cmd: list[str], out: Path, console: Console, reuse: bool) -> dict[str, Any]:
+    """Run one training process (output in OUT/train.log), or reuse a finished identical one."""
+    record = out / COMMAND_RECORD
+    args = cmd[1:]  # which interpreter ran it does not change the run
+    if reuse and record.is_file() and json.loads(record.read_text()) == args:
+        console.print("  reusing the finished run there")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        record.unlink(missing_ok=True)
+        with open(out / "train.log", "w") as log:
+            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        if code != 0:
+            tail = (out / "train.log").read_text().strip().splitlines()[-1:] or ["(no output)"]
+            raise UsageError(f"training {out} failed with exit status {code}: {tail[0]}")
+        record.write_text(json.dumps(args))
     metrics: dict[str, Any] = json.loads((out / "metrics.json").read_text())
     console.print(
         f"  done: test accuracy {metrics['test']['accuracy']:.4f} in {metrics['train_seconds']:.0f}s"
@@ -108,6 +116,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="off",
         help="train without, with, or both without and with the distractor prefix (default: off)",
     )
+    p.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="keep runs under --out that finished with the same command (resume a comparison, or "
+        "assemble one page from variants trained side by side)",
+    )
     ns, passed = p.parse_known_args(argv)
     kind = "reviews" if ns.task.startswith("reviews") else "car-order"
     specs = [parse_family(f) for f in (ns.families or DEFAULT_FAMILIES[kind])]
@@ -125,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"[bold]training {spec.label}[/bold]{' with distractor' if distractor else ''} "
                     f"(seed {seed}) -> {out}"
                 )
-                metrics = _train(_command(ns.task, spec, out, seed, distractor, passed), out, console)
+                command = _command(ns.task, spec, out, seed, distractor, passed)
+                metrics = _train(command, out, console, ns.reuse_runs)
                 report = json.loads((out / "report.json").read_text())
                 runs.append(Run(spec, distractor, seed, metrics, report, out))
     given = sys.argv[2:] if argv is None else list(argv)
