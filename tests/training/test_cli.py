@@ -16,7 +16,8 @@ WORDS = {
     "3": ["okay", "average", "fine", "decent"],
     "5": ["superb", "lovely", "perfect", "delicious"],
 }
-FILLER = "we went there on a friday and the place had a table by the window for us".split()
+FILLER = ("we", "went", "there", "on", "a", "friday", "and", "the", "place", "had", "a", "table", "by",
+          "the", "window", "for", "us")
 
 
 def _star_rows(n: int, seed: int) -> list[dict[str, Any]]:
@@ -51,8 +52,17 @@ def test_help_lists_every_familys_flags_with_defaults(capsys: pytest.CaptureFixt
         main(["--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    for needle in ("--max-len N|auto", "--truncation {head,tail,head+tail}", "--vocab-size", "--val-data",
-                   "--split", "--class-weights", "--select-by", "(default: macro_f1)", "--min-steps"):
+    for needle in (
+        "--max-len N|auto",
+        "--truncation {head,tail,head+tail}",
+        "--vocab-size",
+        "--val-data",
+        "--split",
+        "--class-weights",
+        "--select-by",
+        "(default: macro_f1)",
+        "--min-steps",
+    ):
         assert needle in text, needle
     families = text.split("model flags, per family")[1]
     transformer = families.split("transformer:")[1].split("bow_mlp:")[0]

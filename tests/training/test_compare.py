@@ -13,7 +13,8 @@ from attnserve.training.compare import parse_family
 
 def test_family_specs_are_parsed_and_checked() -> None:
     spec = parse_family("attention_pool:positions=sinusoidal,d_model=32")
-    assert spec.family == "attention_pool" and spec.settings == (("positions", "sinusoidal"), ("d_model", "32"))
+    assert spec.family == "attention_pool"
+    assert spec.settings == (("positions", "sinusoidal"), ("d_model", "32"))
     assert spec.label == "attention_pool positions=sinusoidal d_model=32"
     with pytest.raises(UsageError, match="unknown family 'lstm'"):
         parse_family("lstm")
@@ -55,4 +56,5 @@ def test_compare_writes_a_page_with_reports_time_and_memory(tmp_path: Path) -> N
     before = log.stat().st_mtime_ns
     page.unlink()
     assert main([*argv, "--reuse-runs"]) == 0
-    assert log.stat().st_mtime_ns == before and rows == [r for r in page.read_text().splitlines() if r.startswith("| `")]
+    assert log.stat().st_mtime_ns == before
+    assert rows == [line for line in page.read_text().splitlines() if line.startswith("| `")]

@@ -41,9 +41,11 @@ def _train(weights: str) -> tuple[dict[str, object], list[str]]:
     torch.manual_seed(0)
     model = build_model("mean_pool", {"vocab_size": 30, "num_classes": 2, "max_len": 8, "d_model": 8})
     train, val = _imbalanced(4000, 0), _imbalanced(1000, 1)
-    cfg = TrainConfig(epochs=6, batch_size=128, lr=1e-2, word_dropout=0.0, progress=False, class_weights=weights)
+    cfg = TrainConfig(
+        epochs=6, batch_size=128, lr=1e-2, word_dropout=0.0, progress=False, class_weights=weights
+    )
     fit(model, train, val, cfg)
-    probs, loss = predict(model, val, torch.device("cpu"))
+    probs, _ = predict(model, val, torch.device("cpu"))
     report = class_report(val.labels, probs, ("negative", "positive"))
     scores = {"ece": 0.0, "mean_confidence": 0.0, "accuracy": 0.0}  # calibration is not under test here
     return report, prediction_warnings("val", report, scores)
