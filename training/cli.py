@@ -107,6 +107,7 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
         "--n-pairs",
         dest="n_pairs",
         type=int,
+        metavar="N",
         default=None,
         help="built-in task size: pairs for car-order/greetings-food, reviews for reviews-* "
         "(default: the task's own: 2000, 40, 120000)",

@@ -91,7 +91,7 @@ def family_help(families: dict[str, Any], skip: frozenset[str]) -> str:
             if f.name in skip:
                 continue
             note = f"  {notes[f.name]}" if f.name in notes else ""
-            lines.append(f"    {flag(f.name):<18} {f.default!s:<10}{note}")
+            lines.append(f"    {flag(f.name):<18} {f.default!s:<10}{note}".rstrip())
     return "\n".join(lines)
 
 
