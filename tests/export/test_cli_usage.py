@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from attnserve.export.bundle import read_bundle
+
 from attnserve.export.cli import main
-from attnserve.service.tokenization import TextEncoder
+from attnserve.service.bundle import read_bundle
+from attnserve.service.engine.tokenization import TextEncoder
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.trainer import TrainConfig
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from attnserve.training.cli import main
 from attnserve.training.cli_errors import UsageError
 from attnserve.training.compare import parse_family

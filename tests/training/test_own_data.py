@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from attnserve.training.data import DataError, Dataset, Layout, Part, load_file, load_hf_dataset, load_parts
 from attnserve.training.run import DataSpec, load_dataset
 

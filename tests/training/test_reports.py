@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from attnserve.training.metrics import class_report, confusion_matrix, macro_f1, score
 from attnserve.training.model_checks import prediction_warnings
 

@@ -6,6 +6,7 @@ import re
 import statistics
 
 import pytest
+
 from attnserve.training.data import DataError, load_task, words
 from attnserve.training.data import reviews as reviews_module
 from attnserve.training.data import reviews_words as w

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from attnserve.training.metrics import class_report
 from attnserve.training.model_checks import prediction_warnings
 from attnserve.training.models import build_model

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from attnserve.training.data_report import (
     DataReport,
     auto_max_len,
