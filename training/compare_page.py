@@ -3,6 +3,7 @@ and each run's per-class report and confusion matrix (test split)."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import statistics
@@ -10,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from attnserve.training.data import DEFAULTS
 
 TEMPLATE = "template_heldout"
 MEAN_POOL = "mean_pool"
@@ -63,7 +66,7 @@ def _summary(runs: Sequence[Run]) -> list[str]:
     columns = ["family", *(["distractor"] if variants else []), "test accuracy", "test macro-F1"]
     columns += ["test MAE"] if ordered else []
     columns += ["template-held-out accuracy"] if template else []
-    columns += ["params", "train time (s)", "epochs (best)", "peak memory (MB)"]
+    columns += ["params", "train time, s (CPU s)", "epochs (best)", "peak memory (MB)"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for (label, distractor), group in _groups(runs).items():
 
@@ -75,13 +78,21 @@ def _summary(runs: Sequence[Run]) -> list[str]:
         cells += [_figure(of(lambda m: m["test"]["mae"]))] if ordered else []
         cells += [_figure(of(lambda m: m[TEMPLATE]["accuracy"]))] if template else []
         epochs = "/".join(f"{r.metrics['epochs_run']} ({r.metrics['best_epoch']})" for r in group)
-        cells += [
-            f"{group[0].metrics['params']:,}",
-            f"{statistics.fmean(of(lambda m: m['train_seconds'])):.0f}",
-        ]
+        seconds = statistics.fmean(of(lambda m: m["train_seconds"]))
+        cpu = [r.metrics["train_cpu_seconds"] for r in group if "train_cpu_seconds" in r.metrics]
+        cpu_text = f" ({statistics.fmean(cpu):.0f})" if cpu else ""
+        cells += [f"{group[0].metrics['params']:,}", f"{seconds:.0f}{cpu_text}"]
         cells += [epochs, f"{max(of(lambda m: m['peak_rss_mb'])):.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _verdict(delta: float, p1: float, p2: float, n: int) -> str:
+    """Whether a difference in accuracy is beyond two standard errors of the difference."""
+    error = 2 * math.sqrt((p1 * (1 - p1) + p2 * (1 - p2)) / max(n, 1))
+    if abs(delta) <= error:
+        return f"makes no clear difference (within two standard errors, {error:.3f})"
+    return f"{'helps' if delta > 0 else 'hurts'} (beyond two standard errors, {error:.3f})"
 
 
 def _findings(runs: Sequence[Run]) -> list[str]:
@@ -89,6 +100,7 @@ def _findings(runs: Sequence[Run]) -> list[str]:
     acc = {
         key: statistics.fmean(r.metrics["test"]["accuracy"] for r in g) for key, g in _groups(runs).items()
     }
+    n = int(runs[0].metrics["test"]["n"]) * len({r.seed for r in runs})
     lines = []
     for distractor in sorted({d for _, d in acc}):
         base = next((v for (label, d), v in acc.items() if d == distractor and label == MEAN_POOL), None)
@@ -99,7 +111,7 @@ def _findings(runs: Sequence[Run]) -> list[str]:
             if d != distractor or label == MEAN_POOL:
                 continue
             delta = value - base
-            verdict = "helps" if delta > 0.01 else "hurts" if delta < -0.01 else "makes no clear difference"
+            verdict = _verdict(delta, value, base, n)
             lines.append(
                 f"- {variant}: `{label}` {value:.3f} vs `mean_pool` {base:.3f} ({delta:+.3f}): "
                 f"attention {verdict}."
@@ -132,12 +144,21 @@ def _details(run: Run) -> list[str]:
     return [*lines, ""]
 
 
-def _setup(runs: Sequence[Run]) -> str:
+def _setup(runs: Sequence[Run], task: str) -> str:
     data = runs[0].metrics["data"]
     lengths = data["lengths"]
     sizes = ", ".join(f"{f['n']:,} {split}" for split, f in lengths.items())
+    rows = sum(lengths[s]["n"] for s in ("train", "val", "test") if s in lengths)
+    full = DEFAULTS[task].size if task in DEFAULTS and task.startswith("reviews") else None
+    size = ""
+    if full is not None:
+        size = (
+            f"**Size: {rows:,} reviews, the task's full size** "
+            if rows >= full
+            else f"**Size: {rows:,} reviews, not the full {full:,}** (`--size`). "
+        )
     return (
-        f"Data: {sizes}; max_len {data['max_len']} ({data['max_len_from']}), keeping the "
+        f"{size}Data: {sizes}; max_len {data['max_len']} ({data['max_len_from']}), keeping the "
         f"{data['truncation']} of longer texts; tokens per training text: mean {lengths['train']['mean']}, "
         f"p95 {lengths['train']['p95']}, {lengths['train']['truncated_share']:.1%} truncated."
     )
@@ -150,7 +171,7 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str) -> None
     text = [
         f"# {task}: families side by side",
         "",
-        f"Produced by `{command}` on {machine}. {_setup(runs)}",
+        f"Produced by `{command}` on {machine}. {_setup(runs, task)}",
         "Figures are on the test split"
         + (f", mean (worst) over seeds {seeds}" if len(seeds) > 1 else "")
         + ".",

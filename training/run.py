@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,9 @@ def train_run(
     cfg["max_len"] = max_len
     seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
     model = build_model(family, cfg)
+    cpu_start = time.process_time()  # wall time alone misleads on a shared machine
     history = fit(model, splits["train"], splits["val"], train_cfg, unk_id=UNK_ID, keep_first_token=add_cls)
+    cpu_seconds = time.process_time() - cpu_start
     device = pick_device(train_cfg.device)
     evaluation: Evaluation = evaluate_splits(
         model, {k: s for k, s in splits.items() if k != "train"}, ds.labels, ds.ordered, device
@@ -216,6 +219,7 @@ def train_run(
         "ordered_labels": ds.ordered,
         "params": sum(p.numel() for p in model.parameters()),
         "train_seconds": round(history.seconds, 2),
+        "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
         "epochs_run": len(history.epochs),
         "select_by": train_cfg.select_by,
