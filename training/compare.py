@@ -144,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report = json.loads((out / "report.json").read_text())
                 runs.append(Run(spec, distractor, seed, metrics, report, out))
     given = sys.argv[2:] if argv is None else list(argv)
-    write_page(table, ns.task, runs, "attnserve-train compare " + shlex.join(given))
+    budget = passed[passed.index("--max-seconds") + 1] if "--max-seconds" in passed[:-1] else None
+    write_page(table, ns.task, runs, "attnserve-train compare " + shlex.join(given), budget)
     console.print(f"page written to {table}")
     return 0

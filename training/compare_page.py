@@ -157,14 +157,21 @@ def _setup(runs: Sequence[Run], task: str) -> str:
             if rows >= full
             else f"**Size: {rows:,} reviews, not the full {full:,}** (`--size`). "
         )
+    distracted = next((r.metrics["data"]["lengths"]["train"] for r in runs if r.distractor), None)
+    with_prefix = (
+        ""
+        if distracted is None or runs[0].distractor
+        else f" (with the distractor prefix: mean {distracted['mean']}, {distracted['truncated_share']:.1%} "
+        "truncated)"
+    )
     return (
         f"{size}Data: {sizes}; max_len {data['max_len']} ({data['max_len_from']}), keeping the "
         f"{data['truncation']} of longer texts; tokens per training text: mean {lengths['train']['mean']}, "
-        f"p95 {lengths['train']['p95']}, {lengths['train']['truncated_share']:.1%} truncated."
+        f"p95 {lengths['train']['p95']}, {lengths['train']['truncated_share']:.1%} truncated{with_prefix}."
     )
 
 
-def write_page(path: Path, task: str, runs: Sequence[Run], command: str) -> None:
+def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget: str | None = None) -> None:
     load = os.getloadavg()[0]  # train times are wall-clock: say how busy the machine was
     machine = f"{platform.machine()}, {os.cpu_count()} cores, 1-minute load average {load:.1f} at the end"
     seeds = sorted({r.seed for r in runs})
@@ -172,6 +179,15 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str) -> None
         f"# {task}: families side by side",
         "",
         f"Produced by `{command}` on {machine}. {_setup(runs, task)}",
+        *(
+            [
+                f"Each run had a wall-clock budget of {budget} s (`--max-seconds`, checked between "
+                "epochs): the epochs column shows how far each got, so a model stopped by it is "
+                "under-trained, not at its best."
+            ]
+            if budget
+            else []
+        ),
         "Figures are on the test split"
         + (f", mean (worst) over seeds {seeds}" if len(seeds) > 1 else "")
         + ".",
