@@ -8,7 +8,7 @@ PORT   ?= 50051
 METRICS_PORT ?= 9100
 SERVE_ARGS ?=   # more attnserve-serve flags, e.g. make serve SERVE_ARGS=--admin
 
-.PHONY: serve setup model test test-deps lint pytest proto compare bench loadtest clean
+.PHONY: serve setup model test test-deps lint pytest proto compare compare-reviews bench loadtest clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ proto: setup
 
 compare: setup
 	$(BIN)/attnserve-train compare --task car-order --seeds 0 1 2 3
+
+# The reviews comparison at full size (120,000 reviews, 256 tokens): hours on a small CPU.
+# REVIEWS_ARGS narrows it, e.g. REVIEWS_ARGS="--size 6000 --max-seconds 1500".
+compare-reviews: setup
+	$(BIN)/attnserve-train compare --task reviews-polarity --distractor both --truncation tail --reuse-runs $(REVIEWS_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench --quick

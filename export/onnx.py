@@ -29,7 +29,7 @@ from attnserve.export.contract import (
     GraphContract,
     example_inputs,
 )
-from attnserve.export.errors import ExportError
+from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.service.bundle import Dim, TensorSpec
 from attnserve.training.models.base import Classifier
 
@@ -63,7 +63,9 @@ class _Traceable(nn.Module):
 def check_opset(exporter: Exporter, opset: int) -> None:
     low, high = OPSET_RANGE[exporter]
     if not low <= opset <= high:
-        raise ExportError(f"opset {opset} is not supported by the {exporter} exporter (use {low}..{high})")
+        raise ExportRequestError(
+            f"opset {opset} is not supported by the {exporter} exporter (use {low}..{high})"
+        )
 
 
 def export_model(

@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 
 from attnserve.export.contract import GraphContract, graph_contract
-from attnserve.export.errors import ExportError
+from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import read_eval_set
 from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
 from attnserve.export.onnx import (
@@ -53,10 +53,12 @@ class ExportOptions:
 
     def validate(self) -> None:
         if self.quantize is not None and self.quantize not in METHODS:
-            raise ExportError(f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}")
+            raise ExportRequestError(
+                f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}"
+            )
         check_opset(self.exporter, self.opset)
         if not self.tolerance > 0:
-            raise ExportError(f"parity tolerance must be > 0, got {self.tolerance}")
+            raise ExportRequestError(f"parity tolerance must be > 0, got {self.tolerance}")
 
 
 @dataclass(frozen=True)

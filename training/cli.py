@@ -1,13 +1,12 @@
 """`attnserve-train`: train one model (or every family side by side) and print its report.
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
-CLI can never drift from the code.
+CLI can never drift from the code. `attnserve-train compare --help` for the side-by-side runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -17,119 +16,265 @@ from rich.console import Console
 from rich.table import Table
 
 from attnserve.training import data as datasets
+from attnserve.training.cli_errors import UsageError, run_cli
+from attnserve.training.cli_flags import (
+    add_dataclass_flags,
+    add_family_flags,
+    family_fields,
+    family_help,
+    picked,
+)
 from attnserve.training.models import FAMILIES
 from attnserve.training.run import DataSpec, train_run
-from attnserve.training.trainer import TrainConfig
+from attnserve.training.tokenizer import TRUNCATION_SIDES
+from attnserve.training.trainer import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 
-FIXED = {"vocab_size", "num_classes"}  # derived from the data, never set by hand
-
-
-def _add_dataclass_flags(
-    parser: argparse.ArgumentParser, cls: Any, prefix: str = "", skip: set[str] = FIXED
-) -> None:
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        flag = "--" + prefix + f.name.replace("_", "-")
-        default = f.default
-        if isinstance(default, bool):
-            parser.add_argument(
-                flag, dest=prefix + f.name, action=argparse.BooleanOptionalAction, default=None
-            )
-        else:
-            kind = type(default) if default is not None and default is not dataclasses.MISSING else str
-            parser.add_argument(
-                flag, dest=prefix + f.name, type=kind, default=None, help=f"default: {default}"
-            )
+PROG = "attnserve-train"
+# Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
+FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
+TRAIN_NOTES = {
+    "epochs": "0 = 25, or more when needed to reach --min-steps",
+    "min_steps": "optimisation steps an automatic epoch budget reaches at least",
+    "patience": "epochs without validation improvement before stopping",
+    "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
+    "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
+    "threads": "torch CPU threads",
+    "word_dropout": "share of real tokens replaced by [UNK] while training",
+    "max_seconds": "wall-clock budget, 0 = none",
+    "device": "auto | cpu | cuda | mps",
+}
 
 
-def _picked(ns: argparse.Namespace, cls: Any, prefix: str = "") -> dict[str, Any]:
-    values = {}
-    for f in dataclasses.fields(cls):
-        v = getattr(ns, prefix + f.name, None)
-        if v is not None:
-            values[f.name] = v
-    return values
+def _max_len(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {value!r}") from None
 
 
-def _base_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnserve-train", description=__doc__)
-    p.add_argument("--task", default="car-order", choices=list(datasets.TASKS), help="built-in task")
-    p.add_argument("--model", default="transformer", choices=sorted(FAMILIES), help="model family")
-    p.add_argument("--out", default="runs/default", help="run directory to write")
-    p.add_argument(
-        "--data", default=None, help="CSV/JSONL/Parquet file or Hugging Face dataset (instead of --task)"
+def _data_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument(
+        "--task", default="car-order", choices=list(datasets.TASKS), help="built-in task (default: car-order)"
     )
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--label-column", default="label")
-    p.add_argument(
-        "--n-pairs", type=int, default=None, help="sentence pairs to generate (default: the task's own)"
+    g.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="your data instead of --task: a CSV/TSV/JSONL/Parquet file, a save_to_disk folder "
+        "or a Hugging Face dataset name",
     )
-    p.add_argument("--distractor-prefix", action="store_true", help="prefix each text with another sentence")
-    p.add_argument("--min-frequency", type=int, default=1, help="tokenizer: minimum word count")
-    p.add_argument("-v", "--verbose", action="store_true")
-    _add_dataclass_flags(p, TrainConfig, skip=set())
+    g.add_argument(
+        "--split", default="train", help="split of a Hugging Face dataset to train on (default: train)"
+    )
+    g.add_argument("--val-data", default=None, metavar="PATH", help="a separate validation file or dataset")
+    g.add_argument("--val-split", default=None, help="validation split of --data (e.g. validation)")
+    g.add_argument("--test-data", default=None, metavar="PATH", help="a separate test file or dataset")
+    g.add_argument("--test-split", default=None, help="test split of --data (e.g. test)")
+    g.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="share carved out for validation when no validation part is given (default: 0.1; "
+        "reviews-*: 1/12)",
+    )
+    g.add_argument(
+        "--test-fraction", type=float, default=None, help="likewise for test (default: as --val-fraction)"
+    )
+    g.add_argument("--text-column", default="text", help="(default: text)")
+    g.add_argument("--label-column", default="label", help="(default: label)")
+    g.add_argument(
+        "--group-column",
+        default=None,
+        help="rows sharing a value stay in one split (default: none, every row alone)",
+    )
+    g.add_argument(
+        "--labels",
+        default=None,
+        metavar="A,B,...",
+        help="class names in order (default: the values that occur, sorted)",
+    )
+    g.add_argument(
+        "--ordinal",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="labels are ranks (reports mean absolute error) (default: numeric labels are)",
+    )
+    g.add_argument(
+        "--size",
+        "--n-pairs",
+        dest="n_pairs",
+        type=int,
+        metavar="N",
+        default=None,
+        help="built-in task size: pairs for car-order/greetings-food, reviews for reviews-* "
+        "(default: the task's own: 2000, 40, 120000)",
+    )
+    g.add_argument(
+        "--distractor-prefix",
+        action="store_true",
+        help="prefix each text with another text of its split (works with --data too)",
+    )
+    t = p.add_argument_group("tokens")
+    t.add_argument(
+        "--max-len",
+        type=_max_len,
+        default=None,
+        metavar="N|auto",
+        help="tokens per text (default: auto for --data; 256 for reviews-*; 64 otherwise)",
+    )
+    t.add_argument(
+        "--max-len-percentile",
+        type=float,
+        default=95.0,
+        help="--max-len auto: this percentile of the training lengths (default: 95)",
+    )
+    t.add_argument("--max-len-cap", type=int, default=512, help="--max-len auto: at most this (default: 512)")
+    t.add_argument(
+        "--truncation",
+        choices=TRUNCATION_SIDES,
+        default="head",
+        help="which part of a longer text to keep (default: head)",
+    )
+    t.add_argument(
+        "--vocab-size",
+        type=int,
+        default=0,
+        help="most frequent words kept, the rest become [UNK]; 0 = all (default: 0)",
+    )
+    t.add_argument(
+        "--min-frequency", type=int, default=1, help="words seen fewer times become [UNK] (default: 1)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=family_help(FAMILIES, FIXED),
+    )
+    p.add_argument(
+        "--model", default="transformer", choices=sorted(FAMILIES), help="model family (default: transformer)"
+    )
+    p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    _data_flags(p)
+    add_dataclass_flags(p.add_argument_group("training"), TrainConfig, notes=TRAIN_NOTES)
+    add_family_flags(p, FAMILIES, FIXED)
     return p
 
 
-def _data_spec(ns: argparse.Namespace) -> DataSpec:
+def data_spec(ns: argparse.Namespace) -> DataSpec:
+    labels = None if ns.labels is None else tuple(x.strip() for x in ns.labels.split(",") if x.strip())
     return DataSpec(
         task=ns.task,
         path=ns.data,
+        split=ns.split,
+        val_path=ns.val_data,
+        val_split=ns.val_split,
+        test_path=ns.test_data,
+        test_split=ns.test_split,
+        val_fraction=ns.val_fraction,
+        test_fraction=ns.test_fraction if ns.test_fraction is not None else ns.val_fraction,
         text_column=ns.text_column,
         label_column=ns.label_column,
+        group_column=ns.group_column,
+        labels=labels,
+        ordinal=ns.ordinal,
         n_pairs=ns.n_pairs,
         distractor_prefix=ns.distractor_prefix,
         min_frequency=ns.min_frequency,
+        vocab_size=ns.vocab_size,
+        max_len=ns.max_len,
+        max_len_percentile=ns.max_len_percentile,
+        max_len_cap=ns.max_len_cap,
+        truncation=ns.truncation,
         seed=ns.seed if ns.seed is not None else 0,
     )
 
 
+def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    """The chosen family's flags; a flag of another family is refused by name."""
+    owners = family_fields(FAMILIES, FIXED)
+    cls = FAMILIES[ns.model].config_cls
+    given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    foreign = sorted(n for n in given if ns.model not in owners[n])
+    if foreign:
+        own = ", ".join("--" + n.replace("_", "-") for n in owners if ns.model in owners[n])
+        raise UsageError(
+            f"--{foreign[0].replace('_', '-')} is a flag of {', '.join(owners[foreign[0]])}, not of "
+            f"{ns.model} (its flags: {own})"
+        )
+    try:  # check the values now, not after the data is loaded
+        cls(vocab_size=8, num_classes=2, **given)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from exc
+    return given
+
+
+def train_config(ns: argparse.Namespace) -> TrainConfig:
+    try:
+        return TrainConfig(**picked(ns, TrainConfig))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     table = Table(title=f"{metrics['family']} on {metrics['task']} — {run_dir}")
-    for col in ("split", "accuracy", "macro-F1", "loss", "Brier", "ECE", "n"):
+    ordered = metrics.get("ordered_labels", False)
+    columns = ["split", "accuracy", "macro-F1", *(["MAE"] if ordered else []), "loss", "ECE", "n"]
+    for col in columns:
         table.add_column(col, justify="right" if col != "split" else "left")
-    for split in ("val", "test", "template_heldout"):
+    for split in ("val", "test", *[k for k in metrics if k == datasets.TEMPLATE_HELDOUT]):
         if split in metrics:
             m = metrics[split]
+            mae = [f"{m['mae']:.3f}"] if ordered else []
             table.add_row(
                 split,
                 f"{m['accuracy']:.4f}",
                 f"{m['macro_f1']:.4f}",
+                *mae,
                 f"{m['loss']:.4f}",
-                f"{m['brier']:.4f}",
                 f"{m['ece']:.4f}",
                 str(int(m["n"])),
             )
     console.print(table)
     console.print(
-        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  "
-        f"best epoch {metrics['best_epoch']}/{metrics['epochs_run']}"
+        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  best epoch "
+        f"{metrics['best_epoch']}/{metrics['epochs_run']} (by {metrics['select_by']})  peak memory "
+        f"{metrics['peak_rss_mb']:.0f} MB  per-class report: {run_dir}/report.json, confusion.png"
     )
+    if metrics.get("warnings"):
+        console.print(f"[yellow]{len(metrics['warnings'])} warning(s)[/yellow]: see above and metrics.json")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("attnserve.training")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
+
+
+def _train(argv: Sequence[str]) -> int:
     if argv[:1] == ["compare"]:
         from attnserve.training.compare import main as compare_main
 
         return compare_main(argv[1:])
-    pre, _ = _base_parser().parse_known_args(argv)
-    parser = _base_parser()
-    _add_dataclass_flags(parser.add_argument_group(f"{pre.model} config"), FAMILIES[pre.model].config_cls)  # type: ignore[arg-type]
-    ns = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
-    result = train_run(
-        ns.out,
-        ns.model,
-        _picked(ns, FAMILIES[ns.model].config_cls),
-        TrainConfig(**_picked(ns, TrainConfig)),
-        _data_spec(ns),
-    )
+    ns = build_parser().parse_args(argv)
+    _configure_logging(ns.verbose)
+    spec, overrides, cfg = data_spec(ns), model_overrides(ns), train_config(ns)
+    result = train_run(ns.out, ns.model, overrides, cfg, spec)
     _report(Console(), result.metrics, ns.out)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -49,8 +49,11 @@ class TextEncoder:
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # tokenizers raises a bare Exception on malformed JSON
             raise ValueError(f"{tokenizer_path} is not a valid tokenizers file: {exc}") from None
+        # A model trained on the tails of long texts has "left" saved in its tokenizer.json.
+        saved = tokenizer.truncation
+        direction = saved["direction"] if saved is not None else "right"
         tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=max_len, direction="right")
+        tokenizer.enable_truncation(max_length=max_len, direction=direction)
         self._tokenizer = tokenizer
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.max_len = max_len

@@ -183,7 +183,7 @@ def test_add_distractor_prefix_works_on_any_examples() -> None:
 
 def test_greetings_food_is_small_balanced_and_stratified() -> None:
     ds = load_task("greetings-food")
-    assert set(TASKS) == {"car-order", "greetings-food"}
+    assert {"car-order", "greetings-food", "reviews-polarity", "reviews-stars"} == set(TASKS)
     assert ds.labels == ("food", "greeting")
     everything = [ex for split in ds.splits().values() for ex in split]
     assert len(everything) == 80 and Counter(ex.label for ex in everything) == {0: 40, 1: 40}

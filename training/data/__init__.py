@@ -6,22 +6,27 @@ extra evaluation splits such as car-order's ``template_heldout``), with class na
 
 from __future__ import annotations
 
-from attnserve.training.data.augment import add_distractor_prefix, word_dropout
+from attnserve.training.data.augment import add_distractor_prefix, with_distractor_prefix, word_dropout
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups, words
-from attnserve.training.data.files import load_file, load_hf_dataset
-from attnserve.training.data.tasks import TASKS, TEMPLATE_HELDOUT, load_task
+from attnserve.training.data.files import Layout, Part, load_file, load_hf_dataset, load_parts
+from attnserve.training.data.tasks import DEFAULTS, TASKS, TEMPLATE_HELDOUT, load_task
 
 __all__ = [
+    "DEFAULTS",
     "TASKS",
     "TEMPLATE_HELDOUT",
     "DataError",
     "Dataset",
     "Example",
+    "Layout",
+    "Part",
     "add_distractor_prefix",
     "load_file",
     "load_hf_dataset",
+    "load_parts",
     "load_task",
     "split_groups",
+    "with_distractor_prefix",
     "word_dropout",
     "words",
 ]
