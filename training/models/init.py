@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnserve.training.models.base import PositionalEncoding, SelfAttention, sinusoids
+from attnserve.training.models.layers import PositionalEncoding, SelfAttention, sinusoids
 
 
 def init_weights(module: nn.Module) -> None:
