@@ -86,6 +86,8 @@ def stack(
         "LOADTEST_RUN_TIME": LOAD_RUN_TIME,
         "LOADTEST_USERS": "4",
         "LOADTEST_SPAWN_RATE": "4",
+        # The machine may be shared and saturated: calls keep a deadline, not a latency target.
+        "LOADTEST_DEADLINE_MS": "5000",
     }
     project = f"attnserve-test-{uuid.uuid4().hex[:8]}"
     log = tmp_path_factory.mktemp("compose") / "compose.log"
