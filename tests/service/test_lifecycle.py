@@ -124,7 +124,10 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 
         labels, refused = asyncio.run(scenario())
         assert len(labels) == 40 and all(labels), "every accepted call must complete"
-        assert refused.code == grpc.StatusCode.UNAVAILABLE and "shutting down" in refused.details
+        # Refused either by the draining server or, once the drain has closed the port (a slow
+        # machine can stretch the 0.3 s past the refusal window), by the closed port itself.
+        assert refused.code == grpc.StatusCode.UNAVAILABLE
+        assert "shutting down" in refused.details or "Connection refused" in refused.details, refused.details
         output, _ = process.communicate(timeout=15)
         assert process.returncode == 0, output
         assert "shutting down: " in output and "stopped" in output
