@@ -124,10 +124,12 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 
         labels, refused = asyncio.run(scenario())
         assert len(labels) == 40 and all(labels), "every accepted call must complete"
-        # Refused either by the draining server or, once the drain has closed the port (a slow
-        # machine can stretch the 0.3 s past the refusal window), by the closed port itself.
-        assert refused.code == grpc.StatusCode.UNAVAILABLE
-        assert "shutting down" in refused.details or "Connection refused" in refused.details, refused.details
+        # Never served: refused by the draining server, or by the closed port once the drain has
+        # closed it, or reset by grpc while the port closes (CANCELLED; docs/reliability.md: grpc's
+        # Python server gives no way to answer a call that arrives in that instant).
+        assert refused.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), refused
+        if refused.code == grpc.StatusCode.UNAVAILABLE:
+            assert "shutting down" in refused.details or "Connection refused" in refused.details, refused
         output, _ = process.communicate(timeout=15)
         assert process.returncode == 0, output
         assert "shutting down: " in output and "stopped" in output
