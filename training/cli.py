@@ -25,9 +25,10 @@ from attnserve.training.cli_flags import (
     picked,
 )
 from attnserve.training.models import FAMILIES
+from attnserve.training.resume import ResumeError
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.tokenizer import TRUNCATION_SIDES
-from attnserve.training.trainer import CLASS_WEIGHTS, SELECT_BY, TrainConfig
+from attnserve.training.train_config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 
 PROG = "attnserve-train"
 # Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
@@ -40,7 +41,11 @@ TRAIN_NOTES = {
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
     "threads": "torch CPU threads",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
-    "max_seconds": "wall-clock budget, 0 = none",
+    "max_seconds": "wall-clock budget, checked between steps; 0 = none",
+    "resume": "continue the run in --out from its resume.pt (same flags)",
+    "group_by_length": "batches of rows of similar length, each padded to its own longest",
+    "pad_to_max_len": "pad every batch to max_len (the slow path, for measuring)",
+    "fused_attention": "fused attention kernel while training (off: the written-out one)",
     "device": "auto | cpu | cuda | mps",
 }
 
@@ -249,6 +254,8 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     )
     if metrics.get("warnings"):
         console.print(f"[yellow]{len(metrics['warnings'])} warning(s)[/yellow]: see above and metrics.json")
+    if metrics.get("out_of_time"):
+        console.print(f"stopped by --max-seconds: add --resume to the same command to continue ({run_dir})")
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -274,7 +281,7 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv))
+    return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv), user_errors=(ResumeError,))
 
 
 if __name__ == "__main__":

@@ -87,9 +87,9 @@ def check_vocabulary(
     everything = build_tokenizer(train_texts)  # uncapped, min_frequency 1: every word type
     types = [w for w, i in everything.get_vocab().items() if i > UNK_ID]
     unk_types = sum(UNK_ID in e.ids for e in tokenizer.encode_batch(types, add_special_tokens=False))
-    shares = {
-        split: round(float((ids == UNK_ID).sum()) / max(float(mask.sum()), 1.0), 4)
-        for split, (ids, mask) in encoded.items()
+    shares = {  # encoded: (ids [N, T], real tokens per row [N]) by split
+        split: round(float((ids == UNK_ID).sum()) / max(float(lengths.sum()), 1.0), 4)
+        for split, (ids, lengths) in encoded.items()
         if ids.size
     }
     report.figures["vocabulary"] = {

@@ -14,6 +14,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from attnserve.training import data as datasets
+from attnserve.training.data.encoding import encode_texts
 from attnserve.training.data_report import (
     DataReport,
     auto_max_len,
@@ -21,20 +22,20 @@ from attnserve.training.data_report import (
     check_lengths,
     check_vocabulary,
 )
+from attnserve.training.memory import release_unused_memory
 from attnserve.training.models import FAMILIES, build_model
+from attnserve.training.resume import RESUME
 from attnserve.training.run_outputs import Evaluation, evaluate_splits, write_run
 from attnserve.training.tokenizer import (
     TRUNCATION_SIDES,
     UNK_ID,
     build_tokenizer,
-    encode_batch,
     save_tokenizer,
     token_lengths,
 )
 from attnserve.training.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
 
 log = logging.getLogger(__name__)
-ENCODE_CHUNK = 4096  # texts per tokenizer call: bounds the memory the tokenizer's objects take
 
 
 @dataclass(frozen=True)
@@ -144,19 +145,11 @@ def resolve_max_len(
 
 
 def encode(tok: Tokenizer, examples: list[datasets.Example], max_len: int, truncation: str) -> Split:
-    """One split as [N, max_len] arrays, filled a chunk of texts at a time."""
-    n = len(examples)
-    ids = np.zeros((n, max_len), dtype=np.int64)
-    mask = np.zeros((n, max_len), dtype=np.int64)
-    for start in range(0, n, ENCODE_CHUNK):
-        chunk = examples[start : start + ENCODE_CHUNK]
-        enc = encode_batch(tok, [e.text for e in chunk], max_len, truncation)
-        width = enc.input_ids.shape[1]
-        ids[start : start + len(chunk), :width] = enc.input_ids
-        mask[start : start + len(chunk), :width] = enc.attention_mask
-    labels = np.asarray([e.label for e in examples], dtype=np.int64)
-    groups = np.asarray([e.group for e in examples], dtype=np.int64)
-    return Split(ids, mask, labels, groups)
+    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time."""
+    enc = encode_texts(tok, [e.text for e in examples], max_len, truncation)
+    labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
+    groups = np.fromiter((e.group for e in examples), dtype=np.int64, count=len(examples))
+    return Split(enc.input_ids, enc.lengths, labels, groups)
 
 
 def train_run(
@@ -188,7 +181,7 @@ def train_run(
         report,
         tokenizer,
         train_texts,
-        {k: (s.input_ids, s.attention_mask) for k, s in splits.items() if k in ("train", "val")},
+        {k: (s.input_ids, s.lengths) for k, s in splits.items() if k in ("train", "val")},
         data_spec.vocab_size,
     )
     check_classes(report, ds.labels, [e.label for e in ds.train], train_cfg.class_weights != "none")
@@ -203,8 +196,19 @@ def train_run(
     cfg["max_len"] = max_len
     seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
     model = build_model(family, cfg)
+    # Encoded and checked, the training texts are never read again: free them before training.
+    ds, train_texts = dataclasses.replace(ds, train=[]), []
+    release_unused_memory()
     cpu_start = time.process_time()  # wall time alone misleads on a shared machine
-    history = fit(model, splits["train"], splits["val"], train_cfg, unk_id=UNK_ID, keep_first_token=add_cls)
+    history = fit(
+        model,
+        splits["train"],
+        splits["val"],
+        train_cfg,
+        unk_id=UNK_ID,
+        keep_first_token=add_cls,
+        state_path=run_dir / RESUME,
+    )
     cpu_seconds = time.process_time() - cpu_start
     device = pick_device(train_cfg.device)
     evaluation: Evaluation = evaluate_splits(
@@ -222,6 +226,7 @@ def train_run(
         "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
         "epochs_run": len(history.epochs),
+        "out_of_time": history.out_of_time,
         "select_by": train_cfg.select_by,
         "class_weights": train_cfg.class_weights,
         **evaluation.scores,
@@ -231,4 +236,6 @@ def train_run(
         "history": history.epochs,
     }
     write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation)
+    if not history.out_of_time:  # complete: nothing left to resume
+        (run_dir / RESUME).unlink(missing_ok=True)
     return RunResult(run_dir, metrics, history)

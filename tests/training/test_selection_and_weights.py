@@ -9,7 +9,8 @@ import torch
 from attnserve.training.metrics import class_report
 from attnserve.training.model_checks import prediction_warnings
 from attnserve.training.models import build_model
-from attnserve.training.trainer import Split, TrainConfig, class_weight_tensor, fit, planned_epochs, predict
+from attnserve.training.train_config import class_weight_tensor, planned_epochs
+from attnserve.training.trainer import Split, TrainConfig, fit, predict
 
 
 def test_epoch_budget_reaches_the_minimum_number_of_steps() -> None:
@@ -35,7 +36,7 @@ def _imbalanced(n: int, seed: int) -> Split:
     ids = rng.integers(6, 30, size=(n, 6))
     marked = rng.random(n) < np.where(labels == 1, 0.6, 0.1)
     ids[marked, 0] = 5
-    return Split(ids.astype(np.int64), np.ones_like(ids, dtype=np.int64), labels)
+    return Split(ids.astype(np.int32), np.full(n, ids.shape[1]), labels)
 
 
 def _train(weights: str) -> tuple[dict[str, object], list[str]]:

@@ -67,7 +67,7 @@ def test_vocab_size_caps_the_vocabulary_and_the_report_counts_what_became_unk() 
     assert full.get_vocab_size() == 2 + 2 + 30  # [PAD] [UNK], common also, rare0..29
     enc = encode_batch(capped, texts, 16)
     report = DataReport()
-    check_vocabulary(report, capped, texts, {"train": (enc.input_ids, enc.attention_mask)}, 10)
+    check_vocabulary(report, capped, texts, {"train": (enc.input_ids, enc.lengths)}, 10)
     vocab = report.figures["vocabulary"]
     # 10 entries = 2 specials + 8 words: 24 of the 32 word types become [UNK]
     assert vocab["word_types_in_train"] == 32 and vocab["size"] == 10 and vocab["word_types_unk"] == 24
