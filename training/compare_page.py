@@ -14,7 +14,6 @@ from typing import Any
 
 from attnserve.training.data import DEFAULTS
 
-TEMPLATE = "template_heldout"
 MEAN_POOL = "mean_pool"
 
 
@@ -61,11 +60,11 @@ def _groups(runs: Sequence[Run]) -> dict[tuple[str, bool], list[Run]]:
 def _summary(runs: Sequence[Run]) -> list[str]:
     first = runs[0].metrics
     ordered = bool(first.get("ordered_labels"))
-    template = TEMPLATE in first
+    extra = [k for k in runs[0].report if k not in ("val", "test")]  # e.g. car-order's held-out templates
     variants = len({r.distractor for r in runs}) > 1
     columns = ["family", *(["distractor"] if variants else []), "test accuracy", "test macro-F1"]
     columns += ["test MAE"] if ordered else []
-    columns += ["template-held-out accuracy"] if template else []
+    columns += [f"{split.replace('_', ' ')} accuracy" for split in extra]
     columns += ["params", "train time, s (CPU s)", "epochs (best)", "peak memory (MB)"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for (label, distractor), group in _groups(runs).items():
@@ -76,7 +75,7 @@ def _summary(runs: Sequence[Run]) -> list[str]:
         cells = [f"`{label}`", *(["yes" if distractor else "no"] if variants else [])]
         cells += [_figure(of(lambda m: m["test"]["accuracy"])), _figure(of(lambda m: m["test"]["macro_f1"]))]
         cells += [_figure(of(lambda m: m["test"]["mae"]))] if ordered else []
-        cells += [_figure(of(lambda m: m[TEMPLATE]["accuracy"]))] if template else []
+        cells += [_figure([r.metrics[split]["accuracy"] for r in group]) for split in extra]
         epochs = "/".join(f"{r.metrics['epochs_run']} ({r.metrics['best_epoch']})" for r in group)
         seconds = statistics.fmean(of(lambda m: m["train_seconds"]))
         cpu = [r.metrics["train_cpu_seconds"] for r in group if "train_cpu_seconds" in r.metrics]

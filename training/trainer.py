@@ -21,11 +21,14 @@ from tqdm.auto import tqdm
 from attnserve.training.data import word_dropout
 from attnserve.training.metrics import Scores, score
 from attnserve.training.models.base import Classifier
+from attnserve.training.objective import (
+    CLASS_WEIGHTS,
+    SELECT_BY,
+    class_weight_tensor,
+    planned_epochs,
+    selection_key,
+)
 from attnserve.training.tokenizer import CLS_ID
-
-SELECT_BY = ("macro_f1", "loss", "accuracy")
-CLASS_WEIGHTS = ("none", "balanced")
-DEFAULT_EPOCHS = 25
 
 
 @dataclass(frozen=True)
@@ -67,31 +70,6 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-
-
-def planned_epochs(cfg: TrainConfig, n_train: int) -> int:
-    """The epoch budget: ``cfg.epochs`` if set, else 25 raised to reach ``cfg.min_steps`` steps."""
-    if cfg.epochs > 0:
-        return cfg.epochs
-    steps_per_epoch = max(math.ceil(n_train / cfg.batch_size), 1)
-    return max(DEFAULT_EPOCHS, math.ceil(cfg.min_steps / steps_per_epoch))
-
-
-def class_weight_tensor(cfg: TrainConfig, labels: np.ndarray, num_classes: int) -> torch.Tensor | None:
-    """Inverse-frequency weights (mean 1 over the classes present) for ``balanced``, else None."""
-    if cfg.class_weights == "none":
-        return None
-    counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
-    present = counts > 0
-    weights = np.zeros(num_classes)
-    weights[present] = counts.sum() / (present.sum() * counts[present])
-    return torch.tensor(weights, dtype=torch.float32)
-
-
-def _selection_key(cfg: TrainConfig, scores: Scores) -> tuple[float, ...]:
-    if cfg.select_by == "loss":
-        return (-scores.loss,)
-    return (getattr(scores, cfg.select_by), -scores.loss)
 
 
 @dataclass(frozen=True)
@@ -204,10 +182,10 @@ def fit(
         torch.set_num_threads(cfg.threads)
     model.to(device)
     rng = np.random.default_rng(cfg.seed)
-    epochs = planned_epochs(cfg, len(train))
+    epochs = planned_epochs(cfg.epochs, cfg.min_steps, cfg.batch_size, len(train))
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total_steps = max(epochs * steps_per_epoch, 1)
-    weights = class_weight_tensor(cfg, train.labels, int(model.config.num_classes))
+    weights = class_weight_tensor(cfg.class_weights, train.labels, int(model.config.num_classes))
     weights = None if weights is None else weights.to(device)
     warmup = max(int(cfg.warmup_fraction * total_steps), 1)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -260,7 +238,7 @@ def fit(
         }
         history.epochs.append(row)
         bar.set_postfix(loss=f"{row['train_loss']:.3f}", val_acc=f"{val_scores.accuracy:.3f}")
-        key = _selection_key(cfg, val_scores)
+        key = selection_key(cfg.select_by, val_scores)
         if key > best_key:
             best_key, since_best, history.best_epoch = key, 0, epoch
             best_state = copy.deepcopy(model.state_dict())

@@ -9,15 +9,17 @@ import torch
 from attnserve.training.metrics import class_report
 from attnserve.training.model_checks import prediction_warnings
 from attnserve.training.models import build_model
-from attnserve.training.trainer import Split, TrainConfig, class_weight_tensor, fit, planned_epochs, predict
+from attnserve.training.objective import class_weight_tensor, planned_epochs
+from attnserve.training.trainer import Split, TrainConfig, fit, predict
 
 
 def test_epoch_budget_reaches_the_minimum_number_of_steps() -> None:
     cfg = TrainConfig()
-    assert planned_epochs(cfg, 240) == 250  # 4 steps an epoch: 1000 steps need 250 epochs
-    assert planned_epochs(cfg, 2666) == 25  # car-order: 42 steps an epoch, 25 epochs are enough
-    assert planned_epochs(TrainConfig(epochs=3), 240) == 3  # an explicit budget is kept
-    assert planned_epochs(TrainConfig(min_steps=0), 240) == 25
+    assert (cfg.epochs, cfg.min_steps, cfg.batch_size) == (0, 1000, 64)
+    assert planned_epochs(0, 1000, 64, 240) == 250  # 4 steps an epoch: 1000 steps need 250 epochs
+    assert planned_epochs(0, 1000, 64, 2666) == 25  # car-order: 42 steps an epoch, 25 epochs are enough
+    assert planned_epochs(3, 1000, 64, 240) == 3  # an explicit budget is kept
+    assert planned_epochs(0, 0, 64, 240) == 25
     with pytest.raises(ValueError, match="select_by"):
         TrainConfig(select_by="f1")
     with pytest.raises(ValueError, match="class_weights"):
@@ -53,9 +55,9 @@ def _train(weights: str) -> tuple[dict[str, object], list[str]]:
 
 
 def test_balanced_class_weights_make_the_rare_class_predicted() -> None:
-    weights = class_weight_tensor(TrainConfig(class_weights="balanced"), np.array([0, 0, 0, 1]), 3)
+    weights = class_weight_tensor("balanced", np.array([0, 0, 0, 1]), 3)
     assert weights is not None and weights.tolist() == pytest.approx([2 / 3, 2.0, 0.0])
-    assert class_weight_tensor(TrainConfig(), np.array([0, 1]), 2) is None
+    assert class_weight_tensor("none", np.array([0, 1]), 2) is None
 
     plain, plain_warnings = _train("none")
     assert plain["per_class"]["positive"]["predicted"] == 0  # type: ignore[index]
