@@ -146,7 +146,8 @@ def _details(run: Run) -> list[str]:
 def _setup(runs: Sequence[Run], task: str) -> str:
     data = runs[0].metrics["data"]
     lengths = data["lengths"]
-    sizes = ", ".join(f"{f['n']:,} {split}" for split, f in lengths.items())
+    order = ["train", "val", "test", *sorted(set(lengths) - {"train", "val", "test"})]
+    sizes = ", ".join(f"{lengths[split]['n']:,} {split}" for split in order if split in lengths)
     rows = sum(lengths[s]["n"] for s in ("train", "val", "test") if s in lengths)
     full = DEFAULTS[task].size if task in DEFAULTS and task.startswith("reviews") else None
     size = ""
@@ -171,8 +172,14 @@ def _setup(runs: Sequence[Run], task: str) -> str:
 
 
 def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget: str | None = None) -> None:
-    load = os.getloadavg()[0]  # train times are wall-clock: say how busy the machine was
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, 1-minute load average {load:.1f} at the end"
+    # Train times are wall-clock: say how busy the machine was while the runs trained.
+    loads = [r.metrics["load_average"][2] for r in runs if "load_average" in r.metrics]
+    busy = (
+        f"15-minute load average {min(loads):.1f}-{max(loads):.1f} at the ends of the runs"
+        if loads
+        else "load average during the runs not recorded"
+    )
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {busy}"
     seeds = sorted({r.seed for r in runs})
     text = [
         f"# {task}: families side by side",
@@ -197,6 +204,11 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget:
         "",
         *(_findings(runs) or ["- no `mean_pool` run to compare against."]),
         "",
+        *(
+            ["What the figures mean and what they leave open: [docs/training.md](../training.md).", ""]
+            if task.startswith("reviews")
+            else []
+        ),
         "## Per-class reports and confusion matrices (test split)",
         "",
     ]
