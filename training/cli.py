@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from attnserve.training import data as datasets
+from attnserve.training.cli_data import add_data_flags, data_spec
 from attnserve.training.cli_errors import UsageError, run_cli
 from attnserve.training.cli_flags import (
     add_dataclass_flags,
@@ -26,8 +26,7 @@ from attnserve.training.cli_flags import (
 )
 from attnserve.training.models import FAMILIES
 from attnserve.training.resume import ResumeError
-from attnserve.training.run import DataSpec, train_run
-from attnserve.training.tokenizer import TRUNCATION_SIDES
+from attnserve.training.run import train_run
 from attnserve.training.train_config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 
 PROG = "attnserve-train"
@@ -50,110 +49,6 @@ TRAIN_NOTES = {
 }
 
 
-def _max_len(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens or 'auto', got {value!r}") from None
-
-
-def _data_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("data")
-    g.add_argument(
-        "--task", default="car-order", choices=list(datasets.TASKS), help="built-in task (default: car-order)"
-    )
-    g.add_argument(
-        "--data",
-        default=None,
-        metavar="PATH",
-        help="your data instead of --task: a CSV/TSV/JSONL/Parquet file, a save_to_disk folder "
-        "or a Hugging Face dataset name",
-    )
-    g.add_argument(
-        "--split", default="train", help="split of a Hugging Face dataset to train on (default: train)"
-    )
-    g.add_argument("--val-data", default=None, metavar="PATH", help="a separate validation file or dataset")
-    g.add_argument("--val-split", default=None, help="validation split of --data (e.g. validation)")
-    g.add_argument("--test-data", default=None, metavar="PATH", help="a separate test file or dataset")
-    g.add_argument("--test-split", default=None, help="test split of --data (e.g. test)")
-    g.add_argument(
-        "--val-fraction",
-        type=float,
-        default=None,
-        help="share carved out for validation when no validation part is given (default: 0.1; "
-        "reviews-*: 1/12)",
-    )
-    g.add_argument(
-        "--test-fraction", type=float, default=None, help="likewise for test (default: as --val-fraction)"
-    )
-    g.add_argument("--text-column", default="text", help="(default: text)")
-    g.add_argument("--label-column", default="label", help="(default: label)")
-    g.add_argument(
-        "--group-column",
-        default=None,
-        help="rows sharing a value stay in one split (default: none, every row alone)",
-    )
-    g.add_argument(
-        "--labels",
-        default=None,
-        metavar="A,B,...",
-        help="class names in order (default: the values that occur, sorted)",
-    )
-    g.add_argument(
-        "--ordinal",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="labels are ranks (reports mean absolute error) (default: numeric labels are)",
-    )
-    g.add_argument(
-        "--size",
-        "--n-pairs",
-        dest="n_pairs",
-        type=int,
-        metavar="N",
-        default=None,
-        help="built-in task size: pairs for car-order/greetings-food, reviews for reviews-* "
-        "(default: the task's own: 2000, 40, 120000)",
-    )
-    g.add_argument(
-        "--distractor-prefix",
-        action="store_true",
-        help="prefix each text with another text of its split (works with --data too)",
-    )
-    t = p.add_argument_group("tokens")
-    t.add_argument(
-        "--max-len",
-        type=_max_len,
-        default=None,
-        metavar="N|auto",
-        help="tokens per text (default: auto for --data; 256 for reviews-*; 64 otherwise)",
-    )
-    t.add_argument(
-        "--max-len-percentile",
-        type=float,
-        default=95.0,
-        help="--max-len auto: this percentile of the training lengths (default: 95)",
-    )
-    t.add_argument("--max-len-cap", type=int, default=512, help="--max-len auto: at most this (default: 512)")
-    t.add_argument(
-        "--truncation",
-        choices=TRUNCATION_SIDES,
-        default="head",
-        help="which part of a longer text to keep (default: head)",
-    )
-    t.add_argument(
-        "--vocab-size",
-        type=int,
-        default=0,
-        help="most frequent words kept, the rest become [UNK]; 0 = all (default: 0)",
-    )
-    t.add_argument(
-        "--min-frequency", type=int, default=1, help="words seen fewer times become [UNK] (default: 1)"
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -166,39 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
-    _data_flags(p)
+    add_data_flags(p)
     add_dataclass_flags(p.add_argument_group("training"), TrainConfig, notes=TRAIN_NOTES)
     add_family_flags(p, FAMILIES, FIXED)
     return p
-
-
-def data_spec(ns: argparse.Namespace) -> DataSpec:
-    labels = None if ns.labels is None else tuple(x.strip() for x in ns.labels.split(",") if x.strip())
-    return DataSpec(
-        task=ns.task,
-        path=ns.data,
-        split=ns.split,
-        val_path=ns.val_data,
-        val_split=ns.val_split,
-        test_path=ns.test_data,
-        test_split=ns.test_split,
-        val_fraction=ns.val_fraction,
-        test_fraction=ns.test_fraction if ns.test_fraction is not None else ns.val_fraction,
-        text_column=ns.text_column,
-        label_column=ns.label_column,
-        group_column=ns.group_column,
-        labels=labels,
-        ordinal=ns.ordinal,
-        n_pairs=ns.n_pairs,
-        distractor_prefix=ns.distractor_prefix,
-        min_frequency=ns.min_frequency,
-        vocab_size=ns.vocab_size,
-        max_len=ns.max_len,
-        max_len_percentile=ns.max_len_percentile,
-        max_len_cap=ns.max_len_cap,
-        truncation=ns.truncation,
-        seed=ns.seed if ns.seed is not None else 0,
-    )
 
 
 def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
@@ -233,7 +99,10 @@ def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     columns = ["split", "accuracy", "macro-F1", *(["MAE"] if ordered else []), "loss", "ECE", "n"]
     for col in columns:
         table.add_column(col, justify="right" if col != "split" else "left")
-    for split in ("val", "test", *[k for k in metrics if k == datasets.TEMPLATE_HELDOUT]):
+    extra = [
+        k for k, v in metrics.items() if isinstance(v, dict) and "macro_f1" in v and k not in ("val", "test")
+    ]
+    for split in ("val", "test", *extra):
         if split in metrics:
             m = metrics[split]
             mae = [f"{m['mae']:.3f}"] if ordered else []

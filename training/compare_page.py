@@ -14,7 +14,6 @@ from typing import Any
 
 from attnserve.training.data import DEFAULTS
 
-TEMPLATE = "template_heldout"
 MEAN_POOL = "mean_pool"
 
 
@@ -61,11 +60,11 @@ def _groups(runs: Sequence[Run]) -> dict[tuple[str, bool], list[Run]]:
 def _summary(runs: Sequence[Run]) -> list[str]:
     first = runs[0].metrics
     ordered = bool(first.get("ordered_labels"))
-    template = TEMPLATE in first
+    extra = [k for k in runs[0].report if k not in ("val", "test")]  # e.g. car-order's held-out templates
     variants = len({r.distractor for r in runs}) > 1
     columns = ["family", *(["distractor"] if variants else []), "test accuracy", "test macro-F1"]
     columns += ["test MAE"] if ordered else []
-    columns += ["template-held-out accuracy"] if template else []
+    columns += [f"{split.replace('_', ' ')} accuracy" for split in extra]
     columns += ["params", "train time, s (CPU s)", "epochs (best)", "peak memory (MB)"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for (label, distractor), group in _groups(runs).items():
@@ -76,7 +75,7 @@ def _summary(runs: Sequence[Run]) -> list[str]:
         cells = [f"`{label}`", *(["yes" if distractor else "no"] if variants else [])]
         cells += [_figure(of(lambda m: m["test"]["accuracy"])), _figure(of(lambda m: m["test"]["macro_f1"]))]
         cells += [_figure(of(lambda m: m["test"]["mae"]))] if ordered else []
-        cells += [_figure(of(lambda m: m[TEMPLATE]["accuracy"]))] if template else []
+        cells += [_figure([r.metrics[split]["accuracy"] for r in group]) for split in extra]
         epochs = "/".join(f"{r.metrics['epochs_run']} ({r.metrics['best_epoch']})" for r in group)
         seconds = statistics.fmean(of(lambda m: m["train_seconds"]))
         cpu = [r.metrics["train_cpu_seconds"] for r in group if "train_cpu_seconds" in r.metrics]
@@ -147,7 +146,8 @@ def _details(run: Run) -> list[str]:
 def _setup(runs: Sequence[Run], task: str) -> str:
     data = runs[0].metrics["data"]
     lengths = data["lengths"]
-    sizes = ", ".join(f"{f['n']:,} {split}" for split, f in lengths.items())
+    order = ["train", "val", "test", *sorted(set(lengths) - {"train", "val", "test"})]
+    sizes = ", ".join(f"{lengths[split]['n']:,} {split}" for split in order if split in lengths)
     rows = sum(lengths[s]["n"] for s in ("train", "val", "test") if s in lengths)
     full = DEFAULTS[task].size if task in DEFAULTS and task.startswith("reviews") else None
     size = ""
@@ -172,8 +172,14 @@ def _setup(runs: Sequence[Run], task: str) -> str:
 
 
 def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget: str | None = None) -> None:
-    load = os.getloadavg()[0]  # train times are wall-clock: say how busy the machine was
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, 1-minute load average {load:.1f} at the end"
+    # Train times are wall-clock: say how busy the machine was while the runs trained.
+    loads = [r.metrics["load_average"][2] for r in runs if "load_average" in r.metrics]
+    busy = (
+        f"15-minute load average {min(loads):.1f}-{max(loads):.1f} at the ends of the runs"
+        if loads
+        else "load average during the runs not recorded"
+    )
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {busy}"
     seeds = sorted({r.seed for r in runs})
     text = [
         f"# {task}: families side by side",
@@ -198,6 +204,11 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget:
         "",
         *(_findings(runs) or ["- no `mean_pool` run to compare against."]),
         "",
+        *(
+            ["What the figures mean and what they leave open: [docs/training.md](../training.md).", ""]
+            if task.startswith("reviews")
+            else []
+        ),
         "## Per-class reports and confusion matrices (test split)",
         "",
     ]

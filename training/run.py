@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -233,6 +234,7 @@ def train_run(
         "data": report.figures,
         "warnings": report.warnings + evaluation.warnings,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # how shared the machine was
         "history": history.epochs,
     }
     write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation)
