@@ -6,14 +6,16 @@ REPO   ?= models
 MODEL  ?= car-order
 PORT   ?= 50051
 METRICS_PORT ?= 9100
+SERVE_ARGS ?=   # more attnserve-serve flags, e.g. make serve SERVE_ARGS=--admin
 
-.PHONY: serve setup model test test-deps lint pytest proto compare bench loadtest clean
+.PHONY: serve setup model test test-deps lint pytest proto compare compare-reviews bench loadtest clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# torch is pinned in pyproject (train extra): any other version pulls a multi-GB CUDA build
-	$(BIN)/python -m pip install -q -e '.[train,dev]'
+	# torch is pinned in pyproject (train extra): any other version pulls a multi-GB CUDA build.
+	# -qq: setuptools prints a notice on every editable install; errors still show.
+	$(BIN)/python -m pip install -qq -e '.[train,dev]'
 	touch $@
 
 setup: $(BIN)/.installed
@@ -27,10 +29,12 @@ model: setup
 		$(BIN)/attnserve-export runs/$(MODEL) --repository $(REPO) --name $(MODEL); \
 	else echo "== $(REPO)/$(MODEL) already holds a model"; fi
 
+# The default model answers calls that name none; the repository is watched (new exports are served).
 serve: model
-	@echo "== serving $(REPO) on 127.0.0.1:$(PORT) (metrics on :$(METRICS_PORT)/metrics)"
-	@echo "   try:  $(BIN)/attnserve-client classify 'the white car is on the left of the black car'"
-	exec $(BIN)/attnserve-serve --repository $(REPO) --port $(PORT) --metrics-port $(METRICS_PORT)
+	@echo "== serving $(REPO) on 127.0.0.1:$(PORT) (metrics on :$(METRICS_PORT)/metrics), default model $(MODEL)"
+	@echo "   try:  $(BIN)/attnserve-client --target 127.0.0.1:$(PORT) classify 'the white car is on the left of the black car'"
+	exec $(BIN)/attnserve-serve --repository $(REPO) --port $(PORT) --metrics-port $(METRICS_PORT) \
+		--default-model $(MODEL) $(SERVE_ARGS)
 
 # System and tool dependencies of the test suite (Debian packages, the Triton client tools venv).
 test-deps: setup
@@ -50,6 +54,11 @@ proto: setup
 
 compare: setup
 	$(BIN)/attnserve-train compare --task car-order --seeds 0 1 2 3
+
+# The reviews comparison at full size (120,000 reviews, 256 tokens): hours on a small CPU.
+# REVIEWS_ARGS narrows it, e.g. REVIEWS_ARGS="--size 6000 --max-seconds 1500".
+compare-reviews: setup
+	$(BIN)/attnserve-train compare --task reviews-polarity --distractor both --truncation tail --reuse-runs $(REVIEWS_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench --quick

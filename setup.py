@@ -24,7 +24,7 @@ for stage in STAGES:
 
 scripts = {
     "attnserve-serve": "attnserve.service.cli:serve_main",
-    "attnserve-client": "attnserve.service.cli:client_main",
+    "attnserve-client": "attnserve.service.client.cli:main",
 }
 if not SERVING_ONLY:
     scripts |= {

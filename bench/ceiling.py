@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from attnserve.export.bundle import Bundle
 from tokenizers import Tokenizer
+
+from attnserve.service.bundle import Bundle
 
 
 @dataclass(frozen=True)

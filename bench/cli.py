@@ -4,6 +4,8 @@
     python -m bench                               # the full run (about 30 minutes on 2 cores)
     python -m bench --tiny --sections native      # seconds: what CI runs
     python -m bench --publish docs                # also update docs/benchmarks.md and docs/img/
+    python -m bench training-speed                # training throughput, old path vs new (own flags)
+    python -m bench training-memory               # peak RSS of a training run (own flags)
 
 Sections: ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via perf_analyzer and
 the own generator), naive (hand-written baseline server), mlserver (MLServer in its own
@@ -23,8 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnserve.export.bundle import read_bundle
-
+from attnserve.service.bundle import read_bundle
 from bench import ceiling, compare, machine, memory, plots, profiling, report, seqlen, sweep
 from bench.mlserver import Unavailable, mlserver_env
 from bench.perf_analyzer_sweep import PERF_ANALYZER
@@ -100,6 +101,15 @@ def render(results: Results, out: Path, saturation: int, docs: Path | None) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["training-speed"]:
+        from bench import training_speed
+
+        return training_speed.main(argv[1:])
+    if argv[:1] == ["training-memory"]:
+        from bench import training_memory
+
+        return training_memory.main(argv[1:])
     args = parse(argv)
     if args.source is not None:
         earlier = Results.read(args.source / "results.json")

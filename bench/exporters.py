@@ -22,13 +22,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import torch
+from rich.console import Console
+from rich.table import Table
+
 from attnserve.export.contract import graph_contract
 from attnserve.export.onnx import Exporter, export_model, verify_graph
 from attnserve.export.parity import PROVIDER, measure_parity, random_batch, run_onnx, run_torch, torch_threads
 from attnserve.export.timing import median_ms
 from attnserve.training.models import build_model
-from rich.console import Console
-from rich.table import Table
 
 SHAPES = [(1, 16), (1, 64), (32, 16), (32, 64)]
 VOCAB = 128  # about the car-order vocabulary

@@ -46,6 +46,7 @@ class Measurement:
     not_sent: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     texts_per_request: int = 1
+    completed: int = 0  # every call that ended, warm-up included (for CPU per call)
 
     @property
     def calls(self) -> int:
@@ -85,6 +86,7 @@ class _Window:
 
     def record(self, began: float, code: str, reply: bytes | None) -> None:
         done = time.perf_counter()
+        self.result.completed += 1
         if code == "OK" and self.check is not None and reply is not None:
             problem, self.check = self.check(reply), None
             if problem:

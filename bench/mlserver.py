@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from bench.perf_analyzer_sweep import free_port
 from bench.servers import ROOT, Launched, spawn
 

@@ -24,9 +24,10 @@ from typing import Any
 import grpc
 import numpy as np
 import onnxruntime as ort
-from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tokenizers import Tokenizer
+
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE = "attnserve.v1.Classifier"
 

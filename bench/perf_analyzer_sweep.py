@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnserve.export.bundle import read_bundle
-
+from attnserve.service.bundle import read_bundle
 from bench import ceiling
 from bench.plan import Plan, lengths
 from bench.results import SeqLen

@@ -47,6 +47,16 @@ def rss_bytes(pid: int) -> int:
     return total
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its descendants, from /proc (psutil)."""
+    total = 0.0
+    for process in _process_tree(pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 def listeners(pid: int, port: int) -> int:
     """How many processes of the tree under `pid` listen on `port` (workers bind one by one)."""
     count = 0

@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from attnserve.export.bundle import read_bundle
+
+from attnserve.service.bundle import read_bundle
 from attnserve.service.client import AsyncClient, Client, ClientError
-from attnserve.service.model import pad_ids
-from attnserve.service.tokenization import TextEncoder
+from attnserve.service.engine.runner import pad_ids
+from attnserve.service.engine.tokenization import TextEncoder
 
 ROOT = Path(__file__).resolve().parent.parent
 MULTI = 16  # texts per call in the multi-text rows
@@ -113,6 +114,8 @@ class ServerProcess:
             "--port",
             str(self.port),
             "--no-metrics",
+            "--http-port",  # off unless `flags` asks for it: port 8000 may be taken on the host
+            "0",
             "--log-level",
             "warning",
             *flags,

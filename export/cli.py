@@ -17,30 +17,34 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnserve.export.bundle import BundleError, BundleManifest, read_bundle
-from attnserve.export.errors import ExportError
+from rich.console import Console
+from rich.table import Table
+
+from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
 from attnserve.export.parity import DEFAULT_TOLERANCE
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
+from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
+from attnserve.service.helpformat import DefaultsHelpFormatter
 from attnserve.training.checkpoint import load_run
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from attnserve.training.cli_errors import run_cli
 
-EXIT_FAILED = 1
+PROG = "attnserve-export"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnserve-export", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter
+    )
     p.add_argument(
         "run_dir", type=Path, help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl)"
     )
     p.add_argument("--repository", type=Path, required=True, help="model repository folder, e.g. models/")
     p.add_argument("--name", required=True, help="model name: the bundle goes to REPOSITORY/NAME/VERSION")
-    p.add_argument("--version", type=int, default=None, help="version number (default: next free one)")
+    p.add_argument("--version", type=int, default=None, help="version number; unset = the next free one")
     p.add_argument(
         "--quantize", choices=METHODS, default=None, help="store an onnxruntime dynamic-int8 graph"
     )
@@ -64,37 +68,44 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Export; a bad request exits 2 with one line, a failed proof exits 1 naming the mismatch."""
+    return run_cli(
+        PROG,
+        _export,
+        list(sys.argv[1:] if argv is None else argv),
+        user_errors=(ExportRequestError,),
+        failures=(ExportError, BundleError),
+        failure_label="export failed",
+    )
+
+
+def _export(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     console = Console()
-    errors = Console(stderr=True)
-    try:
-        with console.status(f"exporting {args.run_dir} as {args.name}"):
-            path = export_run(
-                args.run_dir,
-                args.repository,
-                args.name,
-                args.version,
-                quantize=args.quantize,
-                optimize=args.optimize,
-                opset=args.opset,
-                exporter=args.exporter,
-                tolerance=args.tolerance,
-                max_accuracy_drop=args.max_accuracy_drop / 100,
-                golden_count=args.golden,
-                seed=args.seed,
+    with console.status(f"exporting {args.run_dir} as {args.name}"):
+        path = export_run(
+            args.run_dir,
+            args.repository,
+            args.name,
+            args.version,
+            quantize=args.quantize,
+            optimize=args.optimize,
+            opset=args.opset,
+            exporter=args.exporter,
+            tolerance=args.tolerance,
+            max_accuracy_drop=args.max_accuracy_drop / 100,
+            golden_count=args.golden,
+            seed=args.seed,
+        )
+    bundle = read_bundle(path)
+    latency: list[Latency] = []
+    if not args.no_latency:
+        with console.status("timing PyTorch and onnxruntime"):
+            model = load_run(args.run_dir).model
+            latency = measure_latency(
+                model, bundle.model_path, length=args.latency_length, threads=args.latency_threads
             )
-        bundle = read_bundle(path)
-        latency: list[Latency] = []
-        if not args.no_latency:
-            with console.status("timing PyTorch and onnxruntime"):
-                model = load_run(args.run_dir).model
-                latency = measure_latency(
-                    model, bundle.model_path, length=args.latency_length, threads=args.latency_threads
-                )
-    except (ExportError, BundleError) as exc:
-        errors.print(f"[bold red]export failed:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return EXIT_FAILED
     _report(console, path, bundle.manifest, latency, tolerance=args.tolerance, optimized=args.optimize)
     return 0
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from attnserve.export.bundle import AttentionKind, AttentionSpec, Dim, TensorSpec
-from attnserve.export.errors import ExportError
-from attnserve.training.models.base import Classifier
 from torch import Tensor
+
+from attnserve.export.errors import ExportError
+from attnserve.service.bundle import AttentionKind, AttentionSpec, Dim, TensorSpec
+from attnserve.training.models.base import Classifier
 
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"

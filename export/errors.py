@@ -11,6 +11,14 @@ class ExportError(Exception):
     """The run cannot be exported, or the exported graph failed one of its proofs."""
 
 
+class ExportRequestError(ExportError):
+    """What was asked cannot be exported: a bad name, version, option or run directory.
+
+    The command line reports it as a usage error (exit status 2); every other ExportError is
+    a proof that failed (exit status 1).
+    """
+
+
 class ParityError(ExportError):
     """onnxruntime's outputs differ from PyTorch's beyond the tolerance, or break a masking rule."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
 from attnserve.export.errors import ExportError
 from attnserve.training.tokenizer import encode_batch, load_tokenizer
 

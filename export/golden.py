@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from attnserve.export.bundle import GoldenCase
+
 from attnserve.export.errors import ExportError
 from attnserve.export.evalset import EvalSet, encode_one
 from attnserve.export.parity import run_onnx, run_torch
+from attnserve.service.bundle import GoldenCase
 from attnserve.training.models.base import Classifier
 
 DEFAULT_COUNT = 4

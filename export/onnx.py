@@ -19,7 +19,8 @@ from typing import Literal, get_args
 
 import onnx
 import torch
-from attnserve.export.bundle import Dim, TensorSpec
+from torch import Tensor, nn
+
 from attnserve.export.contract import (
     ATTENTION_MASK,
     BATCH,
@@ -28,9 +29,9 @@ from attnserve.export.contract import (
     GraphContract,
     example_inputs,
 )
-from attnserve.export.errors import ExportError
+from attnserve.export.errors import ExportError, ExportRequestError
+from attnserve.service.bundle import Dim, TensorSpec
 from attnserve.training.models.base import Classifier
-from torch import Tensor, nn
 
 Exporter = Literal["torchscript", "dynamo"]
 EXPORTERS: tuple[Exporter, ...] = get_args(Exporter)
@@ -62,7 +63,9 @@ class _Traceable(nn.Module):
 def check_opset(exporter: Exporter, opset: int) -> None:
     low, high = OPSET_RANGE[exporter]
     if not low <= opset <= high:
-        raise ExportError(f"opset {opset} is not supported by the {exporter} exporter (use {low}..{high})")
+        raise ExportRequestError(
+            f"opset {opset} is not supported by the {exporter} exporter (use {low}..{high})"
+        )
 
 
 def export_model(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnxruntime as ort
+
 from attnserve.export.errors import ExportError
 from attnserve.export.parity import PROVIDER
 

@@ -19,8 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 import torch
-from attnserve.export.bundle import ParityReport
+
 from attnserve.export.errors import ParityError
+from attnserve.service.bundle import ParityReport
 from attnserve.training.models.base import Classifier
 
 IntArray = npt.NDArray[np.int64]

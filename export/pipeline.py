@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
-from attnserve.export.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
+
 from attnserve.export.contract import GraphContract, graph_contract
-from attnserve.export.errors import ExportError
+from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import read_eval_set
 from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
 from attnserve.export.onnx import (
@@ -32,6 +32,7 @@ from attnserve.export.onnx import (
 from attnserve.export.optimize import optimize_graph
 from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
+from attnserve.service.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
 from attnserve.training.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
@@ -52,10 +53,12 @@ class ExportOptions:
 
     def validate(self) -> None:
         if self.quantize is not None and self.quantize not in METHODS:
-            raise ExportError(f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}")
+            raise ExportRequestError(
+                f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}"
+            )
         check_opset(self.exporter, self.opset)
         if not self.tolerance > 0:
-            raise ExportError(f"parity tolerance must be > 0, got {self.tolerance}")
+            raise ExportRequestError(f"parity tolerance must be > 0, got {self.tolerance}")
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from attnserve.export.bundle import QuantizationInfo
+from onnxruntime.quantization import QuantType, quantize_dynamic
+
 from attnserve.export.errors import ExportError, QuantizationRefused
 from attnserve.export.evalset import EvalSet, encode_chunks
 from attnserve.export.parity import cpu_session, run_onnx
-from onnxruntime.quantization import QuantType, quantize_dynamic
+from attnserve.service.bundle import QuantizationInfo
 
 METHODS = ("int8",)
 METHOD_NAME = "dynamic-int8"

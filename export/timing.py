@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+
 from attnserve.export.parity import cpu_session, random_batch, run_onnx, run_torch, torch_threads
 from attnserve.training.models.base import Classifier
 

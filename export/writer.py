@@ -20,7 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnserve.export.bundle import (
+from attnserve.export.errors import ExportRequestError
+from attnserve.export.golden import DEFAULT_COUNT, verify_golden
+from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
+from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
+from attnserve.export.pipeline import Built, ExportOptions, build_files
+from attnserve.export.quantize import DEFAULT_MAX_DROP
+from attnserve.service.bundle import (
     MODEL_FILE,
     NAME_PATTERN,
     STAGING_PREFIX,
@@ -32,12 +38,6 @@ from attnserve.export.bundle import (
     read_bundle,
     write_manifest,
 )
-from attnserve.export.errors import ExportError
-from attnserve.export.golden import DEFAULT_COUNT, verify_golden
-from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
-from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
-from attnserve.export.pipeline import Built, ExportOptions, build_files
-from attnserve.export.quantize import DEFAULT_MAX_DROP
 from attnserve.training.checkpoint import LoadedRun, load_run
 
 log = logging.getLogger(__name__)
@@ -65,16 +65,24 @@ def export_run(
     )
     options.validate()
     if not NAME_PATTERN.match(name) or name.startswith("."):
-        raise ExportError(f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'")
+        raise ExportRequestError(
+            f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'"
+        )
     if version is not None and version < 1:
-        raise ExportError(f"versions are positive integers, got {version}")
+        raise ExportRequestError(f"versions are positive integers, got {version}")
     model_dir = Path(repository) / name
     if version is not None and _taken(model_dir, version):
-        raise ExportError(f"{model_dir / str(version)} already exists; versions are never overwritten")
+        raise ExportRequestError(f"{model_dir / str(version)} already exists; versions are never overwritten")
     try:
         run = load_run(run_dir)
     except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:
-        raise ExportError(f"cannot load the training run {run_dir}: {exc}") from exc
+        raise ExportRequestError(f"cannot load the training run {run_dir}: {exc}") from exc
+    if run.truncation == "head+tail":
+        # tokenizer.json can say "keep the head" or "keep the tail", not both ends.
+        raise ExportRequestError(
+            f"{run_dir} was trained with --truncation head+tail, which the server cannot reproduce; "
+            "retrain with --truncation head or tail"
+        )
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir))
     try:
@@ -84,7 +92,9 @@ def export_run(
         with _locked(model_dir):
             number = version if version is not None else _next_version(model_dir)
             if _taken(model_dir, number):
-                raise ExportError(f"{model_dir / str(number)} already exists; versions are never overwritten")
+                raise ExportRequestError(
+                    f"{model_dir / str(number)} already exists; versions are never overwritten"
+                )
             _finish(run, bundle_dir, name, number, built, options)
             target = model_dir / str(number)
             os.rename(bundle_dir, target)
@@ -124,7 +134,7 @@ def _finish(
         session = cpu_session(bundle.model_path)
         check_io(bundle.manifest, session)
     except BundleError as exc:
-        raise ExportError(f"the written bundle does not read back: {exc}") from exc
+        raise ExportRequestError(f"the written bundle does not read back: {exc}") from exc
     verify_golden(session, bundle.manifest.golden, bundle.tokenizer_path, bundle.manifest.max_len)
     for path in bundle_dir.iterdir():
         _fsync_file(path)

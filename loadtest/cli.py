@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest.options import describe
+from loadtest.verdict import explain
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"native": ["NativeUser"], "v2": ["V2User"], "both": ["NativeUser", "V2User"]}
@@ -115,4 +116,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"reports in {args.out}:")
     for path in sorted(args.out.iterdir()):
         print(f"  {path.name}")
+    for line in explain(status, args.out):
+        print(line, file=sys.stderr)
     return status

@@ -30,6 +30,7 @@ from grpc.experimental import gevent as grpc_gevent  # type: ignore[attr-defined
 # grpc's core must poll through gevent's hub, or a blocking call freezes every simulated user.
 grpc_gevent.init_gevent()
 
+import gevent  # noqa: E402
 import grpc  # noqa: E402
 from gevent.pool import Group  # noqa: E402
 from locust import User, events, task  # noqa: E402
@@ -54,7 +55,13 @@ def _test_start(environment: Environment, **_: Any) -> None:
     if options is None or not environment.host:
         raise SystemExit("the load test needs --host (the server's host:port)")
     run = LoadRun(options, environment.host)
-    run.start()
+    try:
+        run.start()
+    except grpc.RpcError as error:  # one line, not a traceback per simulated user
+        code = error.code().name if isinstance(error, grpc.Call) else "UNKNOWN"
+        details = error.details() if isinstance(error, grpc.Call) else str(error)
+        where = environment.host
+        raise SystemExit(f"loadtest: cannot start: GetModel at {where}: {code}: {details}") from None
     _RUNS[environment] = run
 
 
@@ -67,6 +74,14 @@ def _test_stop(environment: Environment, **_: Any) -> None:
         environment.process_exit_code = EXIT_MISMATCH
 
 
+def _init(**_: Any) -> None:
+    # gevent's loop caches "now" and has not run during the imports; locust times --run-time
+    # from that cached value, so on a busy machine a run whose imports took longer than its
+    # duration ended before its first call. Refresh the clock before locust sets the timer.
+    gevent.get_hub().loop.update_now()
+
+
+events.init.add_listener(_init)  # type: ignore[no-untyped-call]
 events.init_command_line_parser.add_listener(add_options)  # type: ignore[no-untyped-call]
 events.test_start.add_listener(_test_start)  # type: ignore[no-untyped-call]
 events.test_stop.add_listener(_test_stop)  # type: ignore[no-untyped-call]

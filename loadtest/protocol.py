@@ -9,16 +9,16 @@ one (and for an over-length text when the server rejects long texts).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 from typing import cast
 
-from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
-from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 from google.protobuf.message import DecodeError
 
+from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
+from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 from loadtest.workload import Call, ModelLimits
 
 NATIVE_METHOD = "/attnserve.v1.Classifier/Classify"
@@ -111,11 +111,6 @@ class NativeProtocol:
         return None
 
 
-def bytes_tensor(items: Sequence[bytes]) -> bytes:
-    """V2 BYTES raw contents: each element as a 4-byte little-endian length, then its bytes."""
-    return b"".join(struct.pack("<I", len(item)) + item for item in items)
-
-
 class V2Protocol:
     api = "v2"
     method = V2_METHOD
@@ -138,7 +133,7 @@ class V2Protocol:
     def request(self, texts: Sequence[str], attention: bool, request_id: str = "") -> vpb.ModelInferRequest:
         request = vpb.ModelInferRequest(model_name=self.model, id=request_id)
         request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
-        request.raw_input_contents.append(bytes_tensor([text.encode() for text in texts]))
+        request.raw_input_contents.append(encode_bytes([text.encode() for text in texts]))
         for name in (*self.outputs, "ATTENTION", "LENGTHS") if attention else self.outputs:
             request.outputs.add(name=name)
         return request
@@ -156,7 +151,7 @@ class V2Protocol:
             del request.inputs[:]
             del request.raw_input_contents[:]
         elif call.bad == "invalid-utf8":
-            request.raw_input_contents[0] = bytes_tensor([b"the white car \xff\xfe"])
+            request.raw_input_contents[0] = encode_bytes([b"the white car \xff\xfe"])
             request.inputs[0].shape[:] = [1, 1]
         elif call.bad == "shape-mismatch":
             request.inputs[0].shape[:] = [len(call.texts) + 1, 1]

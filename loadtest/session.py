@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from loadtest.ledger import Ledger
 from loadtest.protocol import GET_MODEL_METHOD, NativeProtocol, V2Protocol, WireProtocol, limits_of
 from loadtest.reconcile import Reconciliation, Scrape, delta, dump, metrics_urls, reconcile, scrape, settle

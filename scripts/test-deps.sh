@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Everything the test suite needs beyond the Python venv: Debian packages (a real Prometheus and
-# promtool, docker-compose for offline compose validation, libb64 for perf_analyzer) and the
+# promtool, docker-compose for offline compose validation, libb64 for perf_analyzer, chromium and
+# chromium-driver for the explorer test in a real headless browser, rootful podman with runc,
+# catatonit and netavark plus debootstrap for the container tests) and the
 # separate Triton client tools venv. Idempotent: installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(prometheus docker-compose libb64-0d shellcheck)
+APT_PACKAGES=(prometheus docker-compose libb64-0d shellcheck chromium chromium-driver
+  podman runc catatonit netavark aardvark-dns iptables debootstrap)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

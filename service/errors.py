@@ -1,75 +1,91 @@
-"""The one error type of the service and its mapping to gRPC status codes.
+"""The one error type of the service, carrying a transport-neutral status.
 
-Every failure a caller can see is a `ServiceError` carrying a `grpc.StatusCode` and a
-message that names the field and the limit. Messages never contain file paths, tracebacks
-or class names; anything unexpected is logged with its traceback and answered INTERNAL
-with a fixed message (never UNKNOWN).
+Every failure a caller can see is a `ServiceError` carrying a `Status` and a message that
+names the field and the limit. Messages never contain file paths, tracebacks or class
+names; anything unexpected is logged with its traceback and answered INTERNAL with a fixed
+message (never UNKNOWN). Each transport maps `Status` once: gRPC in `grpc/status.py`.
 """
 
 from __future__ import annotations
 
-import grpc
+import enum
+
+
+class Status(enum.Enum):
+    """The statuses a call can end with; names and numbers are gRPC's canonical codes."""
+
+    OK = 0
+    CANCELLED = 1
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    UNAUTHENTICATED = 16
 
 
 class ServiceError(Exception):
     """A failure answered to the caller with `code` and `message`."""
 
-    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    code: Status = Status.INTERNAL
 
-    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+    def __init__(self, message: str, code: Status | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
-        if self.code in (grpc.StatusCode.OK, grpc.StatusCode.UNKNOWN):
-            raise ValueError(f"ServiceError cannot carry {self.code.name}")
-
-    @property
-    def code_name(self) -> str:
-        return self.code.name
+        if self.code is Status.OK:
+            raise ValueError("ServiceError cannot carry OK")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code.name}, {self.message!r})"
 
 
 class InvalidArgument(ServiceError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    code = Status.INVALID_ARGUMENT
 
 
 class NotFound(ServiceError):
-    code = grpc.StatusCode.NOT_FOUND
+    code = Status.NOT_FOUND
 
 
 class ResourceExhausted(ServiceError):
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    code = Status.RESOURCE_EXHAUSTED
 
 
 class Unavailable(ServiceError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = Status.UNAVAILABLE
 
 
 class DeadlineExceeded(ServiceError):
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
-
-
-class Cancelled(ServiceError):
-    code = grpc.StatusCode.CANCELLED
+    code = Status.DEADLINE_EXCEEDED
 
 
 class Internal(ServiceError):
-    code = grpc.StatusCode.INTERNAL
+    code = Status.INTERNAL
 
 
 INTERNAL_MESSAGE = "internal error; the server log has the details"
-SHUTTING_DOWN = Unavailable("the server is shutting down; retry on another replica")
-NOT_READY = Unavailable("the server is starting and has not loaded its models yet; retry shortly")
+SHUTTING_DOWN_MESSAGE = "the server is shutting down; retry on another replica"
+NOT_READY_MESSAGE = "the server is starting and has not loaded its models yet; retry shortly"
 
 
-def as_service_error(exc: BaseException) -> ServiceError:
-    """Map any exception to the error the caller sees (unexpected ones become INTERNAL)."""
-    if isinstance(exc, ServiceError):
-        return exc
-    return Internal(INTERNAL_MESSAGE)
+def detached(error: ServiceError) -> ServiceError:
+    """`error` without its traceback and chained exceptions, to be kept or answered.
+
+    A caught exception's traceback holds the frames it passed through, and with them the
+    request body; a frame that keeps the exception in a local closes a reference cycle that
+    only the cyclic collector frees (measured: 1,000 refused 4 MB requests pinned 1 GB).
+    Raising one shared instance again and again would also grow its traceback without end,
+    so refusals are new instances, detached once caught."""
+    error.__traceback__ = None
+    error.__context__ = None
+    error.__cause__ = None
+    return error
 
 
 class StartupError(Exception):

@@ -3,10 +3,15 @@
 Start-up: metrics endpoint, gRPC server listening with health NOT_SERVING, models loaded
 (verified, warmed up, golden-checked), then health SERVING and calls admitted.
 
-Shutdown (SIGTERM/SIGINT or `shutdown()`): health NOT_SERVING at once (Watch streams see
-it), new calls answered UNAVAILABLE, accepted calls finish within `grace_seconds` (the
-batchers drain their own queues first: grpc's `stop(grace)` alone would cancel calls that
-were accepted but not yet answered), then the gRPC server stops and the sessions close.
+Shutdown (SIGTERM/SIGINT or `shutdown()`), within `grace_seconds`:
+1. health NOT_SERVING at once (Watch streams see it); calls still admitted for
+   `drain_accept_s`, so that calls sent before the signal and still queued inside grpc
+   are served rather than refused;
+2. new calls answered UNAVAILABLE until none arrives for a moment (at most 1 s);
+3. the port closes and connections get GOAWAY (clients retrying now fail to connect, so
+   the drain ends when the work does), while accepted calls finish and open streams
+   answer what they read, then end UNAVAILABLE;
+4. the sessions close.
 """
 
 from __future__ import annotations
@@ -22,20 +27,24 @@ from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from attnserve.service.admin import AdminApi
-from attnserve.service.auth import guarded
-from attnserve.service.core import Core, State
-from attnserve.service.metrics import Metrics
-from attnserve.service.native import NativeApi
-from attnserve.service.reload import Reloader
-from attnserve.service.repository import Repository
-from attnserve.service.runtime import check_device
-from attnserve.service.settings import Settings
-from attnserve.service.transport import bind, grpc_options, reflection_handler
-from attnserve.service.v2 import V2Api
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry, start_http_server
+
+from attnserve.service.api.admin import AdminApi, admin_off_handler
+from attnserve.service.api.http.app import build_app
+from attnserve.service.api.http.transport import HttpTransport
+from attnserve.service.api.native import NativeApi
+from attnserve.service.api.v2.servicer import V2Api
+from attnserve.service.engine.core import Core, State
+from attnserve.service.engine.metrics import Metrics
+from attnserve.service.engine.reload import Reloader
+from attnserve.service.engine.repository import Repository
+from attnserve.service.engine.runtime import check_device
+from attnserve.service.grpc.auth import guarded, load_tokens
+from attnserve.service.grpc.transport import bind, grpc_options, reflection_handler
+from attnserve.service.ports import metrics_port_error
+from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +53,7 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _FLUSH_SECONDS = 1.0  # after draining: time for replies to reach the wire and Watch streams to end
 _QUIET_SECONDS = 0.2  # after draining: close the port once no call was refused for this long
+_REFUSING_SECONDS = 1.0  # ... or after this long at most
 
 
 class Api(Protocol):
@@ -71,6 +81,7 @@ class Server:
         registry: CollectorRegistry | None = None,
         apis: Sequence[ApiFactory] | None = None,
         serve_metrics: bool | None = None,
+        bind_after_load: bool = False,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -81,7 +92,12 @@ class Server:
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
         self.health = HealthServicer()
         self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
+        # A worker of --workers N shares its port: bound before its models are loaded, it
+        # would take connections from the kernel only to answer UNAVAILABLE.
+        self._bind_after_load = bind_after_load
         self._grpc: grpc.aio.Server | None = None
+        self._web: HttpTransport | None = None
+        self.http_port = 0
         self._http: WSGIServer | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
@@ -92,8 +108,12 @@ class Server:
     async def start(self) -> None:
         """Listen, load the models, then report SERVING. Raises if nothing can be served."""
         try:
-            await self.listen()
-            await self.load()
+            if self._bind_after_load:
+                await self.load()
+                await self.listen()
+            else:
+                await self.listen()
+                await self.load()
         except BaseException:
             await self._close_transport(0)
             await self.core.repository.close()
@@ -104,12 +124,17 @@ class Server:
         settings = self.settings
         check_device(settings)
         if self._serve_metrics:
-            httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
+            try:
+                httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
+            except OSError as exc:
+                raise metrics_port_error(settings, exc) from None
             self._http = httpd
             self.metrics_port = int(httpd.server_port)
         names = [api.service_name for api in self.apis]
         admin = [api.service_name for api in self._admin]
         handlers = [api.handler() for api in [*self.apis, *self._admin]]
+        if not self._admin:
+            handlers.append(admin_off_handler())
         if settings.reflection:
             handlers.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
         server = grpc.aio.server(options=grpc_options(settings))
@@ -118,11 +143,25 @@ class Server:
         self.port = bind(server, settings)
         await server.start()
         self._grpc = server
-        for name in ("", *names):
-            await self.health.set(name, NOT_SERVING)
-        log.info("listening on %s:%d (not serving until the models are loaded)", settings.host, self.port)
+        if self.core.gate.state is State.STARTING:
+            for name in ("", *names):
+                await self.health.set(name, NOT_SERVING)
+            log.info("listening on %s:%d (not serving until the models are loaded)", settings.host, self.port)
+        else:
+            log.info("listening on %s:%d", settings.host, self.port)
+        if settings.http_port:
+            await self._listen_http()
         if self._http is not None:
             log.info("metrics on http://%s:%d/metrics", settings.metrics_bind_host, self.metrics_port)
+
+    async def _listen_http(self) -> None:
+        """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
+        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None) or V2Api(self.core)
+        tokens = load_tokens(self.settings) if self.settings.auth else None
+        web = HttpTransport(build_app(v2, tokens), self.settings)
+        self.http_port = await web.start()
+        self._web = web
+        log.info("HTTP on %s://%s:%d (explorer at /)", web.scheme, self.settings.host, self.http_port)
 
     async def load(self) -> None:
         """Load every model, then admit calls."""
@@ -137,14 +176,14 @@ class Server:
         self.core.gate.state = State.SERVING
         self.reloader.start()
         log.info(
-            "ready in %.1fs: %d model(s) on port %d",
+            "ready in %.1fs: %d model(s)%s",
             time.perf_counter() - started,
             len(self.core.repository.models),
-            self.port,
+            f" on port {self.port}" if self.port else "",
         )
 
     async def shutdown(self, grace: float | None = None) -> None:
-        """Drain and stop; safe to call more than once."""
+        """Drain and stop; safe to call more than once (the steps: module docstring)."""
         if self._stopped:
             return
         self._stopped = True
@@ -152,17 +191,38 @@ class Server:
         deadline = time.monotonic() + grace
         gate = self.core.gate
         await self.health.enter_graceful_shutdown()
+        # grpc hands the event loop one received call at a time: under load, calls sent
+        # before the signal are still queued inside grpc. They are admitted for a moment.
+        await asyncio.sleep(min(self.settings.drain_accept_s, grace))
         gate.drain()
-        await self.reloader.stop(grace)
         log.info("shutting down: %d call(s) in progress, grace %.1fs", gate.active, grace)
+        await self.reloader.stop(grace)
+        # Calls queued in grpc when the port closes are cancelled by it: refuse them with
+        # UNAVAILABLE first, until none arrives, for at most _REFUSING_SECONDS (clients that
+        # keep retrying would otherwise hold the port open for the whole grace period).
+        await gate.wait_quiet(_QUIET_SECONDS, min(deadline, time.monotonic() + _REFUSING_SECONDS))
+        closing = asyncio.ensure_future(self._stop_grpc(max(0.0, deadline - time.monotonic())))
         try:
-            await asyncio.wait_for(gate.wait_idle(), grace)
+            await asyncio.wait_for(gate.wait_idle(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             log.warning("grace period over with %d call(s) unfinished; cancelling them", gate.active)
-        await gate.wait_quiet(_QUIET_SECONDS, deadline)
-        await self._close_transport(min(_FLUSH_SECONDS, max(0.0, deadline - time.monotonic())))
+        # Replies handed to grpc reach the wire; then streams no call waits for (health
+        # Watch) are ended.
+        await self._stop_grpc(min(_FLUSH_SECONDS, max(0.0, deadline - time.monotonic())))
+        await closing
+        await self._close_transport(0)
         await self.core.repository.close()
         log.info("stopped")
+
+    async def _stop_grpc(self, grace: float) -> None:
+        """Close the port and send GOAWAY; calls in progress get `grace` seconds (a second
+        call shortens the first one's grace). The HTTP port closes at the same moment: its
+        calls in progress finish, idle keep-alive connections are closed."""
+        stops = [self._grpc.stop(grace)] if self._grpc is not None else []
+        if self._web is not None:
+            web, self._web = self._web, None
+            stops.append(web.stop(grace))
+        await asyncio.gather(*stops)
 
     async def _model_health(self, name: str, serving: bool) -> None:
         """Follow a model loaded or unloaded while serving."""
@@ -170,6 +230,9 @@ class Server:
             await self.health.set(name, SERVING if serving else NOT_SERVING)
 
     async def _close_transport(self, grace: float) -> None:
+        if self._web is not None:
+            web, self._web = self._web, None
+            await web.stop(grace)
         if self._grpc is not None:
             await self._grpc.stop(grace)
             self._grpc = None

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from attnserve.service.settings_reliability import ReliabilitySettings
 
 Device = Literal["cpu", "cuda", "auto"]
 GraphOptimization = Literal["disable", "basic", "extended", "all"]
@@ -30,13 +32,18 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 DEFAULT_INTRA_OP_THREADS = 1
 
 
-class Settings(BaseSettings):
+class Settings(ReliabilitySettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSERVE_", extra="forbid", frozen=True)
 
     # --- model repository -------------------------------------------------------------
     repository: Path = Field(Path("models"), description="Model repository: <repository>/<name>/<version>/.")
     version_policy: VersionPolicy = Field(
         "latest", description="Load only each model's latest good version, or every version."
+    )
+    default_model: str = Field(
+        "",
+        description="Model of the calls that name none, in every API (empty: the repository's only model; "
+        "with several, such a call is refused with the list of models).",
     )
 
     # --- network ----------------------------------------------------------------------
@@ -80,7 +87,7 @@ class Settings(BaseSettings):
     )
 
     # --- access control (docs/reliability.md) -----------------------------------------
-    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve gRPC over TLS.")
+    tls_cert: Path | None = Field(None, description="PEM certificate chain: serve gRPC (and HTTP) over TLS.")
     tls_key: Path | None = Field(None, description="PEM private key of --tls-cert.")
     tls_client_ca: Path | None = Field(
         None, description="PEM CA bundle: require client certificates signed by it (mutual TLS)."
@@ -96,10 +103,26 @@ class Settings(BaseSettings):
     admin: bool = Field(
         False, description="Serve the admin API (attnserve.v1.Admin: reload and unload models by name)."
     )
+    # On by default so that export-then-classify works on a running server; a poll stats
+    # the files of each version folder, cheap next to a single classify call.
     repository_poll_seconds: float = Field(
-        0.0,
+        2.0,
         ge=0,
         description="Re-read the repository this often and swap in new or changed versions (0 = never).",
+    )
+
+    # --- HTTP port: KServe V2 REST, the JSON API, the explorer (docs/http.md) ----------
+    http_port: int = Field(
+        8000, ge=0, le=65535, description="HTTP port (V2 REST, JSON API, explorer at /); 0 turns it off."
+    )
+    http_max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="Largest HTTP request body accepted, in bytes (413 beyond it)."
+    )
+    http_read_timeout_s: float = Field(
+        10.0, gt=0, description="Longest time to receive a request body; a slower client gets 408."
+    )
+    http_keepalive_s: float = Field(
+        5.0, gt=0, description="Close an idle HTTP keep-alive connection after this many seconds."
     )
 
     # --- onnxruntime ------------------------------------------------------------------
@@ -177,6 +200,10 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert and tls_key go together: give both to serve over TLS")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key")
+        if self.http_port and self.http_port == self.port:
+            raise ValueError("http_port and port must differ (or set http_port 0 to turn HTTP off)")
+        if self.max_inflight_bytes and self.max_inflight_bytes < self.max_message_bytes:
+            raise ValueError("max_inflight_bytes cannot be below max_message_bytes (one request must fit)")
         if self.admin and self.workers > 1:
             raise ValueError(
                 "admin needs workers = 1 (a call reaches one worker); use repository_poll_seconds instead"
@@ -194,6 +221,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _shown(default: object) -> str:
+    return "none" if default is None else ('""' if default == "" else str(default))
+
+
 def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
     """(callable converting the flag's string, choices) for a field annotation."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
@@ -207,14 +238,16 @@ def _argument_type(annotation: Any) -> tuple[Any, list[str] | None]:
 def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Serve the models of a repository over gRPC (attnserve.v1 API, health, reflection) "
+        description="Serve the models of a repository over gRPC (attnserve.v1 API, V2, health, reflection) "
+        "and HTTP (V2 REST, JSON API, attention explorer) "
         "with Prometheus metrics. Every flag also reads ATTNSERVE_<NAME> from the environment.",
         argument_default=argparse.SUPPRESS,  # only flags actually given override env/defaults
     )
     for name, field in Settings.model_fields.items():
         help_text = field.description or ""
         if field.annotation is bool:
-            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            shown = f"{help_text} (default: {'on' if field.default else 'off'})"
+            parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=shown)
             continue
         convert, choices = _argument_type(field.annotation)
         parser.add_argument(
@@ -222,7 +255,7 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
             dest=name,
             type=convert,
             choices=choices,
-            help=f"{help_text} (default: {field.default})",
+            help=help_text if "(default:" in help_text else f"{help_text} (default: {_shown(field.default)})",
         )
     parser.add_argument(
         "--truncate",

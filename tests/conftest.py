@@ -15,13 +15,20 @@ copy it first.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+# Tiny trained runs and exported bundles per family, shared by the export and bundle tests.
+pytest_plugins = ["tests.support.runs"]
+
 MAX_LEN = 48
+# Servers started by tests (in process or as `attnserve-serve` processes) would all take the
+# default HTTP port 8000 and collide; tests that serve HTTP pass a free port explicitly.
+os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
 
 
 @dataclass(frozen=True)

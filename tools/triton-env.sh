@@ -38,11 +38,12 @@ import sys
 from importlib.metadata import version
 assert version("tritonclient") == sys.argv[1]
 import tritonclient.grpc  # noqa: F401  (pulls grpcio and protobuf)
+import tritonclient.http  # noqa: F401  (pulls geventhttpclient)
 import nvidia.cuda_runtime  # noqa: F401
 PY
 then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "tritonclient[grpc]==$TRITONCLIENT_VERSION" "protobuf<7" "nvidia-cuda-runtime-cu12" "numpy"
+        "tritonclient[grpc,http]==$TRITONCLIENT_VERSION" "protobuf<7" "nvidia-cuda-runtime-cu12" "numpy"
 fi
 
 PA="$(bash "$ROOT/tools/perf-analyzer.sh" --locate)"

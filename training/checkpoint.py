@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from attnserve.training.models import build_model, config_to_dict
 from attnserve.training.models.base import Classifier
 
@@ -35,6 +36,7 @@ class LoadedRun:
     tokenizer_path: Path
     eval_path: Path | None
     run_dir: Path
+    truncation: str = "head"  # which part of a long text the model was trained on
 
 
 def save_checkpoint(
@@ -44,6 +46,7 @@ def save_checkpoint(
     labels: list[str],
     task: str,
     metrics: dict[str, Any],
+    truncation: str = "head",
 ) -> Path:
     cfg = model.config
     path = run_dir / CHECKPOINT
@@ -59,6 +62,7 @@ def save_checkpoint(
             "pad_id": cfg.pad_id,
             "task": task,
             "metrics": metrics,
+            "truncation": truncation,
         },
         tmp,
     )
@@ -93,6 +97,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         tokenizer_path=tok_path,
         eval_path=eval_path if eval_path.is_file() else None,
         run_dir=run,
+        truncation=str(ckpt.get("truncation", "head")),
     )
 
 

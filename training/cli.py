@@ -1,166 +1,156 @@
 """`attnserve-train`: train one model (or every family side by side) and print its report.
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
-CLI can never drift from the code.
+CLI can never drift from the code. `attnserve-train compare --help` for the side-by-side runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from attnserve.training import data as datasets
-from attnserve.training.models import FAMILIES
-from attnserve.training.run import DataSpec, train_run
-from attnserve.training.tokenizer import KINDS
-from attnserve.training.trainer import TrainConfig
 from rich.console import Console
 from rich.table import Table
 
-FIXED = {"vocab_size", "num_classes"}  # derived from the data, never set by hand
+from attnserve.training.cli_data import add_data_flags, data_spec
+from attnserve.training.cli_errors import UsageError, run_cli
+from attnserve.training.cli_flags import (
+    add_dataclass_flags,
+    add_family_flags,
+    family_fields,
+    family_help,
+    picked,
+)
+from attnserve.training.models import FAMILIES
+from attnserve.training.resume import ResumeError
+from attnserve.training.run import train_run
+from attnserve.training.train_config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
+
+PROG = "attnserve-train"
+# Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
+FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
+TRAIN_NOTES = {
+    "epochs": "0 = 25, or more when needed to reach --min-steps",
+    "min_steps": "optimisation steps an automatic epoch budget reaches at least",
+    "patience": "epochs without validation improvement before stopping",
+    "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
+    "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
+    "threads": "torch CPU threads",
+    "word_dropout": "share of real tokens replaced by [UNK] while training",
+    "max_seconds": "wall-clock budget, checked between steps; 0 = none",
+    "resume": "continue the run in --out from its resume.pt (same flags)",
+    "group_by_length": "batches of rows of similar length, each padded to its own longest",
+    "pad_to_max_len": "pad every batch to max_len (the slow path, for measuring)",
+    "fused_attention": "fused attention kernel while training (off: the written-out one)",
+    "device": "auto | cpu | cuda | mps",
+}
 
 
-def _add_dataclass_flags(
-    parser: argparse.ArgumentParser, cls: Any, prefix: str = "", skip: set[str] = FIXED
-) -> None:
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        flag = "--" + prefix + f.name.replace("_", "-")
-        default = f.default
-        if isinstance(default, bool):
-            parser.add_argument(
-                flag, dest=prefix + f.name, action=argparse.BooleanOptionalAction, default=None
-            )
-        else:
-            kind = type(default) if default is not None and default is not dataclasses.MISSING else str
-            parser.add_argument(
-                flag, dest=prefix + f.name, type=kind, default=None, help=f"default: {default}"
-            )
-
-
-def _picked(ns: argparse.Namespace, cls: Any, prefix: str = "") -> dict[str, Any]:
-    values = {}
-    for f in dataclasses.fields(cls):
-        v = getattr(ns, prefix + f.name, None)
-        if v is not None:
-            values[f.name] = v
-    return values
-
-
-def _base_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnserve-train", description=__doc__)
-    p.add_argument(
-        "--task",
-        default="car-order",
-        choices=list(datasets.TASKS),
-        help="built-in task; car-order trains "
-        f"{datasets.DEFAULT_EPOCHS['car-order']} epochs unless --epochs says otherwise",
-    )
-    p.add_argument("--model", default="transformer", choices=sorted(FAMILIES), help="model family")
-    p.add_argument("--out", default="runs/default", help="run directory to write")
-    p.add_argument(
-        "--data", default=None, help="CSV/JSONL/Parquet file or Hugging Face dataset (instead of --task)"
-    )
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--label-column", default="label")
-    p.add_argument(
-        "--n-pairs", type=int, default=None, help="sentence pairs to generate (default: the task's own)"
-    )
-    p.add_argument("--distractor-prefix", action="store_true", help="prefix each text with another sentence")
-    p.add_argument("--min-frequency", type=int, default=1, help="tokenizer: minimum word count")
-    p.add_argument(
-        "--tokenizer",
-        default=DataSpec.tokenizer,
-        choices=KINDS,
-        help="wordlevel: unseen words become [UNK]; wordpiece/bpe split them into known pieces "
-        f"(default: {DataSpec.tokenizer})",
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=family_help(FAMILIES, FIXED),
     )
     p.add_argument(
-        "--vocab-size",
-        metavar="N",
-        dest="tokenizer_vocab_size",  # not the model config's vocab_size, which the tokenizer decides
-        type=int,
-        default=0,
-        help="tokenizer: largest vocabulary (default: 0, no cap)",
+        "--model", default="transformer", choices=sorted(FAMILIES), help="model family (default: transformer)"
     )
-    p.add_argument("-v", "--verbose", action="store_true")
-    _add_dataclass_flags(p, TrainConfig, skip=set())
+    p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    add_data_flags(p)
+    add_dataclass_flags(p.add_argument_group("training"), TrainConfig, notes=TRAIN_NOTES)
+    add_family_flags(p, FAMILIES, FIXED)
     return p
 
 
-def _data_spec(ns: argparse.Namespace) -> DataSpec:
-    return DataSpec(
-        task=ns.task,
-        path=ns.data,
-        text_column=ns.text_column,
-        label_column=ns.label_column,
-        n_pairs=ns.n_pairs,
-        distractor_prefix=ns.distractor_prefix,
-        min_frequency=ns.min_frequency,
-        tokenizer=ns.tokenizer,
-        vocab_size=ns.tokenizer_vocab_size,
-        seed=ns.seed if ns.seed is not None else 0,
-    )
+def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    """The chosen family's flags; a flag of another family is refused by name."""
+    owners = family_fields(FAMILIES, FIXED)
+    cls = FAMILIES[ns.model].config_cls
+    given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    foreign = sorted(n for n in given if ns.model not in owners[n])
+    if foreign:
+        own = ", ".join("--" + n.replace("_", "-") for n in owners if ns.model in owners[n])
+        raise UsageError(
+            f"--{foreign[0].replace('_', '-')} is a flag of {', '.join(owners[foreign[0]])}, not of "
+            f"{ns.model} (its flags: {own})"
+        )
+    try:  # check the values now, not after the data is loaded
+        cls(vocab_size=8, num_classes=2, **given)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from exc
+    return given
+
+
+def train_config(ns: argparse.Namespace) -> TrainConfig:
+    try:
+        return TrainConfig(**picked(ns, TrainConfig))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
     table = Table(title=f"{metrics['family']} on {metrics['task']} — {run_dir}")
-    for col in ("split", "accuracy", "macro-F1", "loss", "Brier", "ECE", "n"):
+    ordered = metrics.get("ordered_labels", False)
+    columns = ["split", "accuracy", "macro-F1", *(["MAE"] if ordered else []), "loss", "ECE", "n"]
+    for col in columns:
         table.add_column(col, justify="right" if col != "split" else "left")
-    for split in ("val", "test", *datasets.EVAL_SPLITS):
+    extra = [
+        k for k, v in metrics.items() if isinstance(v, dict) and "macro_f1" in v and k not in ("val", "test")
+    ]
+    for split in ("val", "test", *extra):
         if split in metrics:
             m = metrics[split]
+            mae = [f"{m['mae']:.3f}"] if ordered else []
             table.add_row(
                 split,
                 f"{m['accuracy']:.4f}",
                 f"{m['macro_f1']:.4f}",
+                *mae,
                 f"{m['loss']:.4f}",
-                f"{m['brier']:.4f}",
                 f"{m['ece']:.4f}",
                 str(int(m["n"])),
             )
     console.print(table)
     console.print(
-        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s "
-        f"({metrics['train_cpu_seconds']:.1f}s CPU)  "
-        f"best epoch {metrics['best_epoch']}/{metrics['epochs_run']}"
+        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  best epoch "
+        f"{metrics['best_epoch']}/{metrics['epochs_run']} (by {metrics['select_by']})  peak memory "
+        f"{metrics['peak_rss_mb']:.0f} MB  per-class report: {run_dir}/report.json, confusion.png"
     )
+    if metrics.get("warnings"):
+        console.print(f"[yellow]{len(metrics['warnings'])} warning(s)[/yellow]: see above and metrics.json")
+    if metrics.get("out_of_time"):
+        console.print(f"stopped by --max-seconds: add --resume to the same command to continue ({run_dir})")
 
 
-def _train_config(ns: argparse.Namespace) -> TrainConfig:
-    values = _picked(ns, TrainConfig)
-    if ns.data is None and ns.task in datasets.DEFAULT_EPOCHS:
-        values.setdefault("epochs", datasets.DEFAULT_EPOCHS[ns.task])
-    return TrainConfig(**values)
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("attnserve.training")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _train(argv: Sequence[str]) -> int:
     if argv[:1] == ["compare"]:
         from attnserve.training.compare import main as compare_main
 
         return compare_main(argv[1:])
-    pre, _ = _base_parser().parse_known_args(argv)
-    parser = _base_parser()
-    _add_dataclass_flags(parser.add_argument_group(f"{pre.model} config"), FAMILIES[pre.model].config_cls)  # type: ignore[arg-type]
-    ns = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
-    result = train_run(
-        ns.out,
-        ns.model,
-        _picked(ns, FAMILIES[ns.model].config_cls),
-        _train_config(ns),
-        _data_spec(ns),
-    )
+    ns = build_parser().parse_args(argv)
+    _configure_logging(ns.verbose)
+    spec, overrides, cfg = data_spec(ns), model_overrides(ns), train_config(ns)
+    result = train_run(ns.out, ns.model, overrides, cfg, spec)
     _report(Console(), result.metrics, ns.out)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv), user_errors=(ResumeError,))
 
 
 if __name__ == "__main__":

@@ -1,141 +1,150 @@
-"""`attnserve-train compare`: every family on one task, side by side, as a markdown table.
+"""`attnserve-train compare`: several families on one task, side by side, as a markdown page.
 
-Same data, same seed, same trainer; only the family (and its default config) changes, so
-the table shows what attention over word order buys on car-order. With several ``--seeds``
-each family is trained once per seed (the seed picks the generated data, the split and the
-initial weights) and the table gives the mean and the worst run.
+Same data, same seed, same trainer; only the family (and its config) changes, so the page
+shows what attention buys. Each run is its own `attnserve-train` process, so its peak
+memory is its own. With ``--distractor both`` every family also trains on texts prefixed
+by another text of the same split. Flags this command does not know (``--size``,
+``--max-len``, ``--truncation``, ``--max-seconds``, ...) are passed to every run.
+
+    attnserve-train compare --task car-order --seeds 0 1 2 3
+    attnserve-train compare --task reviews-polarity --distractor both --max-seconds 900
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import statistics
+import json
+import shlex
+import subprocess
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import torch
-from attnserve.training.data import (
-    DEFAULT_EPOCHS,
-    EVAL_SPLITS,
-    HANDWRITTEN,
-    PHRASING_HELDOUT,
-    TEMPLATE_HELDOUT,
-)
-from attnserve.training.models import FAMILIES
-from attnserve.training.run import DataSpec, train_run
-from attnserve.training.tokenizer import KINDS
-from attnserve.training.trainer import TrainConfig
 from rich.console import Console
-from rich.table import Table
 
-ORDER = ("transformer", "self_attention", "attention_pool", "mean_pool", "bow_mlp")
-SPLIT_TITLES = {
-    TEMPLATE_HELDOUT: "held-out templates",
-    PHRASING_HELDOUT: "held-out phrasings",
-    HANDWRITTEN: "hand-written",
+from attnserve.training.cli_errors import UsageError
+from attnserve.training.compare_page import Run, RunSpec, write_page
+from attnserve.training.data import TASKS
+from attnserve.training.models import FAMILIES
+
+# A family, optionally with config fields: "attention_pool:positions=sinusoidal".
+DEFAULT_FAMILIES = {
+    "car-order": ("transformer", "self_attention", "attention_pool", "mean_pool", "bow_mlp"),
+    "reviews": ("mean_pool", "attention_pool:positions=sinusoidal", "self_attention", "transformer"),
 }
+DEFAULT_TABLES = {"car-order": "docs/results/car-order.md", "reviews": "docs/results/reviews.md"}
+COMMAND_RECORD = "compare.json"  # the training command a finished run came from
 
 
-@dataclass(frozen=True)
-class Row:
-    family: str
-    test: list[float]  # accuracy on held-out pairs, one per seed
-    extra: dict[str, list[float]]  # accuracy per further evaluation split the task has, one per seed
-    params: int
-    seconds: list[float]
-    cpu_seconds: list[float]
-    epochs: list[int]
+def parse_family(text: str) -> RunSpec:
+    family, _, rest = text.partition(":")
+    if family not in FAMILIES:
+        raise UsageError(f"unknown family {family!r} in {text!r}; families: {', '.join(sorted(FAMILIES))}")
+    settings = []
+    for item in filter(None, rest.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(
+                f"{text!r}: write config fields as name=value, e.g. attention_pool:positions=sinusoidal"
+            )
+        settings.append((name.strip(), value.strip()))
+    return RunSpec(family, tuple(settings))
 
 
-def _figure(values: list[float]) -> str:
-    """One run: its value; several: mean (worst)."""
-    if not values:
-        return "—"
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{statistics.fmean(values):.3f} ({min(values):.3f})"
+def _command(
+    task: str, spec: RunSpec, out: Path, seed: int, distractor: bool, passed: list[str]
+) -> list[str]:
+    cmd = [sys.executable, "-m", "attnserve.training.cli", "--task", task, "--model", spec.family]
+    cmd += ["--out", str(out), "--seed", str(seed), *passed]
+    for name, value in spec.settings:
+        cmd += ["--" + name.replace("_", "-"), value]
+    return cmd + (["--distractor-prefix"] if distractor else [])
 
 
-def _cells(row: Row, splits: Sequence[str]) -> tuple[str, ...]:
-    secs, cpu = statistics.fmean(row.seconds), statistics.fmean(row.cpu_seconds)
-    epochs = "/".join(str(e) for e in row.epochs)
-    figures = [_figure(row.extra.get(split, [])) for split in splits]
-    return (row.family, _figure(row.test), *figures, f"{row.params:,}", f"{secs:.1f} ({cpu:.1f})", epochs)
-
-
-def _train_family(family: str, ns: argparse.Namespace, console: Console) -> Row:
-    test: list[float] = []
-    extra: dict[str, list[float]] = {}
-    seconds, cpu_seconds, epochs, params = [], [], [], 0
-    for seed in ns.seeds:
-        console.print(f"[bold]training {family}[/bold] (seed {seed})")
-        out = Path(ns.out) / family if len(ns.seeds) == 1 else Path(ns.out) / family / f"seed{seed}"
-        spec = DataSpec(task=ns.task, seed=seed, tokenizer=ns.tokenizer)
-        epochs = DEFAULT_EPOCHS.get(ns.task, TrainConfig.epochs)
-        m = train_run(out, family, {}, TrainConfig(seed=seed, epochs=epochs), spec).metrics
-        test.append(m["test"]["accuracy"])
-        for split in EVAL_SPLITS:
-            if split in m:
-                extra.setdefault(split, []).append(m[split]["accuracy"])
-        seconds.append(m["train_seconds"])
-        cpu_seconds.append(m["train_cpu_seconds"])
-        epochs.append(m["epochs_run"])
-        params = m["params"]
-    return Row(family, test, extra, params, seconds, cpu_seconds, epochs)
+def _train(cmd: list[str], out: Path, console: Console, reuse: bool) -> dict[str, Any]:
+    """Run one training process (output in OUT/train.log), or reuse a finished identical one."""
+    record = out / COMMAND_RECORD
+    args = cmd[1:]  # which interpreter ran it does not change the run
+    if reuse and record.is_file() and json.loads(record.read_text()) == args:
+        console.print("  reusing the finished run there")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        record.unlink(missing_ok=True)
+        with open(out / "train.log", "w") as log:
+            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        if code != 0:
+            tail = (out / "train.log").read_text().strip().splitlines()[-1:] or ["(no output)"]
+            raise UsageError(f"training {out} failed with exit status {code}: {tail[0]}")
+        record.write_text(json.dumps(args))
+    metrics: dict[str, Any] = json.loads((out / "metrics.json").read_text())
+    console.print(
+        f"  done: test accuracy {metrics['test']['accuracy']:.4f} in {metrics['train_seconds']:.0f}s"
+    )
+    return metrics
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="attnserve-train compare", description=__doc__)
-    p.add_argument("--task", default="car-order")
-    p.add_argument("--out", default="runs/compare", help="one run directory per family goes here")
-    p.add_argument("--table", default="docs/results/car-order.md", help="markdown table to write")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], help="one run per family and seed")
-    p.add_argument("--families", nargs="*", default=list(ORDER), choices=sorted(FAMILIES))
-    p.add_argument("--tokenizer", default=DataSpec.tokenizer, choices=KINDS, help="tokenizer kind")
-    ns = p.parse_args(argv)
+    p = argparse.ArgumentParser(
+        prog="attnserve-train compare",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--task", default="car-order", choices=TASKS, help="built-in task (default: car-order)")
+    p.add_argument(
+        "--out", default=None, help="one run directory per run goes here (default: runs/compare-TASK)"
+    )
+    p.add_argument(
+        "--table",
+        default=None,
+        help="markdown page to write (default: docs/results/car-order.md or docs/results/reviews.md)",
+    )
+    p.add_argument(
+        "--seeds", nargs="+", type=int, default=[0], help="one run per family and seed (default: 0)"
+    )
+    p.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        metavar="FAMILY[:FIELD=VALUE,...]",
+        help="families to train (default: every family for car-order; mean_pool, "
+        "attention_pool:positions=sinusoidal, self_attention, transformer for reviews-*)",
+    )
+    p.add_argument(
+        "--distractor",
+        choices=("off", "on", "both"),
+        default="off",
+        help="train without, with, or both without and with the distractor prefix (default: off)",
+    )
+    p.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="keep runs under --out that finished with the same command (resume a comparison, or "
+        "assemble one page from variants trained side by side)",
+    )
+    ns, passed = p.parse_known_args(argv)
+    kind = "reviews" if ns.task.startswith("reviews") else "car-order"
+    specs = [parse_family(f) for f in (ns.families or DEFAULT_FAMILIES[kind])]
+    out_root = Path(ns.out or f"runs/compare-{ns.task}")
+    table = Path(ns.table or DEFAULT_TABLES[kind])
+    variants = {"off": [False], "on": [True], "both": [False, True]}[ns.distractor]
 
     console = Console()
-    rows = [_train_family(family, ns, console) for family in ns.families]
-
-    several = len(ns.seeds) > 1
-    accuracy_note = ", mean (worst) over seeds" if several else ""
-    splits = [split for split in EVAL_SPLITS if any(split in row.extra for row in rows)]
-    columns = (
-        "family",
-        f"held-out pairs{accuracy_note}",
-        *(f"{SPLIT_TITLES[split]}{accuracy_note}" for split in splits),
-        "params",
-        "train time, s (CPU s)" + (", mean" if several else ""),
-        "epochs",
-    )
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        cells = _cells(row, splits)
-        lines.append(f"| `{cells[0]}` | " + " | ".join(cells[1:]) + " |")
-    load = os.getloadavg()[0]  # train times are wall-clock: say how busy the machine was
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread(s), "
-        f"1-minute load average {load:.1f} at the end"
-    )
-    seeds = " ".join(str(s) for s in ns.seeds)
-    body = "\n".join(lines)
-    text = (
-        f"# {ns.task}: every family, same data and trainer\n\n"
-        f"Produced by `attnserve-train compare --task {ns.task} --seeds {seeds} --tokenizer {ns.tokenizer}` "
-        f"on {machine}. Accuracy on each split; train time is wall-clock, CPU time in brackets.\n\n{body}\n"
-    )
-    Path(ns.table).parent.mkdir(parents=True, exist_ok=True)
-    Path(ns.table).write_text(text)
-
-    table = Table(title=f"{ns.task}: every family (seeds {seeds})")
-    titles = [SPLIT_TITLES[s] for s in splits]
-    for col in ("family", "held-out pairs", *titles, "params", "train s (CPU)", "epochs"):
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*_cells(row, splits))
-    console.print(table)
-    console.print(f"table written to {ns.table}")
+    runs = []
+    for distractor in variants:
+        for spec in specs:
+            for seed in ns.seeds:
+                out = out_root / (spec.slug + ("+distractor" if distractor else "")) / f"seed{seed}"
+                console.print(
+                    f"[bold]training {spec.label}[/bold]{' with distractor' if distractor else ''} "
+                    f"(seed {seed}) -> {out}"
+                )
+                command = _command(ns.task, spec, out, seed, distractor, passed)
+                metrics = _train(command, out, console, ns.reuse_runs)
+                report = json.loads((out / "report.json").read_text())
+                runs.append(Run(spec, distractor, seed, metrics, report, out))
+    given = sys.argv[2:] if argv is None else list(argv)
+    budget = passed[passed.index("--max-seconds") + 1] if "--max-seconds" in passed[:-1] else None
+    write_page(table, ns.task, runs, "attnserve-train compare " + shlex.join(given), budget)
+    console.print(f"page written to {table}")
     return 0

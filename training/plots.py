@@ -75,3 +75,32 @@ def plot_attention(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_confusion(reports: dict[str, dict[str, Any]], path: Path, title: str) -> Path | None:
+    """One confusion-matrix panel per evaluated split: counts, coloured by share of the true class."""
+    if not reports:
+        return None
+    n = len(reports)
+    size = max(len(next(iter(reports.values()))["labels"]), 2)
+    fig, axes = plt.subplots(1, n, figsize=(0.7 * size * n + 2.5 * n, 0.7 * size + 2.2), squeeze=False)
+    for ax, (split, report) in zip(axes[0], reports.items(), strict=True):
+        counts = np.asarray(report["confusion"], dtype=np.float64)  # [C, C], row = true class
+        shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)
+        image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+        labels = report["labels"]
+        ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        for (i, j), count in np.ndenumerate(counts):
+            ax.text(j, i, f"{int(count)}", ha="center", va="center", fontsize=8,
+                    color="white" if shares[i, j] > 0.5 else "black")
+        heading = f"{split}: accuracy {report['accuracy']:.3f}, macro-F1 {report['macro_f1']:.3f}"
+        ax.set_title(heading, fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

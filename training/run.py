@@ -2,47 +2,84 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
+import os
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+from tokenizers import Tokenizer
+
 from attnserve.training import data as datasets
-from attnserve.training.checkpoint import EVAL_SET, METRICS, TOKENIZER, save_checkpoint, write_json
-from attnserve.training.models import build_model
-from attnserve.training.models.base import Classifier
-from attnserve.training.plots import plot_attention, plot_curves
-from attnserve.training.tokenizer import UNK_ID, build_tokenizer, encode_batch, save_tokenizer
-from attnserve.training.trainer import (
-    History,
-    Split,
-    TrainConfig,
-    evaluate,
-    fit,
-    pick_device,
-    seed_everything,
+from attnserve.training.data.encoding import encode_texts
+from attnserve.training.data_report import (
+    DataReport,
+    auto_max_len,
+    check_classes,
+    check_lengths,
+    check_vocabulary,
 )
+from attnserve.training.memory import release_unused_memory
+from attnserve.training.models import FAMILIES, build_model
+from attnserve.training.resume import RESUME
+from attnserve.training.run_outputs import Evaluation, evaluate_splits, write_run
+from attnserve.training.tokenizer import (
+    TRUNCATION_SIDES,
+    UNK_ID,
+    build_tokenizer,
+    save_tokenizer,
+    token_lengths,
+)
+from attnserve.training.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
+from attnserve.training.vocabulary import KINDS
 
 log = logging.getLogger(__name__)
-FILE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
 
 
 @dataclass(frozen=True)
 class DataSpec:
+    """Where the data comes from and how texts become model inputs."""
+
     task: str = "car-order"
     path: str | None = None  # a CSV/JSONL/Parquet file or a Hugging Face dataset (local dir or hub name)
+    split: str = "train"  # the split of a Hugging Face dataset to train on
+    val_path: str | None = None  # a separate validation part (file, folder or hub name)
+    val_split: str | None = None  # ... or another split of ``path``
+    test_path: str | None = None
+    test_split: str | None = None
+    val_fraction: float | None = None  # carved out of training when no validation part; None: 0.1
+    test_fraction: float | None = None
     text_column: str = "text"
     label_column: str = "label"
-    n_pairs: int | None = None  # None: the task's own default
+    group_column: str | None = None
+    labels: tuple[str, ...] | None = None  # fixes the class names and their order
+    ordinal: bool | None = None  # None: numeric labels are ordered, others not
+    n_pairs: int | None = None  # a built-in task's size; None: the task's own default
     distractor_prefix: bool = False
     min_frequency: int = 1
-    tokenizer: str = "wordlevel"  # wordlevel | wordpiece | bpe (training.tokenizer.KINDS)
-    vocab_size: int = 0  # 0: no cap, every training word is one token
+    tokenizer: str = "wordlevel"  # wordlevel | wordpiece | bpe (vocabulary.KINDS)
+    vocab_size: int = 0  # 0: no cap (wordlevel: every word seen min_frequency times)
+    max_len: int | str | None = None  # tokens, or "auto"; None: the task's own, "auto" for files
+    max_len_percentile: float = 95.0
+    max_len_cap: int = 512
+    truncation: str = "head"  # head | tail | head+tail
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.truncation not in TRUNCATION_SIDES:
+            raise datasets.DataError(f"truncation must be one of {', '.join(TRUNCATION_SIDES)}")
+        if isinstance(self.max_len, str) and self.max_len != "auto":
+            raise datasets.DataError(f"max_len must be a number of tokens or 'auto', got {self.max_len!r}")
+        if isinstance(self.max_len, int) and self.max_len < 2:
+            raise datasets.DataError(f"max_len must be at least 2 tokens, got {self.max_len}")
+        if self.tokenizer not in KINDS:
+            raise datasets.DataError(f"tokenizer must be one of {', '.join(KINDS)}, got {self.tokenizer!r}")
+        if self.vocab_size < 0 or self.min_frequency < 1:
+            raise datasets.DataError("vocab_size must be >= 0 and min_frequency >= 1")
 
 
 @dataclass(frozen=True)
@@ -52,47 +89,78 @@ class RunResult:
     history: History = field(repr=False)
 
 
+def _part(spec: DataSpec, path: str | None, split: str | None) -> datasets.Part | None:
+    if path is None and split is None:
+        return None
+    assert spec.path is not None
+    return datasets.Part(path or spec.path, split or "train")
+
+
 def load_dataset(spec: DataSpec) -> datasets.Dataset:
     if spec.path is None:
-        return datasets.load_task(
-            spec.task, seed=spec.seed, n_pairs=spec.n_pairs, distractor_prefix=spec.distractor_prefix
-        )
-    p = Path(spec.path)
-    if p.is_file() and p.suffix.lower() in FILE_SUFFIXES:
-        ds = datasets.load_file(
-            p, text_column=spec.text_column, label_column=spec.label_column, seed=spec.seed
-        )
-    else:
-        ds = datasets.load_hf_dataset(
-            spec.path, text_column=spec.text_column, label_column=spec.label_column, seed=spec.seed
-        )
-    return ds
-
-
-def _encode(tokenizer: Any, examples: list[datasets.Example], max_len: int) -> Split:
-    enc = encode_batch(tokenizer, [e.text for e in examples], max_len)
-    labels = np.asarray([e.label for e in examples], dtype=np.int64)
-    groups = np.asarray([e.group for e in examples], dtype=np.int64)
-    return Split(enc.input_ids, enc.attention_mask, labels, groups)
-
-
-def _attention_samples(
-    model: Classifier, tokenizer: Any, examples: list[datasets.Example], labels: tuple[str, ...], max_len: int
-) -> list[tuple[str, list[str], np.ndarray]]:
-    if model.attention_kind == "none":
-        return []
-    device = next(model.parameters()).device
-    samples = []
-    for ex in examples:
-        enc = encode_batch(tokenizer, [ex.text], max_len)
-        with torch.no_grad():
-            logits, att = model(
-                torch.from_numpy(enc.input_ids).to(device), torch.from_numpy(enc.attention_mask).to(device)
+        if spec.val_path or spec.test_path or spec.val_split or spec.test_split or spec.split != "train":
+            raise datasets.DataError(
+                "validation/test parts and --split apply to --data, not to built-in tasks"
             )
-        pred = labels[int(logits.argmax(-1))]
-        assert att is not None
-        samples.append((f"true {labels[ex.label]}\npred {pred}", enc.tokens[0], att[0].cpu().numpy()))
-    return samples
+        return datasets.load_task(
+            spec.task,
+            seed=spec.seed,
+            n_pairs=spec.n_pairs,
+            distractor_prefix=spec.distractor_prefix,
+            val_fraction=spec.val_fraction,
+            test_fraction=spec.test_fraction,
+        )
+    layout = datasets.Layout(
+        text_column=spec.text_column,
+        label_column=spec.label_column,
+        group_column=spec.group_column,
+        labels=spec.labels,
+        seed=spec.seed,
+        val_fraction=0.1 if spec.val_fraction is None else spec.val_fraction,
+        test_fraction=0.1 if spec.test_fraction is None else spec.test_fraction,
+    )
+    ds = datasets.load_parts(
+        datasets.Part(spec.path, spec.split),
+        val=_part(spec, spec.val_path, spec.val_split),
+        test=_part(spec, spec.test_path, spec.test_split),
+        layout=layout,
+    )
+    if spec.ordinal is not None:
+        ds = dataclasses.replace(ds, ordered=spec.ordinal)
+    return datasets.with_distractor_prefix(ds, spec.seed) if spec.distractor_prefix else ds
+
+
+def resolve_max_len(
+    spec: DataSpec, family: str, overrides: dict[str, Any], train_lengths: np.ndarray
+) -> tuple[int, str]:
+    """max_len and where it came from: set, auto (a percentile of training lengths), a default."""
+    requested = spec.max_len if spec.max_len is not None else overrides.get("max_len")
+    if requested is None and spec.path is not None:
+        requested = "auto"
+    if requested == "auto":
+        value = auto_max_len(train_lengths, spec.max_len_percentile, spec.max_len_cap)
+        return value, f"auto: p{spec.max_len_percentile:g} of training lengths, cap {spec.max_len_cap}"
+    if requested is not None:
+        return int(requested), "set"
+    task_default = datasets.DEFAULTS[spec.task].max_len if spec.task in datasets.DEFAULTS else None
+    if task_default is not None:
+        return task_default, f"{spec.task} default"
+    defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(FAMILIES[family].config_cls)}
+    return int(defaults["max_len"]), "model default"
+
+
+def task_budget(cfg: TrainConfig, spec: DataSpec) -> TrainConfig:
+    """``cfg`` with a built-in task's own epoch budget when no epoch count was asked for."""
+    own = datasets.DEFAULTS[spec.task].epochs if spec.path is None and spec.task in datasets.DEFAULTS else 0
+    return dataclasses.replace(cfg, epochs=own) if cfg.epochs == 0 and own else cfg
+
+
+def encode(tok: Tokenizer, examples: list[datasets.Example], max_len: int, truncation: str) -> Split:
+    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time."""
+    enc = encode_texts(tok, [e.text for e in examples], max_len, truncation)
+    labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
+    groups = np.fromiter((e.group for e in examples), dtype=np.int64, count=len(examples))
+    return Split(enc.input_ids, enc.lengths, labels, groups)
 
 
 def train_run(
@@ -104,62 +172,88 @@ def train_run(
 ) -> RunResult:
     run_dir = Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    train_cfg = task_budget(train_cfg, data_spec)
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
+    train_texts = [e.text for e in ds.train]
     tokenizer = build_tokenizer(
-        [e.text for e in ds.train],
+        train_texts,
         kind=data_spec.tokenizer,
         min_frequency=data_spec.min_frequency,
-        vocab_size=data_spec.vocab_size,
         add_cls=add_cls,
+        vocab_size=data_spec.vocab_size,
     )
-    save_tokenizer(tokenizer, run_dir / TOKENIZER)
+    evaluated = {"val": ds.val, "test": ds.test, **ds.extra}
+    lengths = {"train": token_lengths(tokenizer, train_texts)}
+    lengths |= {k: token_lengths(tokenizer, [e.text for e in v]) for k, v in evaluated.items() if v}
+    max_len, how = resolve_max_len(data_spec, family, model_overrides, lengths["train"])
+    truncation = data_spec.truncation
+
+    report = DataReport()
+    check_lengths(report, lengths, max_len, truncation, how)
+    splits = {"train": encode(tokenizer, ds.train, max_len, truncation)}
+    splits |= {k: encode(tokenizer, v, max_len, truncation) for k, v in evaluated.items() if v}
+    check_vocabulary(
+        report,
+        tokenizer,
+        train_texts,
+        {k: (s.input_ids, s.lengths) for k, s in splits.items() if k in ("train", "val")},
+        data_spec.vocab_size,
+    )
+    check_classes(report, ds.labels, [e.label for e in ds.train], train_cfg.class_weights != "none")
+    log.info("%s: %s", ds.name, ", ".join(f"{len(s):,} {k}" for k, s in splits.items()))
+    for line in report.notes:
+        log.info("%s", line)
+    for warning in report.warnings:
+        log.warning("%s", warning)
+    save_tokenizer(tokenizer, run_dir / "tokenizer.json", max_len=max_len, truncation=truncation)
 
     cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
+    cfg["max_len"] = max_len
     seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
     model = build_model(family, cfg)
-    max_len = model.config.max_len
-    train, val, test = (_encode(tokenizer, s, max_len) for s in (ds.train, ds.val, ds.test))
-    log.info("%s on %s: %d train / %d val / %d test", family, ds.name, len(train), len(val), len(test))
-
+    # Encoded and checked, the training texts are never read again: free them before training.
+    ds, train_texts = dataclasses.replace(ds, train=[]), []
+    release_unused_memory()
     cpu_start = time.process_time()  # wall time alone misleads on a shared machine
-    history = fit(model, train, val, train_cfg, unk_id=UNK_ID, keep_first_token=add_cls)
+    history = fit(
+        model,
+        splits["train"],
+        splits["val"],
+        train_cfg,
+        unk_id=UNK_ID,
+        keep_first_token=add_cls,
+        state_path=run_dir / RESUME,
+    )
     cpu_seconds = time.process_time() - cpu_start
     device = pick_device(train_cfg.device)
+    evaluation: Evaluation = evaluate_splits(
+        model, {k: s for k, s in splits.items() if k != "train"}, ds.labels, ds.ordered, device
+    )
+    for warning in evaluation.warnings:
+        log.warning("%s", warning)
     metrics: dict[str, Any] = {
         "task": ds.name,
         "family": family,
         "labels": list(ds.labels),
+        "ordered_labels": ds.ordered,
         "params": sum(p.numel() for p in model.parameters()),
         "tokenizer": data_spec.tokenizer,
         "train_seconds": round(history.seconds, 2),
         "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
         "epochs_run": len(history.epochs),
-        "val": evaluate(model, val, device).as_dict(),
-        "test": evaluate(model, test, device).as_dict(),
+        "out_of_time": history.out_of_time,
+        "select_by": train_cfg.select_by,
+        "class_weights": train_cfg.class_weights,
+        **evaluation.scores,
+        "data": report.figures,
+        "warnings": report.warnings + evaluation.warnings,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # how shared the machine was
         "history": history.epochs,
     }
-    for name, examples in ds.extra.items():
-        if examples:
-            metrics[name] = evaluate(model, _encode(tokenizer, examples, max_len), device).as_dict()
-
-    model.cpu()
-    save_checkpoint(run_dir, model, labels=list(ds.labels), task=ds.name, metrics=_summary(metrics))
-    write_json(run_dir / METRICS, metrics)
-    with open(run_dir / EVAL_SET, "w") as fh:
-        for ex in ds.val:
-            fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
-    title = f"{family} on {ds.name}"
-    plot_curves(history.epochs, run_dir / "curves.png", title)
-    plot_attention(
-        _attention_samples(model, tokenizer, ds.test[:3], ds.labels, max_len),
-        run_dir / "attention.png",
-        title,
-    )
+    write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation)
+    if not history.out_of_time:  # complete: nothing left to resume
+        (run_dir / RESUME).unlink(missing_ok=True)
     return RunResult(run_dir, metrics, history)
-
-
-def _summary(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint keeps the headline figures; the per-epoch history stays in metrics.json."""
-    return {k: v for k, v in metrics.items() if k != "history"}

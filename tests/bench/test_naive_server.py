@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from attnserve.service.client import Client
 
+from attnserve.service.client import Client
 from bench.servers import naive
-from tests.service.support import RunningServer, make_settings
+from tests.support.servers import RunningServer, make_settings
 
 TEXTS = [
     "the white car is on the left of the black car",

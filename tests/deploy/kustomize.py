@@ -1,7 +1,8 @@
 """Render the kustomizations under deploy/k8s with PyYAML: the subset of kustomize they use.
 
 Supported: `resources` (files and directories), `namespace`, `labels` (pairs, includeSelectors,
-includeTemplates) and `images` (newName/newTag/digest). Anything else is refused, so a new
+includeTemplates), `images` (newName/newTag/digest) and `patches` given by `path` (strategic
+merge: maps merge, lists of named items merge by name, null deletes a key). Anything else is refused, so a new
 kustomize feature in deploy/k8s fails loudly here instead of being validated half-rendered.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import yaml
 
-SUPPORTED = {"apiVersion", "kind", "resources", "namespace", "labels", "images"}
+SUPPORTED = {"apiVersion", "kind", "resources", "namespace", "labels", "images", "patches"}
 Resource = dict[str, Any]
 
 
@@ -60,6 +61,40 @@ def _add_labels(resource: Resource, rule: dict[str, Any]) -> None:
         resource["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {}).update(pairs)
 
 
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        current = target.get(key)
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(current, dict):
+            _merge(current, value)
+        elif (
+            isinstance(value, list)
+            and isinstance(current, list)
+            and all(isinstance(item, dict) and "name" in item for item in value)
+        ):
+            by_name = {item.get("name"): item for item in current if isinstance(item, dict)}
+            for item in value:
+                if item["name"] in by_name:
+                    _merge(by_name[item["name"]], item)
+                else:
+                    current.append(copy.deepcopy(item))
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _patch(resources: list[Resource], directory: Path, entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        if set(entry) != {"path"}:
+            raise ValueError(f"{directory}: only patches given by path are supported by this renderer")
+        for patch in yaml.safe_load_all((directory / entry["path"]).read_text()):
+            key = (patch["kind"], patch["metadata"]["name"])
+            targets = [r for r in resources if (r["kind"], r["metadata"]["name"]) == key]
+            if len(targets) != 1:
+                raise ValueError(f"{directory / entry['path']}: patch target {key} not found once")
+            _merge(targets[0], patch)
+
+
 def render(directory: Path) -> list[Resource]:
     kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
     unsupported = set(kustomization) - SUPPORTED
@@ -74,6 +109,7 @@ def render(directory: Path) -> list[Resource]:
             resources.extend(render(path))
         else:
             resources.extend(copy.deepcopy(doc) for doc in yaml.safe_load_all(path.read_text()) if doc)
+    _patch(resources, directory, kustomization.get("patches", []))
     for resource in resources:
         if "namespace" in kustomization:
             resource["metadata"]["namespace"] = kustomization["namespace"]

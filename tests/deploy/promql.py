@@ -24,6 +24,7 @@ GRAFANA_VARIABLES = {
     "$__interval": "15s",
     "$model": ".*",
     "$instance": ".*",
+    "$api": ".*",
 }
 # Labels Prometheus itself attaches to every scraped series.
 TARGET_LABELS = {"instance", "job", "stack"}

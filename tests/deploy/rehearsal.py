@@ -20,6 +20,9 @@ from tests.deploy.compose import environment, volume_mounts
 from tests.deploy.conftest import REPO, VENV_BIN
 from tests.deploy.dockerfile import Stage, lineage, stages
 
+# The documented ATTNSERVE_TRAIN_ARGS variable, set for a model that trains in a few seconds.
+TINY_TRAINING = "--no-progress --epochs 2 --n-pairs 60 --n-layers 1 --d-model 16"
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -107,8 +110,15 @@ def prepare(name: str, service: dict[str, Any], volume_root: Path, overrides: di
 def healthcheck(
     service: dict[str, Any], env: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
+    """The service's healthcheck command, run here; a program the image copies in (such as
+    attnserve-healthcheck) runs from the repository, any other from the venv."""
     test = service["healthcheck"]["test"]
-    command = ["sh", "-c", test[1]] if test[0] == "CMD-SHELL" else [str(VENV_BIN / test[1]), *test[2:]]
+    if test[0] == "CMD-SHELL":
+        command = ["sh", "-c", test[1]]
+    else:
+        copied = {Path(dest).name: source for dest, source in image_copies(image_stage(service)).items()}
+        program = ["sh", str(copied[test[1]])] if test[1] in copied else [str(VENV_BIN / test[1])]
+        command = [*program, *test[2:]]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 

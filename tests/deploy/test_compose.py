@@ -63,14 +63,43 @@ def test_only_the_load_test_sits_behind_a_profile(services: dict[str, Any]) -> N
 def test_server_can_scale_out(services: dict[str, Any]) -> None:
     for name, svc in services.items():
         assert "container_name" not in svc, f"{name}: a fixed container name blocks --scale"
-    grpc_port = environment(services["server"])["ATTNSERVE_PORT"]
+    env = environment(services["server"])
+    served = {env["ATTNSERVE_PORT"], env["ATTNSERVE_HTTP_PORT"]}
+    published = set()
     for entry in services["server"].get("ports", []):
         host_part, _, container = str(entry).rpartition(":")
-        assert container == grpc_port, f"server publishes {entry}, not its gRPC port {grpc_port}"
+        assert container in served, f"server publishes {entry}, not its gRPC or HTTP port"
+        published.add(container)
         host_port = host_part.rpartition(":")[2]
         assert host_port == "" or re.fullmatch(r"\d+-\d+", host_port), (
             f"server publishes the fixed host port {entry!r}: a second replica could not bind it"
         )
+    assert published == served
+
+
+def test_ports_default_to_loopback(services: dict[str, Any]) -> None:
+    for name, svc in services.items():
+        for entry in svc.get("ports", []):
+            assert str(entry).startswith("127.0.0.1:"), f"{name} publishes {entry} beyond loopback by default"
+
+
+def test_every_image_is_fully_qualified(services: dict[str, Any]) -> None:
+    # podman refuses short names such as prom/prometheus.
+    for name, svc in services.items():
+        registry = svc["image"].split("/")[0]
+        assert "." in registry or registry == "localhost", f"{name}: {svc['image']} is a short name"
+        for arg, value in svc.get("build", {}).get("args", {}).items():
+            if arg.endswith("_IMAGE"):
+                assert "." in value.split("/")[0], f"{name}: build arg {arg}={value} is a short name"
+
+
+def test_builds_take_their_bases_and_torch_source_as_arguments(services: dict[str, Any]) -> None:
+    for name in ("trainer", "server", "loadtest"):
+        assert "PYTHON_IMAGE" in services[name]["build"]["args"], name
+    train_args = services["trainer"]["build"]["args"]
+    assert train_args["TORCH_INDEX_URL"].endswith("/whl/cpu")
+    dockerfile_args = re.findall(r"^ARG (\w+)", (REPO / "deploy/Dockerfile.train").read_text(), re.MULTILINE)
+    assert set(train_args) <= set(dockerfile_args)
 
 
 def test_server_waits_for_the_trainer_and_shares_its_models(services: dict[str, Any]) -> None:
@@ -99,8 +128,8 @@ def test_long_running_services_have_healthchecks_restart_and_limits(services: di
         svc = services[name]
         assert svc["restart"] in {"unless-stopped", "always", "on-failure"}, name
         assert svc["healthcheck"]["test"][0] in {"CMD", "CMD-SHELL"}, name
-    health = " ".join(services["server"]["healthcheck"]["test"][1:])
-    assert "attnserve-client health" in health, "the server's healthcheck must use the gRPC health service"
+    # The image's own check (deploy/healthcheck.sh): gRPC health over plaintext, TLS or mutual TLS.
+    assert services["server"]["healthcheck"]["test"] == ["CMD", "attnserve-healthcheck"]
     for name, svc in services.items():
         assert float(svc["cpus"]) > 0, name
         assert re.fullmatch(r"\d+[kmg]", str(svc["mem_limit"])), f"{name}: mem_limit {svc.get('mem_limit')!r}"

@@ -14,7 +14,7 @@ from tests.deploy.conftest import REPO, find_tool
 from tests.deploy.kustomize import Resource, containers, pod_specs, render
 
 K8S = REPO / "deploy" / "k8s"
-KUSTOMIZATIONS = ["base", "kserve"]
+KUSTOMIZATIONS = ["base", "kserve", "http-probes"]
 # 1.27: native gRPC probes are GA from there on. The newest schema kubernetes-validate ships.
 KUBERNETES_VERSIONS = ["1.27", kubernetes_validate.latest_version()]
 CRD_GROUPS = {"monitoring.coreos.com", "serving.kserve.io"}
@@ -96,8 +96,28 @@ def test_deployment_probes_use_native_grpc_health(base: dict[tuple[str, str], Re
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["grpc"]["port"] == grpc_port, probe
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"grpc": grpc_port, "metrics": int(config["ATTNSERVE_METRICS_PORT"])}
+    assert ports == {
+        "grpc": grpc_port,
+        "http": int(config["ATTNSERVE_HTTP_PORT"]),
+        "metrics": int(config["ATTNSERVE_METRICS_PORT"]),
+    }
     assert container["envFrom"] == [{"configMapRef": {"name": "attnserve-config"}}]
+
+
+def test_http_probes_option_probes_the_v2_health_routes() -> None:
+    rendered = {(r["kind"], r["metadata"]["name"]): r for r in render(K8S / "http-probes")}
+    (container,) = containers(rendered[("Deployment", "attnserve")])
+    paths = {
+        "startupProbe": "/v2/health/ready",
+        "readinessProbe": "/v2/health/ready",
+        "livenessProbe": "/v2/health/live",
+    }
+    for probe, path in paths.items():
+        assert "grpc" not in container[probe], probe
+        assert container[probe]["httpGet"] == {"path": path, "port": "http"}, probe
+    assert container[probe]["periodSeconds"] > 0  # the base's timing is kept
+    service_ports = {p["name"]: p for p in rendered[("Service", "attnserve")]["spec"]["ports"]}
+    assert service_ports["http"]["targetPort"] == "http"
 
 
 def test_termination_grace_covers_prestop_and_drain(base: dict[tuple[str, str], Resource]) -> None:
@@ -231,6 +251,18 @@ def test_kserve_runtime_serves_v2_grpc(kserve: dict[tuple[str, str], Resource]) 
     assert annotations["prometheus.kserve.io/port"] == args["metrics-port"]
 
 
+def test_kserve_http_runtime_serves_v2_rest(kserve: dict[tuple[str, str], Resource]) -> None:
+    runtime = kserve[("ServingRuntime", "attnserve-http")]
+    assert _required(runtime, "spec", "protocolVersions") == ["v2"]
+    (container,) = _required(runtime, "spec", "containers")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert set(ports) == {"http1"}, "KServe routes REST to the single port named http1"
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"])
+    assert int(args["http-port"]) == ports["http1"] and args["repository"] == "/mnt/models"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": ports["http1"]}
+    assert not any(f["autoSelect"] for f in runtime["spec"]["supportedModelFormats"])
+
+
 def test_inference_service_uses_the_runtime(kserve: dict[tuple[str, str], Resource]) -> None:
     (service,) = [r for (kind, _), r in kserve.items() if kind == "InferenceService"]
     assert service["apiVersion"] == "serving.kserve.io/v1beta1"
@@ -249,6 +281,8 @@ def test_every_manifest_file_is_part_of_a_kustomization() -> None:
     listed: set[Path] = set()
     for name in KUSTOMIZATIONS:
         kustomization = yaml.safe_load((K8S / name / "kustomization.yaml").read_text())
-        listed.update((K8S / name / entry).resolve() for entry in kustomization["resources"])
+        files = [K8S / name / entry for entry in kustomization["resources"]]
+        listed.update(path.resolve() for path in files if not path.is_dir())
+        listed.update((K8S / name / patch["path"]).resolve() for patch in kustomization.get("patches", []))
     present = {p.resolve() for p in K8S.rglob("*.yaml") if p.name != "kustomization.yaml"}
     assert present == listed, f"not applied by any kustomization: {sorted(map(str, present - listed))}"

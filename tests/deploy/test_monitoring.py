@@ -29,6 +29,8 @@ REQUIRED_PANELS = {
         "attnserve_queue_wait_seconds_bucket",
         "attnserve_inference_duration_seconds_bucket",
     ],
+    "latency by API (grpc and http)": ["sum by (le, api) (rate(attnserve_request_duration_seconds_bucket"],
+    "requests by API": ["sum by (api, code) (rate(attnserve_requests_total"],
     "batch size": ["attnserve_batch_size_"],
     "padding ratio": ["attnserve_padding_ratio_"],
     "queue depth": ["attnserve_queue_depth"],

@@ -23,6 +23,7 @@ from tests.deploy import promql
 from tests.deploy.compose import environment, load_compose, parse_duration
 from tests.deploy.conftest import VENV_BIN, require_tool
 from tests.deploy.rehearsal import (
+    TINY_TRAINING,
     LocalService,
     PrometheusAPI,
     finite_values,
@@ -34,8 +35,6 @@ from tests.deploy.rehearsal import (
 
 SCRIPTS = ("attnserve-train", "attnserve-export", "attnserve-serve", "attnserve-client")
 MISSING = [s for s in SCRIPTS if not (VENV_BIN / s).exists()]
-# The documented ATTNSERVE_TRAIN_ARGS variable, set for a model that trains in a few seconds.
-TINY_TRAINING = "--no-progress --epochs 2 --n-pairs 60 --n-layers 1 --d-model 16"
 TEXTS = [
     "the white car is on the left of the black car",
     "the black car is left of the red car",
@@ -107,6 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "ATTNSERVE_HOST": "127.0.0.1",
             "ATTNSERVE_PORT": str(grpc_port),
             "ATTNSERVE_METRICS_PORT": str(metrics_port),
+            "ATTNSERVE_HTTP_PORT": str(free_port()),
         },
     )
     server_log = root / "server.log"

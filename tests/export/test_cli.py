@@ -6,8 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from attnserve.export.bundle import read_bundle
+
 from attnserve.export.cli import main
+from attnserve.service.bundle import read_bundle
 
 
 def _published(model_dir: Path) -> list[str]:

@@ -11,7 +11,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from attnserve.export.bundle import read_bundle
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from attnserve.export.contract import BATCH, SEQUENCE, graph_contract
 from attnserve.export.errors import ExportError
 from attnserve.export.onnx import export_model, verify_graph
@@ -24,12 +26,10 @@ from attnserve.export.parity import (
     run_onnx,
     run_torch,
 )
+from attnserve.service.bundle import read_bundle
 from attnserve.training.checkpoint import LoadedRun, load_run
 from attnserve.training.models.base import Classifier
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from tests.export.conftest import ATTENTION_FAMILIES, FAMILIES
+from tests.support.runs import ATTENTION_FAMILIES, FAMILIES
 
 
 def _graph_dims(path: Path) -> dict[str, list[int | str]]:

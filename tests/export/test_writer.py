@@ -9,7 +9,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from attnserve.export.bundle import (
+
+from attnserve.export.errors import ExportError, ParityError, QuantizationRefused
+from attnserve.export.evalset import encode_one
+from attnserve.export.parity import cpu_session, run_onnx
+from attnserve.export.writer import export_run
+from attnserve.service.bundle import (
     MANIFEST_FILE,
     MODEL_FILE,
     STAGING_PREFIX,
@@ -19,12 +24,7 @@ from attnserve.export.bundle import (
     read_bundle,
     sha256_file,
 )
-from attnserve.export.errors import ExportError, ParityError, QuantizationRefused
-from attnserve.export.evalset import encode_one
-from attnserve.export.parity import cpu_session, run_onnx
-from attnserve.export.writer import export_run
-
-from tests.export.conftest import FAMILIES
+from tests.support.runs import FAMILIES
 
 
 def _tree(folder: Path) -> dict[str, str]:

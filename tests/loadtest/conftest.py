@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.support import RunningServer, make_settings
+from tests.support.servers import RunningServer, make_settings
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "car"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.deploy.compose import load_compose
 from tests.loadtest.conftest import REPO, metrics_url, read_json
-from tests.service.support import RunningServer
+from tests.support.servers import RunningServer
 
 
 def test_the_compose_load_profile_command_runs_and_reconciles(server: RunningServer, tmp_path: Path) -> None:

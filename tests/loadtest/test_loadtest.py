@@ -10,7 +10,7 @@ import csv
 from pathlib import Path
 
 from tests.loadtest.conftest import MODEL, metrics_url, read_json, run_loadtest
-from tests.service.support import RunningServer, make_settings
+from tests.support.servers import RunningServer, make_settings
 
 REPORTS = ("attnserve_stats.csv", "attnserve_failures.csv", "attnserve_stats_history.csv", "attnserve.html")
 

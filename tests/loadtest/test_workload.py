@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from attnserve.service.proto.inference import grpc_service_pb2 as vpb
-
 from loadtest.protocol import NativeProtocol, V2Protocol
 from loadtest.workload import LENGTH_CLASSES, Mix, ModelLimits, Workload, word_span
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from attnserve.service.client import Client
 
-from tests.service.support import RunningServer, make_settings
+from attnserve.service.client import Client
+from tests.support.servers import RunningServer, make_settings
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ import grpc
 import onnxruntime as ort
 import psutil
 import pytest
+
 from attnserve.service.client import AsyncClient, Client, ClientError, build_request
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
-
-from tests.service.support import RunningServer, free_port, make_settings, metric_samples, scrape
+from tests.support.servers import RunningServer, free_port, make_settings, metric_samples, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_CUDA = "CUDAExecutionProvider" not in ort.get_available_providers()
@@ -100,6 +100,8 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
         "64",
         "--grace-seconds",
         "10",
+        "--drain-accept-s",  # the 0.3 s below are past it: the late call must be refused
+        "0.1",
     )
     target = f"127.0.0.1:{port}"
     try:
@@ -122,7 +124,12 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 
         labels, refused = asyncio.run(scenario())
         assert len(labels) == 40 and all(labels), "every accepted call must complete"
-        assert refused.code == grpc.StatusCode.UNAVAILABLE and "shutting down" in refused.details
+        # Never served: refused by the draining server, or by the closed port once the drain has
+        # closed it, or reset by grpc while the port closes (CANCELLED; docs/reliability.md: grpc's
+        # Python server gives no way to answer a call that arrives in that instant).
+        assert refused.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), refused
+        if refused.code == grpc.StatusCode.UNAVAILABLE:
+            assert "shutting down" in refused.details or "Connection refused" in refused.details, refused
         output, _ = process.communicate(timeout=15)
         assert process.returncode == 0, output
         assert "shutting down: " in output and "stopped" in output
@@ -136,7 +143,7 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 def test_device_auto_falls_back_to_cpu_and_says_so(
     model_repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="attnserve.service.runtime")
+    caplog.set_level(logging.WARNING, logger="attnserve.service.engine.runtime")
     with RunningServer(make_settings(model_repository, device="auto")) as server:
         assert server.value("attnserve_cpu_fallback_total") == 3  # one per session: car, pool, bow
         with Client(server.target) as client:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from attnserve.service.client import Client, ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.service.support import RunningServer
+from attnserve.service.client import Client, ClientError
+from tests.support.servers import RunningServer
 
 FAMILIES = {
     "attnserve_request_duration_seconds": ("histogram", {"api", "model", "version"}),

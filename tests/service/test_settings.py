@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from attnserve.service.settings import Settings, build_parser, load_settings
 from pydantic import ValidationError
+
+from attnserve.service.settings import Settings, build_parser, load_settings
 
 
 def test_environment_overrides_defaults_and_flags_override_both(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,3 +59,10 @@ def test_every_setting_is_documented_in_the_service_guide() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
     for name in Settings.model_fields:
         assert f"`ATTNSERVE_{name.upper()}`" in guide, f"docs/service.md lacks {name}"
+
+
+def test_http_port_defaults_to_8000_and_must_differ_from_the_grpc_port() -> None:
+    assert Settings.model_fields["http_port"].default == 8000  # the environment of tests sets 0
+    with pytest.raises(ValueError, match="http_port and port must differ"):
+        Settings(port=9000, http_port=9000)
+    assert Settings(port=9000, http_port=0).http_port == 0  # off

@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 
 import psutil
-from attnserve.service.admin_client import AdminClient
-from attnserve.service.client import AsyncClient
-from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
-from tests.service.bundles import add_version
-from tests.service.load import Ledger, record_figures
-from tests.service.process import ServerProcess
-from tests.v2.requests import text_request
+from attnserve.service.client import AsyncClient
+from attnserve.service.client.admin import AdminClient
+from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
+from tests.support.bundles import add_version
+from tests.support.load import Ledger, record_figures
+from tests.support.process import ServerProcess
+from tests.support.v2 import text_request
 
 ROUNDS, CALLS_PER_ROUND, CONCURRENCY = 4, 600, 16
 # Generous: allocator and arena noise moves RSS by a few MB; a leak of one session per

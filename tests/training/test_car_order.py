@@ -6,6 +6,7 @@ import random
 from collections import Counter, defaultdict
 
 import pytest
+
 from attnserve.training.data import (
     HANDWRITTEN,
     PHRASING_HELDOUT,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from attnserve.training.checkpoint import load_run
 from attnserve.training.cli import main as train_main
 from attnserve.training.data import EVAL_SPLITS, HANDWRITTEN, handwritten
-from tokenizers import Tokenizer
 
 
 def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from attnserve.training.data import (
     TASKS,
     DataError,
@@ -58,7 +59,7 @@ def test_add_distractor_prefix_works_on_any_examples() -> None:
 
 def test_greetings_food_is_small_balanced_and_stratified() -> None:
     ds = load_task("greetings-food")
-    assert set(TASKS) == {"car-order", "greetings-food"}
+    assert {"car-order", "greetings-food", "reviews-polarity", "reviews-stars"} == set(TASKS)
     assert ds.labels == ("food", "greeting")
     everything = [ex for split in ds.splits().values() for ex in split]
     assert len(everything) == 80 and Counter(ex.label for ex in everything) == {0: 40, 1: 40}
@@ -189,8 +190,15 @@ def test_missing_column_names_the_column_and_the_available_ones(tmp_path: Path) 
 
 
 def test_bad_rows_and_files_are_rejected_clearly(tmp_path: Path) -> None:
-    empty = _write_csv(tmp_path / "e.csv", [{"text": "fine", "label": "a"}, {"text": "   ", "label": "b"},
-                                            {"text": "", "label": "a"}, {"text": "ok", "label": "b"}])
+    empty = _write_csv(
+        tmp_path / "e.csv",
+        [
+            {"text": "fine", "label": "a"},
+            {"text": "   ", "label": "b"},
+            {"text": "", "label": "a"},
+            {"text": "ok", "label": "b"},
+        ],
+    )
     with pytest.raises(DataError, match=r"2 row\(s\) have an empty or missing 'text' \(rows 2, 3"):
         load_file(empty)
     unlabelled = _write_csv(tmp_path / "u.csv", [{"text": "fine", "label": "a"}, {"text": "x", "label": ""}])

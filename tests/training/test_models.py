@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 import torch
-from attnserve.training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
-from attnserve.training.models.base import SelfAttention, sinusoids
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
+
+from attnserve.training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
+from attnserve.training.models.layers import SelfAttention, sinusoids
 
 VOCAB = 40
 MAX_LEN = 24
@@ -326,3 +327,34 @@ def test_invalid_configs_fail_with_a_clear_message(family: str, config: dict[str
 def test_integer_dropout_is_stored_as_float() -> None:
     cfg = build_model("mean_pool", {"vocab_size": 10, "dropout": 0}).config
     assert cfg.dropout == 0.0 and isinstance(cfg.dropout, float)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fused_logits_path_matches_the_written_out_attention(case: str) -> None:
+    """``logits`` (fused kernel, used to train and score) equals ``forward`` (what export traces)."""
+    model = make(case)
+    ids, mask = batch([9, 4, 0, 6, 1], width=9, seed=6)  # includes a row with no real token
+    with torch.no_grad():
+        written_out, _ = model(ids, mask)
+        fused = model.logits(ids, mask)
+    torch.testing.assert_close(fused, written_out, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "case", ["self_attention-narrow-k", "transformer-pre-mean", "transformer-post-cls-sinusoidal"]
+)
+def test_fused_path_trains_like_the_written_out_one(case: str) -> None:
+    """Without dropout both paths give the same loss gradients, so they train the same model."""
+    family, extra = CASES[case]
+    grads = []
+    for fused in (False, True):
+        torch.manual_seed(0)
+        model = build_model(
+            family, {"vocab_size": VOCAB, "max_len": MAX_LEN, "dropout": 0.0, **extra}
+        ).train()
+        ids, mask = batch([7, 3, 5], width=7, seed=7)
+        logits = model.logits(ids, mask) if fused else model(ids, mask)[0]
+        torch.autograd.backward(torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 0])))
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    for name, written_out in grads[0].items():
+        torch.testing.assert_close(grads[1][name], written_out, atol=1e-5, rtol=1e-4, msg=name)

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+
 from attnserve.training.models import Classifier, build_model
 
 VOCAB = 30

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
+
 from attnserve.training.data import load_task, words
 from attnserve.training.tokenizer import (
     CLS_ID,
     CLS_TOKEN,
-    KINDS,
     PAD_ID,
     UNK_ID,
     UNK_TOKEN,
@@ -19,7 +20,7 @@ from attnserve.training.tokenizer import (
     load_tokenizer,
     save_tokenizer,
 )
-from tokenizers import Tokenizer
+from attnserve.training.vocabulary import KINDS
 
 TEXTS = ["The white car is on the left.", "The black car is on the right!", "Hello, world", "hello again"]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from attnserve.training.checkpoint import load_run, save_checkpoint
 from attnserve.training.cli import main as train_main
 from attnserve.training.metrics import brier_score, expected_calibration_error, macro_f1, score
@@ -35,7 +36,7 @@ def _toy_split(n: int, seed: int) -> Split:
     ids = rng.integers(7, 20, size=(n, 8))
     labels = rng.integers(0, 2, size=n)
     ids[np.arange(n), rng.integers(0, 8, size=n)] = np.where(labels == 1, 5, 6)
-    return Split(ids.astype(np.int64), np.ones_like(ids, dtype=np.int64), labels.astype(np.int64))
+    return Split(ids.astype(np.int32), np.full(n, 8), labels.astype(np.int64))
 
 
 def test_short_training_run_lowers_the_loss_and_reloads_identically(tmp_path: Path) -> None:
@@ -50,7 +51,8 @@ def test_short_training_run_lowers_the_loss_and_reloads_identically(tmp_path: Pa
     save_tokenizer(build_tokenizer(["a b c"]), tmp_path / "tokenizer.json")
     save_checkpoint(tmp_path, model, labels=["no", "yes"], task="toy", metrics={})
     reloaded = load_run(tmp_path)
-    ids, mask = torch.from_numpy(val.input_ids), torch.from_numpy(val.attention_mask)
+    ids = torch.from_numpy(val.input_ids).long()
+    mask = torch.ones_like(ids)
     with torch.no_grad():
         assert torch.equal(model(ids, mask)[0], reloaded.model(ids, mask)[0])
     assert reloaded.labels == ["no", "yes"] and reloaded.max_len == 16

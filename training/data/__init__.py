@@ -7,11 +7,11 @@ and ``handwritten``), with class names in id order.
 
 from __future__ import annotations
 
-from attnserve.training.data.augment import add_distractor_prefix, word_dropout
+from attnserve.training.data.augment import add_distractor_prefix, with_distractor_prefix, word_dropout
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups, words
-from attnserve.training.data.files import load_file, load_hf_dataset
+from attnserve.training.data.files import Layout, Part, load_file, load_hf_dataset, load_parts
 from attnserve.training.data.tasks import (
-    DEFAULT_EPOCHS,
+    DEFAULTS,
     EVAL_SPLITS,
     HANDWRITTEN,
     PHRASING_HELDOUT,
@@ -21,7 +21,7 @@ from attnserve.training.data.tasks import (
 )
 
 __all__ = [
-    "DEFAULT_EPOCHS",
+    "DEFAULTS",
     "EVAL_SPLITS",
     "HANDWRITTEN",
     "PHRASING_HELDOUT",
@@ -30,11 +30,15 @@ __all__ = [
     "DataError",
     "Dataset",
     "Example",
+    "Layout",
+    "Part",
     "add_distractor_prefix",
     "load_file",
     "load_hf_dataset",
+    "load_parts",
     "load_task",
     "split_groups",
+    "with_distractor_prefix",
     "word_dropout",
     "words",
 ]

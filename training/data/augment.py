@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from attnserve.training.data.core import DataError, Example
+
+from attnserve.training.data.core import DataError, Dataset, Example
 
 
 def add_distractor_prefix(examples: Sequence[Example], rng: random.Random) -> list[Example]:
@@ -27,6 +29,20 @@ def add_distractor_prefix(examples: Sequence[Example], rng: random.Random) -> li
             other = texts[rng.randrange(len(texts))]
         out.append(Example(text=f"{other} {ex.text}", label=ex.label, group=ex.group))
     return out
+
+
+def with_distractor_prefix(ds: Dataset, seed: int) -> Dataset:
+    """``ds`` with every text of every split prefixed by another text of the same split."""
+    rng = random.Random(f"distractor/{seed}")
+    splits = {name: add_distractor_prefix(v, rng) if v else v for name, v in ds.splits().items()}
+    return dataclasses.replace(
+        ds,
+        name=f"{ds.name}+distractor",
+        train=splits.pop("train"),
+        val=splits.pop("val"),
+        test=splits.pop("test"),
+        extra=splits,
+    )
 
 
 def word_dropout(

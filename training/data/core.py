@@ -30,6 +30,7 @@ class Dataset:
     val: list[Example]
     test: list[Example]
     extra: dict[str, list[Example]] = field(default_factory=dict)  # further evaluation splits
+    ordered: bool = False  # the classes are ranks (star ratings): errors have a size
 
     def __post_init__(self) -> None:
         if len(self.labels) < 2:

@@ -2,37 +2,64 @@
 
 Everything is read through Hugging Face ``datasets``. Local files are parsed into memory with
 a throw-away cache folder, so loading works offline and leaves nothing behind; only Hub
-datasets use the regular Hugging Face cache.
+datasets use the regular Hugging Face cache (see ``hub``).
+
+A data set comes from one source split by fractions, or from separate parts: a validation
+and/or test file, or other splits of the same Hugging Face dataset. Whatever is not given
+as a part is carved out of the training part, by group and stratified by label.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups
+from attnserve.training.data.hub import PROBE_TIMEOUT_S, load_from_hub
+from attnserve.training.data.labels import LabelColumn, map_labels, rows
 
-BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet",
-            ".pq": "parquet"}
-_SHOWN = 5  # rows quoted in an error message
+BUILDERS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+TRAIN = "train"
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
     """Which columns to read and how to split: the options shared by every loader."""
 
-    text_column: str
-    label_column: str
-    group_column: str | None
-    labels: Sequence[str] | None
-    seed: int
-    val_fraction: float
-    test_fraction: float
+    text_column: str = "text"
+    label_column: str = "label"
+    group_column: str | None = None
+    labels: Sequence[str] | None = None  # fixes the class names and their order
+    seed: int = 0
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+
+@dataclass(frozen=True)
+class Part:
+    """Where one part of the data lives: a file, a folder or a Hub name, and a split of it."""
+
+    path: str
+    split: str = TRAIN
+    config_name: str | None = None
+
+
+@dataclass(frozen=True)
+class _Table:
+    table: Any  # a datasets.Dataset
+    source: str  # for messages
+    name: str  # for the run's task name
 
 
 @contextlib.contextmanager
@@ -49,159 +76,157 @@ def _quiet_datasets() -> Iterator[Any]:
             datasets.enable_progress_bars()
 
 
-def load_file(
-    path: str | Path,
-    *,
-    text_column: str = "text",
-    label_column: str = "label",
-    group_column: str | None = None,
-    labels: Sequence[str] | None = None,
-    seed: int = 0,
-    val_fraction: float = 0.1,
-    test_fraction: float = 0.1,
-) -> Dataset:
-    """Read a CSV, TSV, JSON/JSONL or Parquet file and split it into train/val/test.
-
-    String labels become ids in sorted order unless ``labels`` fixes the names and their
-    order; integer labels are used as ids. Rows sharing a ``group_column`` value stay in
-    one split. The split is stratified by label.
-    """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
+def _read_file(hf: Any, path: Path, split: str) -> _Table:
     builder = BUILDERS.get(path.suffix.lower())
     if builder is None:
         supported = ", ".join(sorted(BUILDERS))
         raise DataError(f"{path}: unsupported file type {path.suffix!r}; use one of {supported}")
-    layout = _Layout(text_column, label_column, group_column, labels, seed, val_fraction, test_fraction)
+    if split != TRAIN:
+        raise DataError(f"{path} is one file with no splits; --split names a split of a Hugging Face dataset")
     options = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-    with _quiet_datasets() as hf, tempfile.TemporaryDirectory(prefix="attnserve-data-") as cache:
+    with tempfile.TemporaryDirectory(prefix="attnserve-data-") as cache:
         try:
             table = hf.load_dataset(
-                builder, data_files=str(path), split="train", cache_dir=cache, keep_in_memory=True, **options
+                builder, data_files=str(path), split=TRAIN, cache_dir=cache, keep_in_memory=True, **options
             )
         except Exception as exc:  # parser errors come from pandas, pyarrow or datasets
             raise DataError(f"cannot read {path} as {builder}: {exc}") from exc
-        return _to_dataset(table, str(path), path.stem, layout)
+    return _Table(table, str(path), path.stem)
+
+
+def _read_folder(hf: Any, folder: Path, part: Part) -> _Table:
+    source = f"split {part.split!r} of {folder}"
+    with tempfile.TemporaryDirectory(prefix="attnserve-data-") as tmp:
+        try:
+            if (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file():
+                loaded = hf.load_from_disk(str(folder), keep_in_memory=True)
+                if not isinstance(loaded, hf.DatasetDict):
+                    if part.split != TRAIN:
+                        raise DataError(f"{folder} holds a single dataset with no splits; drop --split")
+                    return _Table(loaded, str(folder), folder.name)
+                if part.split not in loaded:
+                    raise DataError(f"{folder} has no split {part.split!r}; its splits: {', '.join(loaded)}")
+                return _Table(loaded[part.split], source, folder.name)
+            table = hf.load_dataset(
+                str(folder), part.config_name, split=part.split, cache_dir=tmp, keep_in_memory=True
+            )
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(f"cannot load {source}: {exc}") from exc
+    return _Table(table, source, folder.name)
+
+
+def _read(hf: Any, part: Part, probe_timeout: float, cache_dir: str | None) -> _Table:
+    local = Path(part.path).expanduser()
+    if local.is_file():
+        return _read_file(hf, local, part.split)
+    if local.is_dir():
+        return _read_folder(hf, local, part)
+    if part.path.startswith((".", "/", "~")) or local.suffix.lower() in BUILDERS:
+        raise FileNotFoundError(f"data file or folder not found: {local}")
+    table = load_from_hub(hf, part.path, part.config_name, part.split, cache_dir, probe_timeout)
+    return _Table(table, f"split {part.split!r} of Hugging Face dataset {part.path!r}", part.path)
+
+
+def _columns(read: _Table, layout: Layout) -> tuple[list[str], LabelColumn, list[Any] | None]:
+    table, source = read.table, read.source
+    columns = list(table.column_names)
+    for column in (layout.text_column, layout.label_column, layout.group_column):
+        if column is not None and column not in columns:
+            raise DataError(f"{source} has no column {column!r}; available columns: {', '.join(columns)}")
+    texts = table.data.column(layout.text_column).to_pylist()
+    if not texts:
+        raise DataError(f"{source} holds no rows")
+    bad = [i + 1 for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()]
+    if bad:
+        raise DataError(
+            f"{source}: {len(bad)} row(s) have an empty or missing {layout.text_column!r} "
+            f"(rows {rows(bad)}, counting from 1 after any header)"
+        )
+    feature = table.features[layout.label_column]
+    labels = LabelColumn(
+        table.data.column(layout.label_column).to_pylist(), source, getattr(feature, "names", None)
+    )
+    groups = None if layout.group_column is None else table.data.column(layout.group_column).to_pylist()
+    return texts, labels, groups
+
+
+def _examples(texts: list[str], ids: list[int], groups: list[Any] | None) -> list[Example]:
+    if groups is None:
+        return [Example(t, y, i) for i, (t, y) in enumerate(zip(texts, ids, strict=True))]
+    keys: dict[Any, int] = {}
+    return [Example(t, y, keys.setdefault(g, len(keys))) for t, y, g in zip(texts, ids, groups, strict=True)]
+
+
+def load_parts(
+    train: Part,
+    *,
+    val: Part | None = None,
+    test: Part | None = None,
+    layout: Layout | None = None,
+    probe_timeout: float = PROBE_TIMEOUT_S,
+    cache_dir: str | None = None,
+) -> Dataset:
+    """Read the training part and any given validation/test parts; split off what is missing."""
+    layout = layout or Layout()
+    given = {"train": train, "val": val, "test": test}
+    with _quiet_datasets() as hf:
+        read = {k: _read(hf, p, probe_timeout, cache_dir) for k, p in given.items() if p is not None}
+    columns = {k: _columns(r, layout) for k, r in read.items()}
+    classes = map_labels([c[1] for c in columns.values()], layout.label_column, layout.labels)
+    examples = {
+        k: _examples(texts, ids, groups)
+        for (k, (texts, _, groups)), ids in zip(columns.items(), classes.ids, strict=True)
+    }
+    train_ex, val_ex, test_ex = split_groups(
+        examples["train"],
+        seed=layout.seed,
+        val_fraction=0.0 if val is not None else layout.val_fraction,
+        test_fraction=0.0 if test is not None else layout.test_fraction,
+    )
+    val_ex = examples.get("val", val_ex)
+    test_ex = examples.get("test", test_ex)
+    if not val_ex:
+        raise DataError("no validation data: give a validation fraction above 0 or a validation part")
+    return Dataset(
+        name=read["train"].name,
+        labels=classes.names,
+        train=train_ex,
+        val=val_ex,
+        test=test_ex,
+        ordered=classes.ordered,
+    )
+
+
+def load_file(path: str | Path, **layout: Any) -> Dataset:
+    """Read a CSV, TSV, JSON/JSONL or Parquet file and split it into train/val/test.
+
+    ``layout`` takes the fields of ``Layout``. Labels are the values that occur (see
+    ``labels``). Rows sharing a ``group_column`` value stay in one split.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    return load_parts(Part(str(path)), layout=Layout(**layout))
 
 
 def load_hf_dataset(
     name_or_path: str,
     *,
-    split: str = "train",
+    split: str = TRAIN,
     config_name: str | None = None,
-    text_column: str = "text",
-    label_column: str = "label",
-    group_column: str | None = None,
-    labels: Sequence[str] | None = None,
-    seed: int = 0,
-    val_fraction: float = 0.1,
-    test_fraction: float = 0.1,
     cache_dir: str | Path | None = None,
+    **layout: Any,
 ) -> Dataset:
     """Load one split of a Hugging Face dataset and divide it into train/val/test.
 
     ``name_or_path`` is a data file (see ``load_file``), a folder written by
-    ``Dataset.save_to_disk``, a folder of data files, or a Hub name such as ``imdb``,
-    which needs network access unless it is already in the local Hugging Face cache.
+    ``Dataset.save_to_disk``, a folder of data files, or a Hub name such as ``imdb``, which
+    needs network access unless it is already in the local Hugging Face cache.
     """
-    local = Path(name_or_path).expanduser()
-    layout = _Layout(text_column, label_column, group_column, labels, seed, val_fraction, test_fraction)
-    if local.is_file():
-        return load_file(local, **asdict(layout))
-    looks_local = name_or_path.startswith((".", "/", "~")) or local.suffix.lower() in BUILDERS
-    if not local.is_dir() and looks_local:
-        raise FileNotFoundError(f"data file or folder not found: {local}")
-    with _quiet_datasets() as hf:
-        if local.is_dir():
-            with tempfile.TemporaryDirectory(prefix="attnserve-data-") as tmp:
-                try:
-                    if (local / "state.json").is_file() or (local / "dataset_dict.json").is_file():
-                        loaded = hf.load_from_disk(str(local), keep_in_memory=True)
-                        table = loaded[split] if isinstance(loaded, hf.DatasetDict) else loaded
-                    else:
-                        table = hf.load_dataset(str(local), config_name, split=split, cache_dir=tmp,
-                                                keep_in_memory=True)
-                except Exception as exc:
-                    raise DataError(f"cannot load split {split!r} of the folder {local}: {exc}") from exc
-                return _to_dataset(table, str(local), local.name, layout)
-        try:
-            table = hf.load_dataset(name_or_path, config_name, split=split,
-                                    cache_dir=None if cache_dir is None else str(cache_dir))
-        except Exception as exc:
-            raise DataError(_hub_failure(name_or_path, exc)) from exc
-        return _to_dataset(table, f"Hugging Face dataset {name_or_path!r}", name_or_path, layout)
-
-
-def _hub_failure(name: str, exc: Exception) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, ConnectionError) or any(w in text for w in ("ffline", "Connection", "reach")):
-        return (f"{name!r} is not a local file or folder, and loading it from the Hugging Face Hub needs "
-                f"network access, which is unavailable here ({text}). Download it where there is network, "
-                "or pass a local CSV/JSONL/Parquet file or a save_to_disk folder instead.")
-    return f"cannot load Hugging Face dataset {name!r}: {text}"
-
-
-def _to_dataset(table: Any, source: str, name: str, layout: _Layout) -> Dataset:
-    text_column, label_column, group_column = layout.text_column, layout.label_column, layout.group_column
-    columns = list(table.column_names)
-    for column in (text_column, label_column, group_column):
-        if column is not None and column not in columns:
-            raise DataError(f"{source} has no column {column!r}; available columns: {', '.join(columns)}")
-    texts = table.data.column(text_column).to_pylist()
-    raw_labels = table.data.column(label_column).to_pylist()
-    feature = table.features[label_column]
-    class_names = getattr(feature, "names", None)  # a ClassLabel column names its integer classes
-    if not texts:
-        raise DataError(f"{source} holds no rows")
-    bad = [i + 1 for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()]
-    if bad:
-        raise DataError(f"{source}: {len(bad)} row(s) have an empty or missing {text_column!r} "
-                        f"(rows {_rows(bad)}, counting from 1 after any header)")
-    names = layout.labels if layout.labels is not None else class_names
-    ids, names = label_ids(raw_labels, names, source, label_column)
-    if group_column is None:
-        groups = list(range(len(texts)))
-    else:
-        keys: dict[Any, int] = {}
-        groups = [keys.setdefault(g, len(keys)) for g in table.data.column(group_column).to_pylist()]
-    examples = [Example(t, y, g) for t, y, g in zip(texts, ids, groups, strict=True)]
-    train, val, test = split_groups(
-        examples, seed=layout.seed, val_fraction=layout.val_fraction, test_fraction=layout.test_fraction
+    return load_parts(
+        Part(name_or_path, split, config_name),
+        layout=Layout(**layout),
+        cache_dir=None if cache_dir is None else str(cache_dir),
     )
-    return Dataset(name=name, labels=names, train=train, val=val, test=test)
-
-
-def label_ids(
-    raw: Sequence[Any], names: Sequence[str] | None, source: str, column: str
-) -> tuple[list[int], tuple[str, ...]]:
-    """Map label values to class ids; returns the ids and the class names in id order."""
-    missing = [i + 1 for i, v in enumerate(raw) if v is None or (isinstance(v, float) and math.isnan(v))]
-    if missing:
-        raise DataError(f"{source}: {len(missing)} row(s) have no {column!r} (rows {_rows(missing)})")
-    if names is not None and len(set(names)) != len(names):
-        raise DataError(f"label names must be unique, got {list(names)}")
-    if all(isinstance(v, str) for v in raw):
-        given = tuple(names) if names is not None else tuple(sorted(set(raw)))
-        index = {n: i for i, n in enumerate(given)}
-        unknown = sorted(set(raw) - set(index))
-        if unknown:
-            raise DataError(f"{source}: labels {unknown[:_SHOWN]} in {column!r} are not among {list(given)}")
-        return [index[v] for v in raw], given
-    if all(isinstance(v, int | float) and float(v).is_integer() for v in raw):
-        ints = [int(v) for v in raw]
-        negative = [i + 1 for i, v in enumerate(ints) if v < 0]
-        if negative:
-            raise DataError(f"{source}: negative class ids in {column!r} (rows {_rows(negative)})")
-        given = tuple(names) if names is not None else tuple(str(i) for i in range(max(ints) + 1))
-        if max(ints) >= len(given):
-            raise DataError(f"{source}: class id {max(ints)} in {column!r} but only {len(given)} label names")
-        return ints, given
-    kinds = sorted({type(v).__name__ for v in raw})
-    raise DataError(f"{source}: {column!r} must hold only strings or only whole numbers, "
-                    f"found {', '.join(kinds)}")
-
-
-def _rows(rows: Sequence[int]) -> str:
-    shown = ", ".join(str(r) for r in rows[:_SHOWN])
-    return shown + (", ..." if len(rows) > _SHOWN else "")

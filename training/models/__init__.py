@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from attnserve.training.models.attention_pool import AttentionPoolClassifier, AttentionPoolConfig
-from attnserve.training.models.base import Classifier, ModelConfig
+from attnserve.training.models.base import Classifier
 from attnserve.training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
+from attnserve.training.models.config import ModelConfig
 from attnserve.training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
 from attnserve.training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
 from attnserve.training.models.transformer import TransformerClassifier, TransformerConfig

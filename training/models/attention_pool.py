@@ -8,48 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnserve.training.models.base import (
-    POSITIONS,
-    AttentionPool,
-    Classifier,
-    ModelConfig,
-    PositionalEncoding,
-    check_inputs,
-    make_head,
-)
-from attnserve.training.models.init import init_weights
-from torch import Tensor, nn
+from torch import Tensor
+
+from attnserve.training.models.base import SequenceClassifier
+from attnserve.training.models.config import SequenceConfig
+from attnserve.training.models.layers import AttentionPool
 
 
 @dataclass(frozen=True)
-class AttentionPoolConfig(ModelConfig):
-    d_model: int = 64
-    positions: str = "learned"  # none | learned | sinusoidal
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.require_at_least(1, "d_model")
-        self.require_choice("positions", POSITIONS)
+class AttentionPoolConfig(SequenceConfig):
+    """d_model and positions (learned by default) are all it needs."""
 
 
-class AttentionPoolClassifier(Classifier):
+class AttentionPoolClassifier(SequenceClassifier):
     family = "attention_pool"
     attention_kind = "pool"
     config_cls = AttentionPoolConfig
     config: AttentionPoolConfig
 
-    def __init__(self, config: AttentionPoolConfig) -> None:
-        super().__init__(config)
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = PositionalEncoding(config.positions, config.max_len, config.d_model)
-        self.drop = nn.Dropout(config.dropout)
-        self.pool = AttentionPool(config.d_model)
-        self.head = make_head(config.head, config.d_model, config.num_classes)
-        self.apply(init_weights)
+    def build(self) -> None:
+        self.pool = AttentionPool(self.config.d_model)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        check_inputs(input_ids, attention_mask, self.config.max_len)
-        mask = attention_mask.bool()  # [B, T]
-        x = self.drop(self.positions(self.embed(input_ids)))  # [B, T, D]
-        pooled, weights = self.pool(x, mask)  # [B, D], [B, T]
-        return self.head(pooled), weights  # [B, C], [B, T]
+    def features(self, x: Tensor, mask: Tensor, with_attention: bool) -> tuple[Tensor, Tensor]:
+        pooled, weights = self.pool(x, mask)  # [B, D], [B, T]: one query's weights cost nothing to keep
+        return pooled, weights

@@ -8,9 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from attnserve.training.models.base import Classifier, ModelConfig, check_inputs, make_head
-from attnserve.training.models.init import init_weights
 from torch import Tensor, nn
+
+from attnserve.training.models.base import Classifier, check_inputs
+from attnserve.training.models.config import ModelConfig
+from attnserve.training.models.init import init_weights
+from attnserve.training.models.layers import make_head
 
 FEATURES = ("counts", "binary")
 
@@ -44,7 +47,9 @@ class BowMLPClassifier(Classifier):
         self.head = make_head(config.head, config.hidden, config.num_classes)
         self.apply(init_weights)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, None]:
+    def classify(
+        self, input_ids: Tensor, attention_mask: Tensor, *, with_attention: bool
+    ) -> tuple[Tensor, None]:
         check_inputs(input_ids, attention_mask, self.config.max_len)
         real = attention_mask.to(torch.float32)  # [B, T]
         # Padding adds 0 to its column, so extra padding leaves the bag unchanged.

@@ -9,8 +9,9 @@ attention (transformer, self_attention) start from ``init_for_word_order``.
 from __future__ import annotations
 
 import torch
-from attnserve.training.models.base import PositionalEncoding, SelfAttention, sinusoids
 from torch import nn
+
+from attnserve.training.models.layers import PositionalEncoding, SelfAttention, sinusoids
 
 
 def init_weights(module: nn.Module) -> None:

@@ -9,55 +9,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnserve.training.models.base import (
-    POSITIONS,
-    Classifier,
-    ModelConfig,
-    PositionalEncoding,
-    SelfAttention,
-    check_inputs,
-    make_head,
-    masked_mean,
-)
-from attnserve.training.models.init import init_for_word_order
 from torch import Tensor, nn
+
+from attnserve.training.models.base import SequenceClassifier
+from attnserve.training.models.config import SequenceConfig
+from attnserve.training.models.init import init_for_word_order
+from attnserve.training.models.layers import SelfAttention, masked_mean
 
 
 @dataclass(frozen=True)
-class SelfAttentionConfig(ModelConfig):
-    d_model: int = 64
+class SelfAttentionConfig(SequenceConfig):
     qk_dim: int = 32
-    positions: str = "learned"  # none | learned | sinusoidal
     qk_init_gain: float = 2.0  # query/key weights start at this multiple of PyTorch's default
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.require_at_least(1, "d_model", "qk_dim")
+        self.require_at_least(1, "qk_dim")
         self.require_positive("qk_init_gain")
-        self.require_choice("positions", POSITIONS)
 
 
-class SelfAttentionClassifier(Classifier):
+class SelfAttentionClassifier(SequenceClassifier):
     family = "self_attention"
     attention_kind = "self"
     config_cls = SelfAttentionConfig
     config: SelfAttentionConfig
 
-    def __init__(self, config: SelfAttentionConfig) -> None:
-        super().__init__(config)
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = PositionalEncoding(config.positions, config.max_len, config.d_model)
-        self.drop = nn.Dropout(config.dropout)
-        self.attn = SelfAttention(config.d_model, 1, config.qk_dim, config.dropout)
-        self.norm = nn.LayerNorm(config.d_model)
-        self.head = make_head(config.head, config.d_model, config.num_classes)
-        init_for_word_order(self, self.embed, self.positions, config.qk_init_gain)
+    def build(self) -> None:
+        self.attn = SelfAttention(self.config.d_model, 1, self.config.qk_dim, self.config.dropout)
+        self.norm = nn.LayerNorm(self.config.d_model)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        check_inputs(input_ids, attention_mask, self.config.max_len)
-        mask = attention_mask.bool()  # [B, T]
-        x = self.drop(self.positions(self.embed(input_ids)))  # [B, T, D]
-        y, weights = self.attn(x, mask)  # [B, T, D], [B, 1, T, T]
+    def reset_weights(self) -> None:
+        init_for_word_order(self, self.embed, self.positions, self.config.qk_init_gain)
+
+    def features(self, x: Tensor, mask: Tensor, with_attention: bool) -> tuple[Tensor, Tensor | None]:
+        y, weights = self.attn(x, mask, with_attention)  # [B, T, D], [B, 1, T, T] or None
         x = self.norm(x + self.drop(y))  # [B, T, D]
         pooled, _ = masked_mean(x, mask)  # [B, D]
-        return self.head(pooled), weights.squeeze(1)  # [B, C], [B, T, T]
+        return pooled, None if weights is None else weights.squeeze(1)  # [B, D], [B, T, T]

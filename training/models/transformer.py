@@ -7,49 +7,41 @@ car-order model (4 layers, 1 head, d_model 64, MLP ratio 4, learned positions, m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
-from attnserve.training.models.base import (
-    AttentionPool,
-    Classifier,
-    ModelConfig,
-    PositionalEncoding,
-    SelfAttention,
-    check_inputs,
-    make_head,
-    masked_mean,
-    require,
-)
-from attnserve.training.models.init import init_for_word_order
 from torch import Tensor, nn
 
+from attnserve.training.models.base import SequenceClassifier
+from attnserve.training.models.config import SequenceConfig, require
+from attnserve.training.models.init import init_for_word_order
+from attnserve.training.models.layers import AttentionPool, SelfAttention, masked_mean
+
 NORMS = ("pre", "post")
-POSITIONS = ("learned", "sinusoidal")  # an encoder without positions cannot see word order
 POOLINGS = ("mean", "cls", "attention")
 
 
 @dataclass(frozen=True)
-class TransformerConfig(ModelConfig):
+class TransformerConfig(SequenceConfig):
+    position_kinds: ClassVar[tuple[str, ...]] = ("learned", "sinusoidal")  # without, no word order
+
     n_layers: int = 4
     n_heads: int = 1
-    d_model: int = 64
     mlp_ratio: int = 4  # feed-forward width = mlp_ratio * d_model
     norm: str = "pre"  # pre (LayerNorm before each sublayer) | post (after the residual add)
-    positions: str = "learned"  # learned | sinusoidal
     pooling: str = "mean"  # mean | cls (first token) | attention
     dropout: float = 0.0  # the car-order runs that reached the target used none
     qk_init_gain: float = 2.0  # query/key weights start at this multiple of PyTorch's default
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.require_at_least(1, "n_layers", "n_heads", "d_model", "mlp_ratio")
+        self.require_at_least(1, "n_layers", "n_heads", "mlp_ratio")
         self.require_positive("qk_init_gain")
         require(
             self.d_model % self.n_heads == 0,
             f"TransformerConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}",
         )
         self.require_choice("norm", NORMS)
-        self.require_choice("positions", POSITIONS)
         self.require_choice("pooling", POOLINGS)
 
 
@@ -77,44 +69,40 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, with_weights: bool) -> tuple[Tensor, Tensor | None]:
         if self.pre_norm:
-            y, weights = self.attn(self.ln1(x), mask)  # [B, T, D], [B, H, T, T]
+            y, weights = self.attn(self.ln1(x), mask, with_weights)  # [B, T, D], [B, H, T, T] or None
             x = x + self.drop(y)  # [B, T, D]
             x = x + self.mlp(self.ln2(x))  # [B, T, D]
         else:
-            y, weights = self.attn(x, mask)  # [B, T, D], [B, H, T, T]
+            y, weights = self.attn(x, mask, with_weights)  # [B, T, D], [B, H, T, T] or None
             x = self.ln1(x + self.drop(y))  # [B, T, D]
             x = self.ln2(x + self.mlp(x))  # [B, T, D]
         return x, weights
 
 
-class TransformerClassifier(Classifier):
+class TransformerClassifier(SequenceClassifier):
     family = "transformer"
     attention_kind = "layers"
     config_cls = TransformerConfig
     config: TransformerConfig
 
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config)
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.positions = PositionalEncoding(config.positions, config.max_len, config.d_model)
-        self.drop = nn.Dropout(config.dropout)
+    def build(self) -> None:
+        config = self.config
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         # Pre-norm blocks leave the residual stream unnormalised; post-norm ones already end in a norm.
         self.ln_f = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         self.pool = AttentionPool(config.d_model) if config.pooling == "attention" else None
-        self.head = make_head(config.head, config.d_model, config.num_classes)
-        init_for_word_order(self, self.embed, self.positions, config.qk_init_gain)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        check_inputs(input_ids, attention_mask, self.config.max_len)
-        mask = attention_mask.bool()  # [B, T]
-        x = self.drop(self.positions(self.embed(input_ids)))  # [B, T, D]
-        layers = []
+    def reset_weights(self) -> None:
+        init_for_word_order(self, self.embed, self.positions, self.config.qk_init_gain)
+
+    def features(self, x: Tensor, mask: Tensor, with_attention: bool) -> tuple[Tensor, Tensor | None]:
+        layers: list[Tensor] = []
         for block in self.blocks:
-            x, weights = block(x, mask)  # [B, T, D], [B, H, T, T]
-            layers.append(weights)
+            x, weights = block(x, mask, with_attention)  # [B, T, D], [B, H, T, T] or None
+            if weights is not None:
+                layers.append(weights)
         x = self.ln_f(x)  # [B, T, D]
         if self.pool is not None:
             pooled, _ = self.pool(x, mask)  # [B, D]
@@ -122,4 +110,4 @@ class TransformerClassifier(Classifier):
             pooled = x[:, 0]  # [B, D], the [CLS] token the tokenizer puts first
         else:
             pooled, _ = masked_mean(x, mask)  # [B, D]
-        return self.head(pooled), torch.stack(layers, dim=1)  # [B, C], [B, L, H, T, T]
+        return pooled, torch.stack(layers, dim=1) if layers else None  # [B, D], [B, L, H, T, T]

@@ -1,0 +1,102 @@
+"""The admin API `attnserve.v1.Admin`: reload and unload models by name.
+
+Served only with `--admin`; under `--auth` only admin tokens may call it (service/auth.py).
+It never takes a path or URL: a model name must match `[A-Za-z0-9_.-]+`, contain no `..`
+and not start with `.`, and it resolves to a folder inside the repository root (a symlink
+leading outside is refused by the repository scan). The work is done by `Reloader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from google.protobuf.message import Message
+
+from attnserve.service.bundle import valid_model_name
+from attnserve.service.engine.core import Core
+from attnserve.service.engine.reload import ModelReport, Reloader
+from attnserve.service.errors import InvalidArgument, ServiceError, Status
+from attnserve.service.grpc.calls import CallRecord, Calls, Context
+from attnserve.service.grpc.status import grpc_code
+from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
+MAX_NAMES = 256
+
+
+def check_name(field: str, name: str) -> str:
+    if not valid_model_name(name) or len(name) > 128:
+        raise InvalidArgument(
+            f"{field}: {name[:64]!r} is not a model name ([A-Za-z0-9_.-]+, at most 128 characters, "
+            "no '..', not starting with '.'); the admin API takes model names, never paths"
+        )
+    return name
+
+
+def _change(report: ModelReport) -> pb.ModelChange:
+    return pb.ModelChange(
+        model=report.name,
+        loaded=report.loaded,
+        refused=report.refused,
+        removed=report.removed,
+        serving=report.serving,
+    )
+
+
+def _bytes(message: Message) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
+class AdminApi:
+    """Handlers of `attnserve.v1.Admin`."""
+
+    service_name = SERVICE_NAME
+
+    def __init__(self, core: Core, reloader: Reloader) -> None:
+        self._reloader = reloader
+        self._calls = Calls(core, "native")
+
+    def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
+        calls = self._calls
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAME,
+            {
+                "Reload": calls.unary(pb.ReloadRequest, self.reload, counted=False),
+                "Unload": calls.unary(pb.UnloadRequest, self.unload, counted=False),
+            },
+        )
+
+    async def reload(self, request: pb.ReloadRequest, context: Context, record: CallRecord) -> bytes:
+        if len(request.models) > MAX_NAMES:
+            raise InvalidArgument(f"models: {len(request.models)} names; the limit is {MAX_NAMES}")
+        names = [check_name(f"models[{i}]", name) for i, name in enumerate(request.models)]
+        # Shielded: a caller that gives up must not cut a swap in half.
+        reports = await asyncio.shield(self._reloader.reload(names or None))
+        return _bytes(pb.ReloadResponse(models=[_change(report) for report in reports]))
+
+    async def unload(self, request: pb.UnloadRequest, context: Context, record: CallRecord) -> bytes:
+        report = await asyncio.shield(self._reloader.unload(check_name("model", request.model)))
+        return _bytes(pb.UnloadResponse(model=_change(report)))
+
+
+# Without --admin, grpc's own answer would be a bare "Method not found!".
+ADMIN_OFF = ServiceError(
+    "the admin API is off on this server: start it with --admin (ATTNSERVE_ADMIN=true; "
+    "it needs --workers 1, and --auth unless the server listens on loopback only)",
+    Status.UNIMPLEMENTED,
+)
+
+
+def admin_off_handler() -> grpc.GenericRpcHandler[bytes, bytes]:
+    """Answers every `attnserve.v1.Admin` method, when the admin API is off, with how to turn it on."""
+
+    async def off(raw: bytes, context: Context) -> bytes:
+        await context.abort(grpc_code(ADMIN_OFF.code), ADMIN_OFF.message)
+        raise AssertionError("abort returns by raising")
+
+    methods = pb.DESCRIPTOR.services_by_name["Admin"].methods
+    return grpc.method_handlers_generic_handler(
+        SERVICE_NAME, {method.name: grpc.unary_unary_rpc_method_handler(off) for method in methods}
+    )

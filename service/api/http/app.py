@@ -1,0 +1,106 @@
+"""The HTTP application: every route of the port, the error answers for unknown routes and
+methods, and the response headers every page and API reply carries."""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from attnserve.service.api.http.calls import HttpCalls
+from attnserve.service.api.http.classify import ClassifyApi
+from attnserve.service.api.http.errors import (
+    api_error,
+    method_not_allowed,
+    not_found_route,
+    v2_error,
+)
+from attnserve.service.api.http.openapi import openapi_schema
+from attnserve.service.api.http.v2 import V2Rest
+from attnserve.service.api.v2.servicer import V2Api
+from attnserve.service.errors import INTERNAL_MESSAGE, Internal, ServiceError
+from attnserve.service.grpc.auth import Tokens
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).resolve().parent / "static"
+# The explorer and the docs page load only their own files: no CDN, no inline script.
+_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class _SecurityHeaders:
+    """Pure ASGI (no per-request task, unlike Starlette's BaseHTTPMiddleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    style = v2_error if request.url.path.startswith("/v2") else api_error
+    error: ServiceError
+    if exc.status_code == 405:
+        error = method_not_allowed(request.method, request.url.path)
+    elif exc.status_code == 404:
+        error = not_found_route(request.url.path)
+    else:
+        error = Internal(INTERNAL_MESSAGE)
+    return style(error)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("unexpected failure while serving an HTTP request", exc_info=exc)
+    style = v2_error if request.url.path.startswith("/v2") else api_error
+    return style(Internal(INTERNAL_MESSAGE))
+
+
+def build_app(v2: V2Api, tokens: Tokens | None) -> ASGIApp:
+    calls = HttpCalls(v2.core, tokens)
+    server_version = package_version("attnserve")
+    schema = openapi_schema(server_version)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def docs(request: Request) -> Response:
+        return FileResponse(STATIC / "docs.html")
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(schema)
+
+    routes: list[BaseRoute] = [
+        Route("/", index),
+        Route("/docs", docs),
+        Route("/openapi.json", openapi),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        *V2Rest(calls, v2, server_version).routes(),
+        *ClassifyApi(calls).routes(),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
+    )
+    return _SecurityHeaders(app)

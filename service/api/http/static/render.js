@@ -1,0 +1,166 @@
+// attnserve attention explorer: drawing (colours, bars, tokens, heatmaps); no state, no network.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+// viridis, 11 stops: ordered in lightness, readable with every common colour-vision deficiency.
+const VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
+  "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725"];
+function rgb(hex) { return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)); }
+
+function colour(t) {
+  const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+  const a = rgb(VIRIDIS[i]), b = rgb(VIRIDIS[i + 1]), f = x - i;
+  return `rgb(${a.map((v, k) => Math.round(v + (b[k] - v) * f)).join(",")})`;
+}
+
+function ink(t) { return t > 0.55 ? "#111" : "#fff"; }  // viridis turns light above ~0.55
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key === "style") Object.assign(node.style, value);
+    else if (key in node) node[key] = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+function fmt(x) { return Number(x).toFixed(4); }
+
+function readout(text) { $("readout").textContent = text; }
+
+// --- attention arithmetic (mirrors the server's definitions) -----------------------------
+function meanRows(matrix) {  // [n][n] -> [n]: attention each key receives, averaged over queries
+  const n = matrix.length;
+  return matrix[0].map((_, j) => matrix.reduce((s, row) => s + row[j], 0) / n);
+}
+
+function pooledWeights(result, kind) {
+  if (kind === "pool") return result.attention;  // [n]
+  const last = result.attention[result.attention.length - 1];  // [H][n][n]
+  const n = last[0].length;
+  const pooled = Array.from({ length: n }, (_, i) => Array.from({ length: n },
+    (_, j) => last.reduce((s, head) => s + head[i][j], 0) / last.length));
+  return meanRows(pooled);
+}
+
+// --- rendering ---------------------------------------------------------------------------
+function bars(labels, probabilities, chosen) {
+  const grid = el("div", { className: "bars", role: "list" });
+  labels.forEach((label, i) => {
+    const p = probabilities[i];
+    grid.append(
+      el("span", { textContent: label, style: { fontWeight: i === chosen ? "600" : "400" } }),
+      el("div", { className: "bar", role: "img", "aria-label": `${label}: ${(100 * p).toFixed(1)}%` },
+        el("div", { style: { width: `${(100 * p).toFixed(2)}%` } })),
+      el("span", { className: "num", textContent: `${(100 * p).toFixed(1)}%` }));
+  });
+  return grid;
+}
+
+function legend(low, high, caption) {
+  const stops = VIRIDIS.map((c, i) => `${c} ${(100 * i / (VIRIDIS.length - 1)).toFixed(0)}%`).join(",");
+  return el("div", { className: "legend" }, el("span", { textContent: caption }),
+    el("span", { textContent: fmt(low) }),
+    el("span", { className: "ramp", role: "img", "aria-label": `colour scale from ${fmt(low)} to ${fmt(high)}`,
+      style: { background: `linear-gradient(to right, ${stops})` } }),
+    el("span", { textContent: fmt(high) }));
+}
+
+function tokens(side, words, weights) {
+  const high = Math.max(...weights, 1e-9);
+  const row = el("div", { className: "tokens", id: `tokens-${side}` });
+  words.forEach((word, i) => {
+    const t = weights[i] / high;
+    const text = `token ${i} '${word}': pooled attention ${fmt(weights[i])}`;
+    const span = el("span", { className: "token", textContent: word, tabIndex: 0, title: text,
+      "aria-label": text, dataset: { weight: String(weights[i]) },
+      style: { background: colour(t), color: ink(t) } });
+    span.addEventListener("mouseenter", () => readout(text));
+    span.addEventListener("focus", () => readout(text));
+    row.append(span);
+  });
+  return el("div", {}, row, legend(0, high, "pooled attention"));
+}
+
+function heatmap(id, caption, matrix, words, scale) {
+  const n = matrix.length;
+  const table = el("table", { className: "heatmap", id, tabIndex: 0,
+    "aria-label": `${caption}: rows are queries, columns are keys; arrow keys move` });
+  table.append(el("caption", { textContent: caption }));
+  const head = el("tr", {}, el("th", { className: "axis", textContent: "query ↓ key →" }));
+  words.forEach((w) => head.append(el("th", { scope: "col", textContent: w })));
+  table.append(el("thead", {}, head));
+  const body = el("tbody");
+  matrix.forEach((row, i) => {
+    const tr = el("tr", {}, el("th", { scope: "row", textContent: words[i] }));
+    row.forEach((value, j) => {
+      const t = value / scale;
+      const text = `${caption}: query '${words[i]}' → key '${words[j]}' = ${fmt(value)}`;
+      tr.append(el("td", { title: text, dataset: { row: String(i), col: String(j), value: String(value) },
+        style: { background: colour(t) } }));
+    });
+    body.append(tr);
+  });
+  table.append(body);
+  let cursor = [0, 0];
+  const cell = ([i, j]) => body.rows[i].cells[j + 1];
+  const move = (next) => {
+    cell(cursor).classList.remove("cursor");
+    cursor = next;
+    cell(cursor).classList.add("cursor");
+    readout(cell(cursor).title);
+  };
+  table.addEventListener("mouseover", (event) => {
+    if (event.target.tagName === "TD") readout(event.target.title);
+  });
+  table.addEventListener("focus", () => move(cursor));
+  table.addEventListener("blur", () => cell(cursor).classList.remove("cursor"));
+  table.addEventListener("keydown", (event) => {
+    const steps = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    const step = steps[event.key];
+    if (!step) return;
+    event.preventDefault();
+    move([Math.min(n - 1, Math.max(0, cursor[0] + step[0])), Math.min(n - 1, Math.max(0, cursor[1] + step[1]))]);
+  });
+  return table;
+}
+
+function maxOf(values) { return values.reduce((m, v) => Math.max(m, v), 0); }
+
+function panel(side, title, reply, rollout, kind, scale) {
+  const result = reply.results[0];
+  const box = el("section", { className: "panel", id: `panel-${side}`, "aria-label": title });
+  box.append(el("h2", { textContent: title }),
+    el("div", { className: "label", id: `label-${side}`, textContent: result.label }),
+    bars(reply.labels, result.probabilities, result.label_id));
+  if (result.truncated) box.append(el("p", { className: "hint", textContent: "The text was truncated to the model's length." }));
+  if (kind === "none") {
+    box.append(el("p", { className: "hint", textContent: "This model has no attention weights to show." }));
+    return box;
+  }
+  box.append(el("h3", { textContent: "Tokens, coloured by pooled attention" }),
+    tokens(side, result.tokens, pooledWeights(result, kind)));
+  if (result.top_tokens.length) {
+    const list = el("ol", { className: "top", id: `top-${side}` });
+    for (const t of result.top_tokens) list.append(el("li", { textContent: `${t.token} (#${t.index}) ${fmt(t.weight)}` }));
+    box.append(el("h3", { textContent: `Top ${result.top_tokens.length} tokens` }), list);
+  }
+  if (kind === "pool") {
+    box.append(el("p", { className: "hint", textContent: "This model pools attention into one weight per token: no layer × head maps." }));
+    return box;
+  }
+  const maps = el("div", { className: "heatmaps" });
+  result.attention.forEach((layer, l) => layer.forEach((matrix, h) =>
+    maps.append(heatmap(`heatmap-${side}-l${l}-h${h}`, `layer ${l + 1} · head ${h + 1}`, matrix, result.tokens, scale))));
+  box.append(el("h3", { textContent: "Attention per layer × head" }), maps);
+  const roll = rollout.results[0].attention;
+  box.append(el("h3", { textContent: "Attention rollout (all layers, heads averaged)" }),
+    heatmap(`rollout-${side}`, "rollout", roll, result.tokens, maxOf(roll.flat())));
+  return box;
+}
+

@@ -1,0 +1,72 @@
+"""The bundle contract the server owns: manifest schema, reader and repository layout.
+
+Export imports this package to write bundles; the service reads them with it.
+"""
+
+from attnserve.service.bundle.layout import (
+    NAME_PATTERN,
+    STAGING_PREFIX,
+    Fingerprint,
+    RepositoryError,
+    confined,
+    fingerprint,
+    is_version_dir,
+    scan,
+    valid_model_name,
+)
+from attnserve.service.bundle.manifest import (
+    MANIFEST_FILE,
+    MODEL_FILE,
+    REQUIRED_FILES,
+    SCHEMA_VERSION,
+    TOKENIZER_FILE,
+    AttentionKind,
+    AttentionSpec,
+    BundleError,
+    BundleManifest,
+    Dim,
+    GoldenCase,
+    ParityReport,
+    QuantizationInfo,
+    TensorDType,
+    TensorSpec,
+    hash_files,
+    sha256_file,
+    write_manifest,
+)
+from attnserve.service.bundle.reader import Bundle, SessionLike, check_io, read_bundle, read_manifest
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MODEL_FILE",
+    "NAME_PATTERN",
+    "REQUIRED_FILES",
+    "SCHEMA_VERSION",
+    "STAGING_PREFIX",
+    "TOKENIZER_FILE",
+    "AttentionKind",
+    "AttentionSpec",
+    "Bundle",
+    "BundleError",
+    "BundleManifest",
+    "Dim",
+    "Fingerprint",
+    "GoldenCase",
+    "ParityReport",
+    "QuantizationInfo",
+    "RepositoryError",
+    "SessionLike",
+    "TensorDType",
+    "TensorSpec",
+    "check_io",
+    "confined",
+    "fingerprint",
+    "hash_files",
+    "is_version_dir",
+    "read_bundle",
+    "read_manifest",
+    "scan",
+    "sha256_file",
+    "valid_model_name",
+    "write_manifest",
+]

@@ -1,0 +1,211 @@
+"""The bundle manifest, `bundle.json`: the one definition of what a bundle declares.
+
+Export writes it (through `write_manifest`), the service reads it (`reader.py`). Standard
+library, pydantic and numpy only: this package is part of the torch-free serving install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from attnserve.service.bundle.layout import NAME_PATTERN
+
+SCHEMA_VERSION: Literal[1] = 1
+MANIFEST_FILE = "bundle.json"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE)
+AttentionKind = Literal["pool", "self", "layers", "none"]
+TensorDType = Literal["int64", "int32", "float32", "float16", "string"]
+Dim = int | str  # an int is a fixed size, a str a symbolic (dynamic) dimension
+
+
+class BundleError(Exception):
+    """A bundle is missing, incomplete, tampered with or not what its manifest declares."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AttentionSpec(_Strict):
+    """What the `attention` output holds. `pool`: [B,T]; `self`: [B,T,T]; `layers`: [B,L,H,T,T]."""
+
+    kind: AttentionKind
+    layers: int = Field(0, ge=0)
+    heads: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AttentionSpec:
+        if self.kind == "layers" and (self.layers < 1 or self.heads < 1):
+            raise ValueError("attention kind 'layers' needs layers >= 1 and heads >= 1")
+        return self
+
+
+class TensorSpec(_Strict):
+    name: str
+    dtype: TensorDType
+    shape: list[Dim]
+
+
+class ParityReport(_Strict):
+    """Worst torch-vs-onnxruntime differences found at export time."""
+
+    logits_max_abs_diff: float = Field(ge=0)
+    attention_max_abs_diff: float | None = Field(default=None, ge=0)
+    lengths: list[int]
+    batch_sizes: list[int]
+    provider: str = "CPUExecutionProvider"
+
+
+class GoldenCase(_Strict):
+    """One text with the outputs export observed for it alone (batch of one, no padding).
+
+    `attention` is flattened row-major; `attention_shape` is the per-text shape
+    ([T] for pool, [T,T] for self, [L,H,T,T] for layers).
+    """
+
+    text: str
+    input_ids: list[int] | None = None
+    logits: list[float]
+    attention: list[float] | None = None
+    attention_shape: list[int] | None = None
+    tolerance: float = Field(1e-4, gt=0)
+
+    @model_validator(mode="after")
+    def _shape_matches(self) -> GoldenCase:
+        if (self.attention is None) != (self.attention_shape is None):
+            raise ValueError("attention and attention_shape must be given together")
+        if self.attention is not None and self.attention_shape is not None:
+            expected = int(np.prod(self.attention_shape))
+            if expected != len(self.attention):
+                raise ValueError(
+                    f"attention has {len(self.attention)} values but attention_shape "
+                    f"{self.attention_shape} needs {expected}"
+                )
+        return self
+
+    def attention_array(self) -> np.ndarray | None:
+        if self.attention is None or self.attention_shape is None:
+            return None
+        return np.asarray(self.attention, dtype=np.float32).reshape(self.attention_shape)
+
+
+class QuantizationInfo(_Strict):
+    method: str  # e.g. "dynamic-int8"
+    source_version: int | None = None
+    metric: str = "accuracy"
+    before: float
+    after: float
+    max_drop: float
+
+
+class BundleManifest(_Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str
+    version: int = Field(ge=1)
+    family: str
+    labels: list[str] = Field(min_length=2)
+    max_len: int = Field(ge=1)
+    pad_id: int = Field(0, ge=0)
+    attention: AttentionSpec
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    opset: int = Field(ge=1)
+    exporter: str
+    files: dict[str, str]
+    training_metrics: dict[str, object] = Field(default_factory=dict)
+    parity: ParityReport | None = None
+    golden: list[GoldenCase] = Field(default_factory=list)
+    quantization: QuantizationInfo | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, value: str) -> str:
+        if not NAME_PATTERN.match(value) or value.startswith("."):
+            raise ValueError(f"model name {value!r} must match {NAME_PATTERN.pattern} and not start with '.'")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("labels must be unique")
+        return value
+
+    @field_validator("files")
+    @classmethod
+    def _files_ok(cls, value: dict[str, str]) -> dict[str, str]:
+        for filename, digest in value.items():
+            if "/" in filename or "\\" in filename or filename in ("", ".", "..", MANIFEST_FILE):
+                raise ValueError(f"files: {filename!r} is not a plain file name of the bundle")
+            if not re.fullmatch(r"[0-9a-f]{64}", digest):
+                raise ValueError(f"files: {filename!r} has no sha256 hex digest")
+        missing = [name for name in REQUIRED_FILES if name not in value]
+        if missing:
+            raise ValueError(f"files must list {', '.join(missing)}")
+        return value
+
+    @model_validator(mode="after")
+    def _io_consistent(self) -> BundleManifest:
+        outputs = {spec.name: spec for spec in self.outputs}
+        if "logits" not in outputs:
+            raise ValueError("outputs must include 'logits'")
+        classes = outputs["logits"].shape[-1] if outputs["logits"].shape else None
+        if isinstance(classes, int) and classes != len(self.labels):
+            raise ValueError(f"logits has {classes} classes but labels lists {len(self.labels)}")
+        has_attention = "attention" in outputs
+        if has_attention != (self.attention.kind != "none"):
+            raise ValueError(
+                f"attention kind {self.attention.kind!r} "
+                f"{'needs' if not has_attention else 'must not have'} an 'attention' output"
+            )
+        names = {spec.name for spec in self.inputs}
+        if not {"input_ids", "attention_mask"} <= names:
+            raise ValueError("inputs must include 'input_ids' and 'attention_mask'")
+        return self
+
+    def output(self, name: str) -> TensorSpec | None:
+        return next((spec for spec in self.outputs if spec.name == name), None)
+
+
+def sha256_file(path: Path, chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def hash_files(directory: Path, names: Sequence[str]) -> dict[str, str]:
+    """The `files` mapping for a manifest: sha256 of each named file in `directory`."""
+    return {name: sha256_file(directory / name) for name in names}
+
+
+def write_manifest(directory: Path, manifest: BundleManifest) -> Path:
+    """Write `bundle.json` atomically (temp file + rename) and return its path."""
+    path = directory / MANIFEST_FILE
+    text = manifest.model_dump_json(indent=2) + "\n"
+    fd, temp = tempfile.mkstemp(prefix=".bundle-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # mkstemp's 0600 would hide it from a serving user
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return path

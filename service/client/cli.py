@@ -1,0 +1,233 @@
+"""`attnserve-client`: classify, explain, list models, check health, and (with an admin
+token) reload or unload models, over plaintext, TLS or mutual TLS.
+
+The bearer token is read from `--token` or, better (a flag shows in `ps`), from the
+ATTNSERVE_TOKEN environment variable; the server address from `--target` or ATTNSERVE_TARGET.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from attnserve.service.client.channels import Security
+from attnserve.service.client.messages import ClientError
+from attnserve.service.helpformat import DefaultsHelpFormatter
+
+TOKEN_ENV = "ATTNSERVE_TOKEN"
+TARGET_ENV = "ATTNSERVE_TARGET"
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+def _connection_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """How to reach the server. Accepted before and after the command
+    (`attnserve-client --target h:p health` = `attnserve-client health --target h:p`):
+    after it they carry no defaults, so they override only what is given."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    target = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+    parser.add_argument(
+        "--target",
+        default=default(target),
+        help=f"server address host:port (default: ${TARGET_ENV}, else {DEFAULT_TARGET})",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=default(30.0), help="deadline of each call, seconds (default: 30)"
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        default=default(None),
+        help="PEM CA of the server's certificate: use TLS (default: none, plaintext)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=default(None),
+        help="PEM client certificate for mutual TLS, with --tls-key (default: none)",
+    )
+    parser.add_argument(
+        "--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert (default: none)"
+    )
+    parser.add_argument(
+        "--tls-server-name",
+        default=default(None),
+        help="name the server's certificate must carry (default: the host of --target)",
+    )
+    parser.add_argument(
+        "--token",
+        default=default(os.environ.get(TOKEN_ENV)),
+        help=f"bearer token (default: ${TOKEN_ENV}, else none)",
+    )
+
+
+def _client_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnserve-client",
+        description="Call an attnserve server. Exit status: 0 done, 1 the server answered with an "
+        "error (printed as CODE: message), 2 a usage error.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    _connection_options(parser, defaults=True)
+    after = argparse.ArgumentParser(add_help=False)
+    _connection_options(after, defaults=False)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[after],
+            formatter_class=DefaultsHelpFormatter,
+        )
+
+    classify = command("classify", "classify texts; print labels, probabilities and attention")
+    classify.add_argument("texts", nargs="+", help="texts to classify, one argument each")
+    explain = command("explain", "write a PNG of the attention of one text (every layer and head)")
+    explain.add_argument("text", help="the text to explain")
+    explain.add_argument("--out", default="attention.png", help="PNG file to write")
+    for sub in (classify, explain):
+        sub.add_argument(
+            "--model",
+            default="",
+            help="model name (default: the server's --default-model, or its only model)",
+        )
+        sub.add_argument("--version", type=int, default=0, help="model version, 0 = the latest")
+    classify.add_argument(
+        "--attention",
+        default="auto",
+        choices=["auto", "none", "pooled", "last_layer", "all", "rollout"],
+        help="attention mode; auto = pooled when the model has attention",
+    )
+    classify.add_argument("--top-k", type=int, default=0, help="also list the k most attended tokens")
+    classify.add_argument("--json", action="store_true", help="print JSON instead of tables (default: off)")
+    models = command("models", "list the served models")
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table (default: off)")
+    health = command("health", "print the health status (exit 0 when SERVING)")
+    health.add_argument("--service", default="", help="a model name (default: the whole server)")
+    reload = command("reload", "admin: load new or changed versions of models (server started with --admin)")
+    reload.add_argument("models", nargs="*", help="model names (default: every model)")
+    unload = command("unload", "admin: stop serving a model (server started with --admin)")
+    unload.add_argument("model", help="the model to stop serving")
+    return parser
+
+
+def _security(args: argparse.Namespace) -> Security:
+    return Security(
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_server_name=args.tls_server_name,
+        token=args.token,
+    )
+
+
+def _admin(args: argparse.Namespace, security: Security) -> int:
+    from attnserve.service.client.admin import AdminClient
+
+    with AdminClient(args.target, timeout=max(args.timeout, 300.0), security=security) as admin:
+        if args.command == "reload":
+            changes = admin.reload(*args.models)
+        else:
+            changes = {args.model: admin.unload(args.model)}
+    print(json.dumps(changes, indent=2))
+    return 0
+
+
+def _classify(client: Any, args: argparse.Namespace) -> int:
+    info = client.model(args.model, args.version)
+    mode = args.attention
+    if mode == "auto":
+        mode = "pooled" if info.attention_kind != "none" else "none"
+    reply = client.classify(
+        args.texts, model=args.model, version=args.version, attention=mode, top_k=args.top_k
+    )
+    if args.json:
+        out = [
+            {
+                "text": text,
+                "label": r.label,
+                "label_id": r.label_id,
+                "probabilities": r.probabilities.tolist(),
+                "tokens": r.tokens,
+                "truncated": r.truncated,
+                "attention": None if r.attention is None else r.attention.tolist(),
+                "top_tokens": [
+                    {"token": t.token, "index": t.index, "weight": t.weight} for t in r.top_tokens
+                ],
+            }
+            for text, r in zip(args.texts, reply.results, strict=True)
+        ]
+        print(json.dumps({"model": reply.model, "version": reply.version, "results": out}, indent=2))
+    else:
+        from attnserve.service.client.render import print_classification
+
+        print_classification(reply, args.texts, info.labels, mode)
+    return 0
+
+
+def _models(client: Any, args: argparse.Namespace) -> int:
+    infos = client.models()
+    if args.json:
+        print(json.dumps([info.__dict__ for info in infos], indent=2))
+    else:
+        from attnserve.service.client.render import print_models
+
+        print_models(infos)
+    return 0
+
+
+def _problem(exc: ClientError, args: argparse.Namespace) -> str:
+    """One line for a failed call; a few codes get what to do about them."""
+    line = f"attnserve-client: {exc.code.name}: {exc.details}"
+    if exc.code is grpc.StatusCode.UNAVAILABLE:
+        line += f" (is a server listening at {args.target}? `make serve` starts one)"
+    elif args.command == "health" and exc.code is grpc.StatusCode.NOT_FOUND:
+        line = (
+            f"attnserve-client: NOT_FOUND: the server has no health status for {args.service!r}: "
+            "name a served model (attnserve-client models lists them) or leave --service out"
+        )
+    return line
+
+
+def _run(args: argparse.Namespace, security: Security) -> int:
+    from attnserve.service.client import Client
+
+    if args.command in ("reload", "unload"):
+        return _admin(args, security)
+    with Client(args.target, timeout=args.timeout, security=security) as client:
+        if args.command == "classify":
+            return _classify(client, args)
+        if args.command == "explain":
+            from attnserve.service.client.explain import explain
+
+            return explain(client, args)
+        if args.command == "models":
+            return _models(client, args)
+        status = client.health(args.service)
+        print(status)
+        return 0 if status == "SERVING" else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _client_parser()
+    args = parser.parse_args(argv)
+    try:
+        security = _security(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        return _run(args, security)
+    except ClientError as exc:
+        print(_problem(exc, args), file=sys.stderr)
+        return 1

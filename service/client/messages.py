@@ -1,0 +1,173 @@
+"""What the clients return: plain Python / numpy values built from attnserve.v1 replies,
+and `ClientError`, which every client raises with the gRPC status code and the server's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import grpc
+import numpy as np
+
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+
+SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
+ATTENTION_MODES = {"none": 1, "pooled": 2, "last_layer": 3, "all": 4, "rollout": 5}
+
+
+class ClientError(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+    @classmethod
+    def from_rpc(cls, error: grpc.RpcError) -> ClientError:
+        code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+        details = error.details() if hasattr(error, "details") else str(error)
+        return cls(code, details or "")
+
+
+@contextmanager
+def rpc_errors() -> Iterator[None]:
+    """Turn a grpc.RpcError raised inside the block into a ClientError (sync and asyncio calls)."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise ClientError.from_rpc(exc) from None
+
+
+@dataclass(frozen=True)
+class TopToken:
+    index: int
+    token: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class TextResult:
+    label: str
+    label_id: int
+    probabilities: np.ndarray  # [C]
+    logits: np.ndarray  # [C]
+    tokens: list[str]
+    truncated: bool
+    attention: np.ndarray | None  # shape depends on the attention mode; token axes have len(tokens)
+    top_tokens: list[TopToken]
+
+
+@dataclass(frozen=True)
+class Classification:
+    model: str
+    version: int
+    results: list[TextResult]
+    timings_us: dict[str, int]
+    request_id: str = ""
+    error: ClientError | None = None  # only set on ClassifyStream replies for a failed request
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    version: int
+    versions: list[int]
+    family: str
+    labels: list[str]
+    max_len: int
+    attention_kind: str
+    attention_layers: int
+    attention_heads: int
+    attention_shapes: dict[str, str]
+    limits: dict[str, Any]
+    provider: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    created_at: str = ""
+
+
+def attention_value(mode: str | int) -> int:
+    if isinstance(mode, int):
+        return mode
+    try:
+        return ATTENTION_MODES[mode.lower().replace("-", "_")]
+    except KeyError:
+        raise ValueError(
+            f"unknown attention mode {mode!r}; choose from {', '.join(ATTENTION_MODES)}"
+        ) from None
+
+
+def build_request(
+    texts: str | Sequence[str],
+    model: str = "",
+    version: int = 0,
+    attention: str | int = "none",
+    top_k: int = 0,
+    request_id: str = "",
+) -> pb.ClassifyRequest:
+    items = [texts] if isinstance(texts, str) else list(texts)
+    return pb.ClassifyRequest(
+        model=model,
+        version=version,
+        texts=items,
+        attention=cast("pb.AttentionMode", attention_value(attention)),
+        top_k=top_k,
+        request_id=request_id,
+    )
+
+
+def tensor_array(message: pb.Tensor) -> np.ndarray:
+    return np.frombuffer(message.data, dtype="<f4").reshape(tuple(message.shape))
+
+
+def to_classification(reply: pb.ClassifyResponse) -> Classification:
+    error = None
+    if reply.HasField("error"):
+        error = ClientError(grpc.StatusCode[reply.error.code_name], reply.error.message)
+    results = [
+        TextResult(
+            label=item.label,
+            label_id=item.label_id,
+            probabilities=np.asarray(item.probabilities, np.float32),
+            logits=np.asarray(item.logits, np.float32),
+            tokens=list(item.tokens),
+            truncated=item.truncated,
+            attention=tensor_array(item.attention) if item.HasField("attention") else None,
+            top_tokens=[TopToken(t.index, t.token, t.weight) for t in item.top_tokens],
+        )
+        for item in reply.results
+    ]
+    timings = {
+        "tokenize": reply.timings.tokenize_us,
+        "queue": reply.timings.queue_us,
+        "inference": reply.timings.inference_us,
+        "total": reply.timings.total_us,
+    }
+    return Classification(reply.model, reply.version, results, timings, reply.request_id, error)
+
+
+def to_model_info(info: pb.ModelInfo) -> ModelInfo:
+    limits = info.limits
+    return ModelInfo(
+        name=info.name,
+        version=info.version,
+        versions=list(info.versions),
+        family=info.family,
+        labels=list(info.labels),
+        max_len=info.max_len,
+        attention_kind=info.attention.kind,
+        attention_layers=info.attention.layers,
+        attention_heads=info.attention.heads,
+        attention_shapes=dict(info.attention.shapes),
+        limits={
+            "max_texts_per_request": limits.max_texts_per_request,
+            "max_text_chars": limits.max_text_chars,
+            "max_batch_size": limits.max_batch_size,
+            "max_batch_tokens": limits.max_batch_tokens,
+            "long_text": limits.long_text,
+        },
+        provider=info.provider,
+        metrics=dict(info.metrics),
+        created_at=info.created_at,
+    )

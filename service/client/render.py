@@ -1,0 +1,115 @@
+"""What `attnserve-client` prints for people: classifications with their attention, server
+timings with units, and the table of models.
+
+On a terminal the attention is drawn as background colour behind each token with a
+legend; when the output is piped (a file, `less`, a test) the same weights are written
+as text, one token a line with its weight and a bar, so nothing is lost to missing colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from attnserve.service.client.messages import Classification, ModelInfo, TextResult
+from attnserve.service.engine.attention import importance
+
+_LEGEND_STEPS = 5
+_BAR_WIDTH = 20
+_TITLE_CHARS = 100
+# Piped output has no width of its own; rich would assume 80 columns and fold every cell.
+_PIPED_WIDTH = 10_000
+
+
+def console() -> Console:
+    terminal = Console()
+    return terminal if terminal.is_terminal else Console(width=_PIPED_WIDTH)
+
+
+def _heat(level: float) -> str:
+    red, green, blue = 255, int(255 - 150 * level), int(255 - 255 * level)
+    return f"black on rgb({red},{green},{blue})"
+
+
+def _levels(weights: np.ndarray) -> np.ndarray:
+    peak = float(weights.max()) if weights.size else 0.0
+    return np.clip(weights / peak, 0.0, 1.0) if peak > 0 else np.zeros_like(weights)
+
+
+def _attention(out: Console, result: TextResult, mode: str) -> None:
+    assert result.attention is not None
+    weights = importance(result.attention)
+    if result.attention.ndim == 1:
+        out.print("attention (pooling weight of each token):")
+    else:  # engine/attention.py `importance`: the last layer, mean over heads and query rows
+        out.print(f"attention ({mode}: the share each token receives, mean over heads and queries):")
+    if out.is_terminal:
+        line = Text()
+        for token, level in zip(result.tokens, _levels(weights).tolist(), strict=True):
+            line.append(f" {token} ", style=_heat(level))
+            line.append(" ")
+        out.print(line)
+        peak = float(weights.max())
+        legend = Text("legend: ")
+        for step in range(_LEGEND_STEPS):
+            level = step / (_LEGEND_STEPS - 1)
+            legend.append(f" {level * peak:.2f} ", style=_heat(level))
+        out.print(legend)
+        return
+    width = max((len(token) for token in result.tokens), default=0)
+    for token, weight, level in zip(result.tokens, weights.tolist(), _levels(weights).tolist(), strict=True):
+        out.print(f"  {token:<{width}}  {weight:.3f}  {'#' * round(level * _BAR_WIDTH)}", highlight=False)
+
+
+def timings_text(timings_us: Mapping[str, int]) -> str:
+    """`total 1.23 ms (tokenize 0.05 ms, queue 0.10 ms, inference 1.00 ms)`."""
+    parts = ", ".join(
+        f"{name} {value / 1000:.2f} ms" for name, value in timings_us.items() if name != "total"
+    )
+    return f"total {timings_us.get('total', 0) / 1000:.2f} ms ({parts})"
+
+
+def print_classification(
+    reply: Classification, texts: Sequence[str], labels: Sequence[str], mode: str
+) -> None:
+    out = console()
+    for text, result in zip(texts, reply.results, strict=True):
+        out.print(text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 3] + "...", highlight=False)
+        table = Table(show_edge=False)
+        table.add_column("label")
+        table.add_column("probability", justify="right")
+        for label_id in np.argsort(-result.probabilities):
+            name = labels[label_id]
+            shown = f"[bold]{name}[/bold]" if label_id == result.label_id else name
+            table.add_row(shown, f"{result.probabilities[label_id]:.4f}")
+        out.print(table)
+        if result.attention is not None:
+            _attention(out, result, mode)
+        if result.top_tokens:
+            out.print("top tokens: " + ", ".join(f"{t.token} ({t.weight:.3f})" for t in result.top_tokens))
+        if result.truncated:
+            out.print("[yellow]truncated to the model's max_len[/yellow]")
+    out.print(f"[dim]{reply.model} v{reply.version}; server time {timings_text(reply.timings_us)}[/dim]")
+
+
+def print_models(infos: Sequence[ModelInfo]) -> None:
+    table = Table("model", "version", "versions", "family", "labels", "max_len", "attention", "provider")
+    for info in infos:
+        attention = info.attention_kind + (
+            f" {info.attention_layers}x{info.attention_heads}" if info.attention_kind == "layers" else ""
+        )
+        table.add_row(
+            info.name,
+            str(info.version),
+            ",".join(map(str, info.versions)),
+            info.family,
+            ", ".join(info.labels),
+            str(info.max_len),
+            attention,
+            info.provider,
+        )
+    console().print(table)

@@ -1,0 +1,138 @@
+"""Attention post-processing: one text's weights in the requested mode, padding stripped.
+
+The model's `attention` output per batch is `[B, T]` (kind "pool"), `[B, T, T]` ("self")
+or `[B, L, H, T, T]` ("layers"); a text of n real tokens occupies the first n positions.
+"self" is treated as one layer with one head. Every function here returns arrays whose
+token axes have exactly n entries.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from attnserve.service.errors import InvalidArgument
+
+
+class AttentionMode(enum.IntEnum):
+    """Values equal the attnserve.v1 AttentionMode numbers."""
+
+    NONE = 1
+    POOLED = 2
+    LAST_LAYER = 3
+    ALL = 4
+    ROLLOUT = 5
+
+
+_ENCODER_MODES = (AttentionMode.POOLED, AttentionMode.LAST_LAYER, AttentionMode.ALL, AttentionMode.ROLLOUT)
+SUPPORTED: dict[str, tuple[AttentionMode, ...]] = {
+    "pool": (AttentionMode.POOLED,),
+    "self": _ENCODER_MODES,
+    "layers": _ENCODER_MODES,
+    "none": (),
+}
+
+
+def mode_shapes(kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
+    """Per-text shape of each supported mode, n standing for the text's token count."""
+    if kind == "pool":
+        return {AttentionMode.POOLED: "[n]"}
+    if kind == "none":
+        return {}
+    layers, heads = (1, 1) if kind == "self" else (layers, heads)
+    return {
+        AttentionMode.POOLED: "[n, n]",
+        AttentionMode.LAST_LAYER: f"[{heads}, n, n]",
+        AttentionMode.ALL: f"[{layers}, {heads}, n, n]",
+        AttentionMode.ROLLOUT: "[n, n]",
+    }
+
+
+def reply_bytes(kind: str, layers: int, heads: int, mode: AttentionMode, longest: int, count: int) -> int:
+    """An upper bound of the attention bytes a reply carries: `count` texts of up to
+    `longest` tokens (float32; V2 pads every text to the longest, hence no per-text sum)."""
+    if mode == AttentionMode.NONE or kind == "none":
+        return 0
+    if kind == "pool":
+        return 4 * longest * count
+    per_map = 4 * longest * longest * count
+    if kind == "self" or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
+        return per_map
+    return per_map * heads * (layers if mode == AttentionMode.ALL else 1)
+
+
+def check_request(kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
+    """Raise InvalidArgument unless the model can answer this attention request."""
+    if mode != AttentionMode.NONE and mode not in SUPPORTED[kind]:
+        if kind == "none":
+            raise InvalidArgument(
+                f"attention: model {model!r} has no attention weights; use ATTENTION_MODE_NONE"
+            )
+        allowed = ", ".join(f"ATTENTION_MODE_{m.name}" for m in SUPPORTED[kind])
+        raise InvalidArgument(
+            f"attention: ATTENTION_MODE_{mode.name} is not available for model {model!r} "
+            f"(attention kind {kind!r}); use one of: ATTENTION_MODE_NONE, {allowed}"
+        )
+    if top_k and kind == "none":
+        raise InvalidArgument(f"top_k: model {model!r} has no attention weights to rank tokens by")
+
+
+def as_layers(attention: np.ndarray, kind: str) -> np.ndarray:
+    """View a batch's attention as [B, L, H, T, T] (kind "self" or "layers")."""
+    if kind == "self":
+        b, t, _ = attention.shape
+        return attention.reshape(b, 1, 1, t, t)
+    return attention
+
+
+def rollout(layers: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020): [L, H, n, n] -> [n, n], rows sum to 1.
+
+    Heads are averaged, the residual connection is modelled as 0.5 * identity, and the
+    layers' maps are multiplied from the first layer up.
+    """
+    n = layers.shape[-1]
+    eye = np.eye(n, dtype=np.float32)
+    result = eye
+    for layer in layers.mean(axis=1):  # [n, n] per layer
+        mixed = 0.5 * layer + 0.5 * eye
+        mixed /= mixed.sum(axis=-1, keepdims=True)
+        result = mixed @ result
+    return np.asarray(result, dtype=np.float32)
+
+
+def extract(attention: np.ndarray, kind: str, row: int, n: int, mode: AttentionMode) -> np.ndarray:
+    """One text's attention in `mode` from the batch output (already `as_layers` for encoders)."""
+    if kind == "pool":
+        return attention[row, :n]
+    text = attention[row, :, :, :n, :n]  # [L, H, n, n]
+    if mode == AttentionMode.POOLED:
+        return np.asarray(text[-1].mean(axis=0))
+    if mode == AttentionMode.LAST_LAYER:
+        return np.asarray(text[-1])
+    if mode == AttentionMode.ALL:
+        return text
+    if mode == AttentionMode.ROLLOUT:
+        return rollout(text)
+    raise ValueError(f"no attention for mode {mode!r}")
+
+
+def importance(weights: np.ndarray) -> np.ndarray:
+    """Per-token weight [n] from any mode's array: a vector as is; matrices averaged over
+    heads and query rows (the attention each token receives), summing to 1."""
+    if weights.ndim == 1:
+        return weights
+    while weights.ndim > 2:
+        weights = weights[-1] if weights.ndim == 4 else weights.mean(axis=0)
+    return np.asarray(weights.mean(axis=0))
+
+
+def top_k(weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and weights of the k largest entries of a [n] vector, largest first."""
+    k = min(k, weights.shape[0])
+    if k == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    index = np.argpartition(-weights, k - 1)[:k]
+    index = index[np.argsort(-weights[index], kind="stable")]
+    return index, weights[index]

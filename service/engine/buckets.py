@@ -1,0 +1,188 @@
+"""Rows waiting for a batch: a bounded queue split into length buckets (no threads, no locks).
+
+A call's rows enter the bucket of their length; `take` builds a batch seeded with the
+oldest row and topped up from the nearest buckets while padding stays under
+`MAX_PADDING_RATIO` and the batch under `max_batch_size` rows and `max_batch_tokens`
+padded tokens, so each batch pads only to its own longest row. A dropped call's rows stay
+where they are and are skipped when reached; its slots are freed at once. The caller
+(`Batcher`) serialises every method with its lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from attnserve.service.engine.metrics import ModelMetrics
+
+MAX_PADDING_RATIO = 0.5
+_BUCKET_BASE = math.sqrt(2)  # neighbouring bucket lengths differ by at most ~41%
+
+
+def bucket_of(length: int) -> int:
+    return 0 if length <= 1 else math.ceil(math.log(length, _BUCKET_BASE) - 1e-9)
+
+
+def bucket_limit(bucket: int) -> int:
+    """The longest length that falls in `bucket`."""
+    return math.floor(_BUCKET_BASE**bucket + 1e-9)
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    max_batch_size: int
+    max_batch_tokens: int
+    max_delay_s: float
+    max_queue: int
+    max_concurrent: int
+
+
+class Job:
+    """One call's rows: queued, running, then finished with the outputs of its batches."""
+
+    __slots__ = (
+        "deadline",
+        "dropped",
+        "enqueued",
+        "future",
+        "parts",
+        "payload",
+        "queue_seconds",
+        "run_seconds",
+        "size",
+        "undispatched",
+        "unfinished",
+    )  # fmt: skip
+
+    def __init__(self, payload: Any, size: int, deadline: float | None, future: asyncio.Future[Job]) -> None:
+        self.payload = payload  # the runner's: what the rows hold
+        self.size = size
+        self.deadline = deadline  # time.monotonic() value
+        self.enqueued = time.monotonic()
+        self.future = future
+        self.undispatched = size
+        self.unfinished = size
+        self.parts: list[tuple[Any, int, int]] = []  # (batch output, position in batch, row index)
+        self.dropped = False
+        self.queue_seconds = 0.0  # the longest wait of its rows before their batch started
+        self.run_seconds = 0.0  # the longest batch that carried its rows
+
+
+class Row:
+    __slots__ = ("index", "job", "length")
+
+    def __init__(self, job: Job, index: int, length: int) -> None:
+        self.job, self.index, self.length = job, index, length
+
+
+class Batch:
+    __slots__ = ("real", "rows", "width")
+
+    def __init__(self, rows: list[Row], width: int, real: int) -> None:
+        self.rows = rows
+        self.width = width  # the longest row: what the batch is padded to
+        self.real = real  # tokens that are not padding
+
+    @property
+    def tokens(self) -> int:
+        return len(self.rows) * self.width
+
+
+class RowQueue:
+    def __init__(self, limits: BatchLimits, metrics: ModelMetrics) -> None:
+        self.limits = limits
+        self.metrics = metrics
+        self.queued = 0
+        self._buckets: dict[int, deque[Row]] = {}
+
+    def add(self, job: Job, lengths: Sequence[int]) -> None:
+        buckets = self._buckets
+        for index, length in enumerate(lengths):
+            key = bucket_of(length)
+            bucket = buckets.get(key)
+            if bucket is None:
+                bucket = buckets[key] = deque()
+            bucket.append(Row(job, index, length))
+        self.queued += len(lengths)
+
+    def drop(self, job: Job, *, expired: bool) -> int:
+        """Mark `job` dropped (its queued rows are skipped when reached); the slots freed."""
+        if job.dropped:
+            return 0
+        job.dropped = True
+        freed, job.undispatched = job.undispatched, 0
+        self.queued -= freed
+        if expired and freed:
+            self.metrics.deadline_dropped.inc(freed)
+        return freed
+
+    def next_due(self, now: float) -> tuple[deque[Row] | None, float]:
+        """The bucket of the oldest live row and how long until it is due (<= 0: now)."""
+        bucket = self._oldest()
+        if bucket is None:
+            return None, math.inf
+        wait = bucket[0].job.enqueued + self.limits.max_delay_s - now
+        return bucket, 0.0 if wait > 0 and self._full(bucket) else wait
+
+    def _full(self, bucket: deque[Row]) -> bool:
+        if len(bucket) >= self.limits.max_batch_size:
+            return True
+        return len(bucket) * bucket_limit(bucket_of(bucket[0].length)) >= self.limits.max_batch_tokens
+
+    def _oldest(self) -> deque[Row] | None:
+        """The bucket whose first live row is the oldest (dropped rows are discarded)."""
+        best: deque[Row] | None = None
+        for key in list(self._buckets):
+            bucket = self._buckets[key]
+            while bucket and bucket[0].job.dropped:
+                bucket.popleft()
+            if not bucket:
+                del self._buckets[key]
+            elif best is None or bucket[0].job.enqueued < best[0].job.enqueued:
+                best = bucket
+        return best
+
+    def take(self, seed: deque[Row], now: float, expired: list[Job]) -> Batch:
+        """Pop the rows of the next batch: the seed bucket first, then its neighbours."""
+        limits = self.limits
+        rows: list[Row] = []
+        longest = real = 0
+        seed_key = bucket_of(seed[0].length)
+        keys = sorted(self._buckets, key=lambda key: (abs(key - seed_key), key))
+        freed = 0
+        for key in keys:
+            bucket = self._buckets[key]
+            while bucket and len(rows) < limits.max_batch_size:
+                row = bucket[0]
+                job = row.job
+                if job.dropped:
+                    bucket.popleft()
+                    continue
+                if job.deadline is not None and now >= job.deadline:
+                    freed += self.drop(job, expired=True)
+                    expired.append(job)
+                    bucket.popleft()
+                    continue
+                new_longest = max(longest, row.length)
+                tokens = (len(rows) + 1) * new_longest
+                if rows and (
+                    tokens > limits.max_batch_tokens or 1.0 - (real + row.length) / tokens > MAX_PADDING_RATIO
+                ):
+                    break
+                bucket.popleft()
+                rows.append(row)
+                longest, real = new_longest, real + row.length
+                job.undispatched -= 1
+            if not bucket:
+                del self._buckets[key]
+            if len(rows) >= limits.max_batch_size:
+                break
+        self.queued -= len(rows)
+        if freed or rows:
+            self.metrics.queue_depth.dec(freed + len(rows))
+        return Batch(rows, longest, real)

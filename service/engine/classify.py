@@ -1,0 +1,122 @@
+"""The one classify path every front end calls: `classify(model, inputs, max_texts) -> Outputs`.
+
+A front end (attnserve.v1, V2, HTTP) converts its request into `Inputs`, calls
+`Core.classify` (which calls `classify` here with the server's limits) and converts the
+`Outputs` back. Texts are validated and tokenized here; rows of ids given by the caller
+are validated against the model's vocabulary and max_len. Every API's rows join the same
+batcher; timings of each part come back with the outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnserve.service.engine.attention import AttentionMode, check_request, reply_bytes
+from attnserve.service.engine.model import LoadedModel
+from attnserve.service.engine.runner import TopTokens
+from attnserve.service.engine.tokenization import EncodedTexts
+from attnserve.service.errors import InvalidArgument, ResourceExhausted
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """One call: `texts` to tokenize, or `encoded` rows of ids (padding removed)."""
+
+    texts: Sequence[str] | None = None
+    encoded: EncodedTexts | None = None
+    mode: AttentionMode = AttentionMode.NONE
+    top_k: int = 0
+    deadline: float | None = None  # time.monotonic() value
+
+
+@dataclass(slots=True)
+class Timings:
+    """Seconds spent per part of one call inside the engine."""
+
+    tokenize: float  # tokenizing texts, or validating the caller's ids
+    queue: float  # the longest wait of its texts for a batch
+    inference: float  # the longest batch that carried its texts (post-processing included)
+
+
+@dataclass(slots=True)
+class Outputs:
+    """One call's results, in request order (k texts, C classes)."""
+
+    encoded: EncodedTexts  # ids, lengths, truncation and token strings per text
+    logits: np.ndarray  # [k, C] float32
+    probabilities: np.ndarray  # [k, C] float32
+    label_ids: np.ndarray  # [k] int64
+    attention: list[np.ndarray] | None  # per text, in the requested mode, padding stripped
+    top_tokens: list[TopTokens] | None  # per text: (token indices, weights), largest first
+    timings: Timings
+
+    def __len__(self) -> int:
+        return len(self.label_ids)
+
+
+async def classify(model: LoadedModel, inputs: Inputs, max_texts: int, max_reply_bytes: int) -> Outputs:
+    """Validate `inputs`, run them through `model`'s batcher and return the outputs."""
+    started = time.perf_counter()
+    if inputs.texts is not None:
+        _check_count(len(inputs.texts), max_texts)
+        check_request(model.kind, inputs.mode, inputs.top_k, model.name)
+        encoded = model.encoder.encode(inputs.texts)
+        tokenize_seconds = time.perf_counter() - started
+        model.metrics.tokenize.observe(tokenize_seconds)
+    elif inputs.encoded is not None:
+        encoded = inputs.encoded
+        _check_count(len(encoded), max_texts)
+        check_request(model.kind, inputs.mode, inputs.top_k, model.name)
+        _check_ids(model, encoded)
+        tokenize_seconds = time.perf_counter() - started
+    else:
+        raise InvalidArgument("texts: at least one text is required")
+    _check_reply(model, encoded, inputs.mode, max_reply_bytes)
+    job, gathered = await model.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline)
+    return Outputs(
+        encoded,
+        gathered.logits,
+        gathered.probabilities,
+        gathered.label_ids,
+        gathered.attention,
+        gathered.top,
+        Timings(tokenize_seconds, job.queue_seconds, job.run_seconds),
+    )
+
+
+def _check_count(count: int, limit: int) -> None:
+    if count == 0:
+        raise InvalidArgument("texts: at least one text is required")
+    if count > limit:
+        raise InvalidArgument(f"texts: {count} texts in one request; the limit is {limit}")
+
+
+def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode, limit: int) -> None:
+    """Refuse up front a request whose reply would exceed `limit` (max_reply_bytes): built anyway,
+    it would fail at a client with the default receive limit after all the work."""
+    lengths = encoded.lengths
+    spec = model.manifest.attention
+    # Per text besides attention: logits, probabilities, tokens and framing.
+    estimate = sum(lengths) * 24 + len(lengths) * (16 * len(model.labels) + 64)
+    estimate += reply_bytes(model.kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
+    if estimate > limit:
+        raise ResourceExhausted(
+            f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "
+            f"the limit of {limit} (max_reply_bytes; gRPC clients accept 4 MiB by default); ask for a "
+            "smaller attention mode (POOLED, or NONE), fewer or shorter texts per request, or raise "
+            "the client's receive limit and the server's max_reply_bytes"
+        )
+
+
+def _check_ids(model: LoadedModel, encoded: EncodedTexts) -> None:
+    vocab, max_len = model.encoder.vocab_size, model.encoder.max_len
+    for index, (row, length) in enumerate(zip(encoded.ids, encoded.lengths, strict=True)):
+        if not 1 <= length <= max_len:
+            raise InvalidArgument(f"input_ids row {index} has {length} tokens; each row needs 1 to {max_len}")
+        values = np.asarray(row)
+        if values.min() < 0 or values.max() >= vocab:
+            raise InvalidArgument(f"input_ids row {index} holds ids outside the vocabulary [0, {vocab})")

@@ -1,0 +1,174 @@
+"""One servable model version: bundle + tokenizer + onnxruntime session + runner + batcher.
+
+`load_model` is the gate every version passes before it takes traffic: the bundle is
+verified (files, sha256, schema), the session's inputs/outputs must match the manifest,
+the session is warmed up and must reproduce the bundle's golden outputs, alone and inside
+a padded batch. Any failure raises `LoadError` and the version is not served.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
+from attnserve.service.engine.attention import AttentionMode
+from attnserve.service.engine.batching import Batcher
+from attnserve.service.engine.buckets import BatchLimits, Job
+from attnserve.service.engine.metrics import Metrics, ModelMetrics
+from attnserve.service.engine.runner import Gathered, Request, Runner, gather, pad_ids
+from attnserve.service.engine.runtime import DeviceError, RuntimeSession, create_session
+from attnserve.service.engine.tokenization import EncodedTexts, TextEncoder
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LoadError(Exception):
+    """A model version cannot be served; the message says why."""
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    bundle: Bundle
+    encoder: TextEncoder
+    runtime: RuntimeSession
+    metrics: ModelMetrics
+    limits: BatchLimits
+    batcher: Batcher = field(init=False)
+
+    def __post_init__(self) -> None:
+        manifest = self.manifest
+        self.name = manifest.name
+        self.version = manifest.version
+        self.kind = manifest.attention.kind
+        self.labels = tuple(manifest.labels)
+        self.label_bytes = tuple(label.encode() for label in self.labels)  # prepared once for replies
+        self.runner = Runner(self.runtime.session, self.kind, manifest.pad_id, self.metrics)
+        self.batcher = Batcher(f"{self.name}/{self.version}", self.runner, self.limits, self.metrics)
+
+    @property
+    def manifest(self) -> BundleManifest:
+        return self.bundle.manifest
+
+    @property
+    def provider(self) -> str:
+        return self.runtime.provider
+
+    async def predict(
+        self, encoded: EncodedTexts, mode: AttentionMode, k: int, deadline: float | None
+    ) -> tuple[Job, Gathered]:
+        """Run encoded texts through the batcher (use `classify`, which validates them first)."""
+        request = Request(encoded.ids, mode, k)
+        job = await self.batcher.submit(request, encoded.lengths, deadline)
+        return job, gather(job, request)
+
+    def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
+        return self.runner.run_padded(ids, mask, attention)
+
+    def start(self) -> None:
+        self.batcher.start()
+
+    async def close(self) -> None:
+        await self.batcher.close()
+
+
+def _check_golden(model: LoadedModel) -> None:
+    cases = model.manifest.golden
+    if not cases:
+        log.warning("%s v%d: bundle has no golden cases; outputs are unchecked", model.name, model.version)
+        return
+    singles = []
+    for number, case in enumerate(cases):
+        where = f"golden case {number} ({case.text[:40]!r})"
+        try:
+            encoded = model.encoder.encode([case.text])
+        except InvalidArgument as exc:
+            raise LoadError(f"{where}: cannot be encoded: {exc.message}") from None
+        ids = list(encoded.ids[0])
+        if case.input_ids is not None and ids != case.input_ids:
+            raise LoadError(
+                f"{where}: tokenizer gives ids {ids[:12]}…, bundle expects {case.input_ids[:12]}…"
+            )
+        feed, mask = pad_ids([ids], model.manifest.pad_id)
+        outputs = model.run_padded(feed, mask, attention=case.attention is not None)
+        _compare(where, "logits", outputs[0][0], np.asarray(case.logits, np.float32), case.tolerance)
+        expected = case.attention_array()
+        if expected is not None:
+            _compare(where, "attention", outputs[1][0], expected, case.tolerance)
+        singles.append((ids, outputs[0][0], case.tolerance))
+    if len(singles) > 1:
+        feed, mask = pad_ids([ids for ids, _, _ in singles], model.manifest.pad_id)
+        batched = model.run_padded(feed, mask, attention=False)[0]
+        for i, (_, alone, tolerance) in enumerate(singles):
+            _compare(f"golden case {i} in a padded batch", "logits", batched[i], alone, tolerance)
+
+
+def _compare(where: str, what: str, actual: np.ndarray, expected: np.ndarray, tolerance: float) -> None:
+    if actual.shape != expected.shape:
+        raise LoadError(f"{where}: {what} has shape {list(actual.shape)}, expected {list(expected.shape)}")
+    worst = float(np.max(np.abs(actual - expected))) if actual.size else 0.0
+    if not worst <= tolerance:  # also catches NaN
+        raise LoadError(f"{where}: {what} differ by {worst:.3g} (tolerance {tolerance:g})")
+
+
+def _warm_up(model: LoadedModel, batch: int) -> None:
+    width = min(model.manifest.max_len, 16)
+    for rows, length in ((1, 1), (batch, width)):
+        ids = np.full((rows, length), 1, dtype=np.int64)
+        model.run_padded(ids, np.ones_like(ids), attention=model.kind != "none")
+
+
+def load_model(
+    directory: Path,
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    name: str,
+    version: int,
+    on_cpu_fallback: Callable[[], None] | None = None,
+) -> LoadedModel:
+    """Verify, load, warm up and golden-check one version (blocking: run it off the event loop)."""
+    try:
+        bundle = read_bundle(directory, expect_name=name, expect_version=version)
+        manifest = bundle.manifest
+        encoder = TextEncoder(
+            bundle.tokenizer_path,
+            manifest.max_len,
+            reject_long=settings.long_text == "reject",
+            max_text_chars=settings.max_text_chars,
+        )
+        runtime = create_session(bundle.model_path, settings, on_cpu_fallback, label=f"{name} v{version}")
+        check_io(manifest, runtime.session)
+    except DeviceError:
+        raise  # a device problem is the server's, not this version's: fatal at start-up
+    except BundleError as exc:
+        raise LoadError(str(exc)) from None
+    except (ValueError, OSError) as exc:
+        raise LoadError(f"{name} v{version}: {exc}") from None
+    except Exception as exc:  # onnxruntime raises its own types for a corrupt or unloadable graph
+        raise LoadError(f"{name} v{version}: onnxruntime cannot load model.onnx: {exc}") from None
+    limits = BatchLimits(
+        max_batch_size=settings.max_batch_size,
+        max_batch_tokens=settings.max_batch_tokens,
+        max_delay_s=settings.max_delay_ms / 1000.0,
+        max_queue=settings.max_queue,
+        max_concurrent=settings.max_concurrent_batches,
+    )
+    bound = metrics.bind_model(name, version, manifest.family, runtime.provider)
+    model = LoadedModel(bundle=bundle, encoder=encoder, runtime=runtime, metrics=bound, limits=limits)
+    try:
+        _warm_up(model, min(settings.max_batch_size, 8))
+        _check_golden(model)
+    except LoadError:
+        bound.unbind()
+        raise
+    except Exception as exc:
+        bound.unbind()
+        raise LoadError(f"{name} v{version}: the model fails to run: {exc}") from None
+    return model

@@ -1,0 +1,190 @@
+"""The set of models being served, read from `<repository>/<name>/<version>/`.
+
+Callers resolve a (name, version) to a `LoadedModel` once per call and keep that object,
+so a version swapped out later finishes the calls it accepted. The table of models is an
+immutable mapping replaced in one assignment (`publish`), which is what makes a reload
+atomic: a new version is loaded and checked off to the side (`load_version`), then published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from attnserve.service.bundle import RepositoryError, confined, scan
+from attnserve.service.engine.metrics import UNKNOWN_MODEL, Metrics
+from attnserve.service.engine.model import LoadedModel, LoadError, load_model
+from attnserve.service.engine.model_choice import check_default_model, unnamed_model
+from attnserve.service.errors import NotFound
+from attnserve.service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelVersions:
+    name: str
+    versions: Mapping[int, LoadedModel]
+
+    @property
+    def latest(self) -> LoadedModel:
+        return self.versions[max(self.versions)]
+
+
+def check_confined(root: Path, version_dir: Path) -> None:
+    """Refuse a version folder, or a file in it, whose symlinks lead out of the repository."""
+    for path in (version_dir, *(version_dir.iterdir() if version_dir.is_dir() else ())):
+        if not confined(root, path):
+            raise LoadError(f"{path} leads outside the model repository (symlink); refused")
+
+
+class Repository:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._models: Mapping[str, ModelVersions] = MappingProxyType({})
+        self._failures: dict[tuple[str, int], str] = {}
+
+    @property
+    def failures(self) -> Mapping[tuple[str, int], str]:
+        """Why each version that failed its last load was refused (paths relative to the
+        repository, so the reason can be shown to callers)."""
+        return MappingProxyType(self._failures)
+
+    @property
+    def models(self) -> Mapping[str, ModelVersions]:
+        return self._models
+
+    def metric_name(self, name: str) -> str:
+        """`name` if it is a served model, else the bounded placeholder label."""
+        return name if name in self._models else UNKNOWN_MODEL
+
+    def resolve(self, name: str, version: int = 0) -> LoadedModel:
+        models = self._models
+        name = name or self._settings.default_model
+        if not name:
+            if len(models) != 1:
+                raise unnamed_model(models)
+            entry = next(iter(models.values()))
+        else:
+            found = models.get(name)
+            if found is None:
+                raise NotFound(f"model: no model named {name[:64]!r} (ListModels shows the available ones)")
+            entry = found
+        if version == 0:
+            return entry.latest
+        loaded = entry.versions.get(version)
+        if loaded is None:
+            have = ", ".join(str(v) for v in sorted(entry.versions))
+            raise NotFound(f"version: model {entry.name!r} has no loaded version {version} (loaded: {have})")
+        return loaded
+
+    def load_version(self, name: str, version: int) -> LoadedModel:
+        """Load and check one version (blocking); failures are counted and re-raised."""
+        root = self._settings.repository
+        try:
+            check_confined(root, root / name / str(version))
+            model = load_model(
+                root / name / str(version),
+                self._settings,
+                self._metrics,
+                name=name,
+                version=version,
+                on_cpu_fallback=self._metrics.cpu_fallback.inc,
+            )
+        except LoadError as exc:
+            self._metrics.load_failed(name)
+            log.error("model %s version %d refused: %s", name, version, exc)
+            self._failures[(name, version)] = str(exc).replace(f"{root}/", "").replace(str(root), ".")
+            raise
+        self._failures.pop((name, version), None)
+        return model
+
+    def _load_by_policy(self, name: str, versions: list[int]) -> list[LoadedModel]:
+        loaded: list[LoadedModel] = []
+        for version in versions:
+            try:
+                loaded.append(self.load_version(name, version))
+            except LoadError:
+                continue
+            if self._settings.version_policy == "latest":
+                if version != versions[0]:
+                    log.warning(
+                        "model %s: serving version %d because newer versions were refused", name, version
+                    )
+                break
+        return loaded
+
+    async def load_all(self) -> None:
+        """Load every model by the version policy; raise RepositoryError if none loads."""
+        root = self._settings.repository
+        found = scan(root)
+        loop = asyncio.get_running_loop()
+        for name, versions in found.items():
+            loaded = await loop.run_in_executor(None, self._load_by_policy, name, versions)
+            for model in loaded:
+                await self.publish(model)
+        if not self._models:
+            detail = "it is empty" if not found else "every version was refused (see the errors above)"
+            raise RepositoryError(f"no servable model in {root}: {detail}")
+        check_default_model(self._settings, self._models)
+        for entry in self._models.values():
+            log.info(
+                "serving %s versions %s (%s, %s)",
+                entry.name,
+                sorted(entry.versions),
+                entry.latest.manifest.family,
+                entry.latest.provider,
+            )
+
+    async def publish(self, model: LoadedModel) -> None:
+        """Make a loaded, checked version servable in one step.
+
+        The versions it supersedes (the same version number, and under the `latest` policy
+        every older one) leave the table in the same assignment, then finish the calls they
+        already accepted and are freed: calls never see a half-swapped table.
+        """
+        model.start()
+        current = self._models.get(model.name)
+        versions = dict(current.versions) if current else {}
+        retired = [versions.pop(model.version)] if model.version in versions else []
+        if self._settings.version_policy == "latest":
+            retired += [versions.pop(version) for version in sorted(versions) if version < model.version]
+        versions[model.version] = model
+        table = dict(self._models)
+        table[model.name] = ModelVersions(model.name, MappingProxyType(versions))
+        self._models = MappingProxyType(table)
+        for old in retired:
+            await self.retire(old)
+
+    async def withdraw(self, name: str, versions: Collection[int] | None = None) -> None:
+        """Stop serving `versions` of a model (all of them: the model) in one step; their
+        accepted calls finish, later calls get NOT_FOUND."""
+        current = self._models.get(name)
+        if current is None:
+            return
+        kept = {v: m for v, m in current.versions.items() if versions is not None and v not in versions}
+        table = dict(self._models)
+        if kept:
+            table[name] = ModelVersions(name, MappingProxyType(kept))
+        else:
+            del table[name]
+        self._models = MappingProxyType(table)
+        for version in sorted(set(current.versions) - set(kept)):
+            await self.retire(current.versions[version])
+
+    @staticmethod
+    async def retire(model: LoadedModel) -> None:
+        """Finish a version's accepted calls, stop its thread and drop its metric series."""
+        await model.close()
+        model.metrics.unbind()
+        log.info("model %s version %d retired", model.name, model.version)
+
+    async def close(self) -> None:
+        """Finish queued work of every version and stop their threads."""
+        models = [model for entry in self._models.values() for model in entry.versions.values()]
+        await asyncio.gather(*(model.close() for model in models))

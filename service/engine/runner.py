@@ -1,0 +1,178 @@
+"""One batch through the model: padding, `session.run`, softmax and attention extraction.
+
+The batcher hands a `Batch` of rows (each a text of some call's `Request`) to `Runner`,
+in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
+with numpy over the batch (probabilities, labels, pooled attention), and `gather` later
+picks a call's rows out of the outputs of the batches that carried them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+
+from attnserve.service.engine.attention import AttentionMode, as_layers, extract, importance, top_k
+from attnserve.service.engine.buckets import Batch, Job, Row
+from attnserve.service.engine.metrics import ModelMetrics
+from attnserve.service.engine.tokenization import TokenIds
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a call's rows hold: token ids per text and what to extract for them."""
+
+    ids: Sequence[TokenIds]
+    mode: AttentionMode
+    top_k: int
+
+    @property
+    def wants_attention(self) -> bool:
+        return self.mode != AttentionMode.NONE or self.top_k > 0
+
+
+TopTokens = tuple[np.ndarray, np.ndarray]  # (indices, weights), largest first
+
+
+@dataclass(slots=True)
+class BatchOutput:
+    logits: np.ndarray  # [B, C] float32
+    probabilities: np.ndarray  # [B, C] float32
+    label_ids: np.ndarray  # [B] int64
+    attention: list[np.ndarray | None] | None  # per row, in its call's mode, padding stripped
+    top: list[TopTokens | None] | None  # per row
+
+
+@dataclass(slots=True)
+class Gathered:
+    """One call's rows, in request order."""
+
+    logits: np.ndarray  # [k, C]
+    probabilities: np.ndarray  # [k, C]
+    label_ids: np.ndarray  # [k]
+    attention: list[np.ndarray] | None
+    top: list[TopTokens] | None
+
+
+def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad token id rows to `width` (the longest): (input_ids, attention_mask), int64 [B, T]."""
+    if width is None:
+        width = max(len(row) for row in rows)
+    if len(rows) == 1 and len(rows[0]) == width:
+        ids = np.asarray(rows, dtype=np.int64).reshape(1, width)
+        return ids, np.ones_like(ids)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [B, T]
+    mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return np.asarray(shifted / shifted.sum(axis=-1, keepdims=True), dtype=np.float32)
+
+
+class Runner:
+    """Runs batches of one model version's session (called from batcher threads)."""
+
+    def __init__(self, session: ort.InferenceSession, kind: str, pad_id: int, metrics: ModelMetrics) -> None:
+        self.session = session
+        self.kind = kind
+        self.pad_id = pad_id
+        self.metrics = metrics
+        self._names_logits = ["logits"]
+        self._names_all = ["logits"] if kind == "none" else ["logits", "attention"]
+
+    def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
+        names = self._names_all if attention else self._names_logits
+        result: list[np.ndarray] = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
+        return result
+
+    def __call__(self, batch: Batch) -> BatchOutput:
+        started = time.perf_counter()
+        rows = batch.rows
+        requests: list[Request] = [row.job.payload for row in rows]
+        ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
+                            batch.width)  # fmt: skip
+        want_attention = any(r.wants_attention for r in requests)
+        outputs = self.run_padded(ids, mask, want_attention)
+        logits = outputs[0]  # [B, C]
+        result = BatchOutput(logits, softmax(logits), logits.argmax(axis=1), None, None)
+        if want_attention:
+            self._attention(result, as_layers(outputs[1], self.kind), rows, requests)
+        m = self.metrics
+        m.batch_size.observe(len(rows))
+        m.batch_tokens.observe(batch.tokens)
+        m.padding_ratio.observe(1.0 - batch.real / batch.tokens)
+        m.inference.observe(time.perf_counter() - started)
+        return result
+
+    def _attention(
+        self, result: BatchOutput, layers: np.ndarray, rows: list[Row], requests: list[Request]
+    ) -> None:
+        """Per-row attention and top tokens; the pooled map is computed once for the batch."""
+        pooled: np.ndarray | None = None
+        if self.kind != "pool":
+            pooled = layers[:, -1].mean(axis=1)  # [B, T, T]: last layer, heads averaged
+        attention: list[np.ndarray | None] = [None] * len(rows)
+        top: list[TopTokens | None] = [None] * len(rows)
+        for i, (row, request) in enumerate(zip(rows, requests, strict=True)):
+            if not request.wants_attention:
+                continue
+            n = row.length
+            mode = request.mode if request.mode != AttentionMode.NONE else AttentionMode.POOLED
+            if mode == AttentionMode.POOLED and pooled is not None:
+                weights = pooled[i, :n, :n]
+            else:
+                weights = extract(layers, self.kind, i, n, mode)
+            if request.mode != AttentionMode.NONE:
+                attention[i] = weights
+            if request.top_k:
+                top[i] = top_k(importance(weights), request.top_k)
+        result.attention, result.top = attention, top
+
+
+_EMPTY_TOP: TopTokens = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+
+
+def gather(job: Job, request: Request) -> Gathered:
+    """A finished call's rows out of its batches' outputs, in request order."""
+    parts = job.parts
+    if len(parts) == 1:  # one text: views into the batch's arrays
+        out, position, _ = parts[0]
+        pick = slice(position, position + 1)
+        attention = [out.attention[position]] if request.mode != AttentionMode.NONE else None
+        top = [out.top[position] or _EMPTY_TOP] if request.top_k else None
+        return Gathered(out.logits[pick], out.probabilities[pick], out.label_ids[pick], attention, top)
+    first = parts[0][0]
+    size, classes = job.size, first.logits.shape[1]
+    logits = np.empty((size, classes), np.float32)
+    probabilities = np.empty((size, classes), np.float32)
+    label_ids = np.empty(size, np.int64)
+    attention_rows: list[np.ndarray] = [first.logits[:0]] * size
+    top_rows: list[TopTokens] = [_EMPTY_TOP] * size
+    by_output: dict[int, tuple[BatchOutput, list[int], list[int]]] = {}
+    for out, position, index in parts:
+        entry = by_output.setdefault(id(out), (out, [], []))
+        entry[1].append(position)
+        entry[2].append(index)
+        if out.attention is not None and out.attention[position] is not None:
+            attention_rows[index] = out.attention[position]
+        if out.top is not None:
+            top_rows[index] = out.top[position] or _EMPTY_TOP
+    for out, positions, indices in by_output.values():
+        logits[indices] = out.logits[positions]
+        probabilities[indices] = out.probabilities[positions]
+        label_ids[indices] = out.label_ids[positions]
+    return Gathered(
+        logits,
+        probabilities,
+        label_ids,
+        attention_rows if request.mode != AttentionMode.NONE else None,
+        top_rows if request.top_k else None,
+    )

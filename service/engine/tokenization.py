@@ -1,0 +1,90 @@
+"""Turn request texts into token ids with the bundle's own `tokenizer.json`.
+
+Encoding runs in Rust (`tokenizers`); Python only loops once per text, never per token.
+Ids are not padded here: the batcher pads each batch to its own longest text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Encoding, Tokenizer
+
+from attnserve.service.errors import InvalidArgument
+
+TokenIds = Sequence[int] | np.ndarray
+
+
+@dataclass(slots=True)
+class EncodedTexts:
+    """One request's texts as token ids (each row unpadded, 1 <= length <= max_len)."""
+
+    ids: list[TokenIds]
+    lengths: list[int]
+    truncated: list[bool]
+    encodings: list[Encoding] | None = None  # kept to produce token strings on demand
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def tokens(self, index: int) -> list[str]:
+        if self.encodings is None:
+            return []
+        return list(self.encodings[index].tokens)
+
+    @classmethod
+    def from_ids(cls, rows: Sequence[TokenIds]) -> EncodedTexts:
+        """Rows tokenized by the caller (e.g. an INPUT_IDS tensor, padding already removed)."""
+        return cls(ids=list(rows), lengths=[len(row) for row in rows], truncated=[False] * len(rows))
+
+
+class TextEncoder:
+    """Validates and encodes texts for one model version."""
+
+    def __init__(self, tokenizer_path: Path, max_len: int, *, reject_long: bool, max_text_chars: int) -> None:
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # tokenizers raises a bare Exception on malformed JSON
+            raise ValueError(f"{tokenizer_path} is not a valid tokenizers file: {exc}") from None
+        # A model trained on the tails of long texts has "left" saved in its tokenizer.json.
+        saved = tokenizer.truncation
+        direction = saved["direction"] if saved is not None else "right"
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_len, direction=direction)
+        self._tokenizer = tokenizer
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self.max_len = max_len
+        self.reject_long = reject_long
+        self.max_text_chars = max_text_chars
+
+    def encode(self, texts: Sequence[str]) -> EncodedTexts:
+        """Encode `texts`; InvalidArgument names the first offending text and the limit."""
+        for index, text in enumerate(texts):
+            if len(text) > self.max_text_chars:
+                raise InvalidArgument(
+                    f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}"
+                )
+        if len(texts) == 1:
+            encodings = [self._tokenizer.encode(texts[0])]
+        else:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        ids: list[TokenIds] = []
+        lengths: list[int] = []
+        truncated: list[bool] = []
+        for index, encoding in enumerate(encodings):
+            row = encoding.ids
+            if not row:
+                raise InvalidArgument(f"texts[{index}] has no tokens (it is empty after normalisation)")
+            cut = bool(encoding.overflowing)
+            if cut and self.reject_long:
+                raise InvalidArgument(
+                    f"texts[{index}] has more than the model's max_len of {self.max_len} tokens "
+                    "(the server rejects long texts; shorten it)"
+                )
+            ids.append(row)
+            lengths.append(len(row))
+            truncated.append(cut)
+        return EncodedTexts(ids=ids, lengths=lengths, truncated=truncated, encodings=encodings)

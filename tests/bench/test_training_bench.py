@@ -1,0 +1,52 @@
+"""The training benchmarks end to end at toy sizes: outputs, not speed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.long_texts import long_texts
+
+
+def test_long_texts_are_seeded_long_and_labelled() -> None:
+    texts, labels = long_texts(400, seed=3)
+    again, _ = long_texts(400, seed=3)
+    assert texts == again and texts != long_texts(400, seed=4)[0]
+    words = np.array([len(t.split()) for t in texts])
+    assert 110 < words.mean() < 160 and words.max() > 256
+    assert set(labels) == {0, 1}
+
+
+def test_training_speed_measures_every_variant_and_prints_a_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "speed.json"
+    assert main(["training-speed", "--rows", "300", "--steps", "1", "--rounds", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    variants = {v["name"]: v for v in result["variants"]}
+    assert len(variants) == 6 and all(
+        v["texts_per_s"] > 0 and v["texts_per_cpu_s"] > 0 for v in variants.values()
+    )
+    old = result["variants"][0]
+    assert old["padded_tokens"] == 256 and old["settings"]["pad_to_max_len"] is True
+    assert old["settings"]["fused_attention"] is False
+    table = capsys.readouterr().out
+    assert table.count("\n| ") == 1 + 6 and "1.00x" in table
+
+
+def test_training_memory_reports_the_peak_of_a_real_run(tmp_path: Path) -> None:
+    out = tmp_path / "memory.json"
+    args = ["training-memory", "--rows", "1500", "--max-len", "64", "--max-seconds", "1"]
+    assert main([*args, "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["exit_status"] == 0 and not result["stopped_by_timeout"]
+    # The child's own high-water mark: a toy run still imports torch (a few hundred MB).
+    assert 100 < result["peak_mb"] < 4096 and result["timeline"]
+    assert result["reported_peak_mb"] == pytest.approx(result["peak_mb"], rel=0.05)
+    parts_mb = result["params"] * 16 / 2**20 + 1500 * 64 * 4 / 2**20 + 300  # model+optimizer, ids, base
+    assert result["budget_mb"] == pytest.approx(1.5 * parts_mb)
+    assert (tmp_path / "work" / "run" / "checkpoint.pt").is_file()

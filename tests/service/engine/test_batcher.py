@@ -1,0 +1,244 @@
+"""The batcher alone, driven with a fake runner: no server, no model.
+
+The fake runner records every batch it is given (which call's rows, in which order) and
+can be held on a gate, so the tests see exactly what reaches the model and when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from attnserve.service.engine.batching import Batcher
+from attnserve.service.engine.buckets import Batch, BatchLimits, Job
+from attnserve.service.engine.metrics import Metrics, ModelMetrics
+from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
+
+
+class FakeRunner:
+    """Returns, per batch, the list of (payload, row index, length) it ran."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[Any, int, int]]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+        self.fail_on: Any = None
+
+    def __call__(self, batch: Batch) -> list[tuple[Any, int, int]]:
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        ran = [(row.job.payload, row.index, row.length) for row in batch.rows]
+        self.batches.append(ran)
+        if self.fail_on is not None and any(payload == self.fail_on for payload, _, _ in ran):
+            raise RuntimeError("the model failed")
+        return ran
+
+    def payloads(self) -> list[Any]:
+        return [payload for batch in self.batches for payload, _, _ in batch]
+
+
+def limits(**overrides: Any) -> BatchLimits:
+    values = {"max_batch_size": 32, "max_batch_tokens": 4096, "max_delay_s": 0.0, "max_queue": 1024,
+              "max_concurrent": 1}  # fmt: skip
+    return BatchLimits(**{**values, **overrides})
+
+
+def model_metrics() -> ModelMetrics:
+    return Metrics(CollectorRegistry()).bind_model("m", 1, "test", "CPUExecutionProvider")
+
+
+@pytest.fixture
+def runner() -> Iterator[FakeRunner]:
+    fake = FakeRunner()
+    yield fake
+    fake.gate.set()
+
+
+def outputs_by_index(job: Job) -> dict[int, tuple[Any, int, int]]:
+    """Row index -> what the runner ran at that row's position in its batch."""
+    return {index: output[position] for output, position, index in job.parts}
+
+
+async def started(batcher: Batcher) -> Batcher:
+    batcher.start()
+    return batcher
+
+
+def test_every_row_gets_its_own_output_back_in_request_order(runner: FakeRunner) -> None:
+    async def run() -> Job:
+        batcher = await started(Batcher("m", runner, limits(max_batch_size=3), model_metrics()))
+        try:
+            return await batcher.submit("call", [5, 9, 5, 7, 6, 8, 5], None)
+        finally:
+            await batcher.close()
+
+    job = asyncio.run(run())
+    got = outputs_by_index(job)
+    assert sorted(got) == list(range(7))
+    assert [got[i][2] for i in range(7)] == [5, 9, 5, 7, 6, 8, 5]
+    assert all(got[i][1] == i for i in range(7)), "a row's output must be the one computed for that row"
+    assert all(len(batch) <= 3 for batch in runner.batches), "max_batch_size caps a batch"
+
+
+def test_rows_of_very_different_lengths_go_to_different_batches(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = Batcher("m", runner, limits(max_delay_s=0.2), model_metrics())
+        batcher.start()
+        short = asyncio.ensure_future(batcher.submit("short", [4, 4, 4], None))
+        long = asyncio.ensure_future(batcher.submit("long", [40, 40], None))
+        await asyncio.gather(short, long)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert {frozenset(p for p, _, _ in batch) for batch in runner.batches} == {
+        frozenset({"short"}),
+        frozenset({"long"}),
+    }, "padding 4-token rows to 40 would waste most of the batch"
+
+
+def test_the_token_cap_limits_rows_times_longest(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(max_batch_tokens=64), model_metrics()))
+        await batcher.submit("call", [16] * 10, None)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert [len(batch) for batch in runner.batches] == [4, 4, 2]
+
+
+def test_an_expired_call_is_dropped_before_the_runner_sees_it(runner: FakeRunner) -> None:
+    metrics = model_metrics()
+
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), metrics))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)  # the runner is busy with "first"
+        late = asyncio.ensure_future(batcher.submit("late", [5, 5], time.monotonic() + 0.05))
+        await asyncio.sleep(0.15)
+        runner.gate.set()
+        await first
+        with pytest.raises(DeadlineExceeded):
+            await late
+        assert batcher.queued == 0
+        await batcher.close()
+
+    asyncio.run(run())
+    assert "late" not in runner.payloads()
+    assert metrics.deadline_dropped._value.get() == 2  # type: ignore[attr-defined]
+
+
+def test_a_cancelled_call_frees_its_queue_slots_at_once(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        gone = asyncio.ensure_future(batcher.submit("gone", [5, 6, 7], None))
+        await asyncio.sleep(0.01)
+        assert batcher.queued == 3
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert batcher.queued == 0
+        runner.gate.set()
+        await first
+        await batcher.submit("after", [5], None)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert runner.payloads() == ["first", "after"]
+
+
+def test_a_full_queue_refuses_at_once_and_accepts_again_once_drained(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(max_queue=4), model_metrics()))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        waiting = asyncio.ensure_future(batcher.submit("waiting", [5, 5, 5], None))
+        await asyncio.sleep(0.01)
+        with pytest.raises(ResourceExhausted, match="queue of model 'm' is full"):
+            await batcher.submit("refused", [5, 5], None)
+        runner.gate.set()
+        await asyncio.gather(first, waiting)
+        await batcher.submit("accepted", [5, 5], None)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert "refused" not in runner.payloads()
+
+
+def test_close_finishes_queued_work_then_refuses_new_calls(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        runner.gate.clear()
+        queued = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(3)]
+        await asyncio.to_thread(runner.entered.wait, 10)
+        closing = asyncio.ensure_future(batcher.close())
+        await asyncio.sleep(0.05)
+        assert not closing.done(), "close must wait for the queued calls"
+        with pytest.raises(Unavailable):
+            await batcher.submit("late", [5], None)
+        runner.gate.set()
+        await closing
+        assert all(call.done() and call.exception() is None for call in queued)
+
+    asyncio.run(run())
+    assert sorted(runner.payloads()) == ["call0", "call1", "call2"]
+
+
+def test_a_failing_batch_fails_its_calls_and_the_batcher_goes_on(runner: FakeRunner) -> None:
+    runner.fail_on = "bad"
+
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        with pytest.raises(Internal):
+            await batcher.submit("bad", [5], None)
+        job = await batcher.submit("good", [5], None)
+        assert outputs_by_index(job)[0][0] == "good"
+        await batcher.close()
+
+    asyncio.run(run())
+
+
+def test_calls_waiting_together_share_one_batch_and_finish_together(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        rest = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(8)]
+        await asyncio.sleep(0.01)
+        runner.gate.set()
+        jobs = await asyncio.gather(first, *rest)
+        assert all(job.queue_seconds >= 0 and job.run_seconds >= 0 for job in jobs)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert [len(batch) for batch in runner.batches] == [1, 8], "the 8 calls queued meanwhile form one batch"
+
+
+def test_several_batcher_threads_run_batches_at_once(runner: FakeRunner) -> None:
+    async def run() -> None:
+        batcher = await started(
+            Batcher("m", runner, limits(max_concurrent=2, max_batch_size=1), model_metrics())
+        )
+        runner.gate.clear()
+        calls = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(2)]
+        await asyncio.sleep(0.1)
+        running = [thread for thread in threading.enumerate() if thread.name.startswith("batcher-m-")]
+        assert len(running) == 2
+        runner.gate.set()
+        await asyncio.gather(*calls)
+        await batcher.close()
+        assert not any(thread.is_alive() for thread in running), "close stops the threads"
+
+    asyncio.run(run())

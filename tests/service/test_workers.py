@@ -1,0 +1,139 @@
+"""`--workers N`: one dead worker does not take the service down.
+
+A supervisor with two workers serves callers that each hold their own connection; one
+worker is SIGKILLed. Only calls on the killed worker's connections may fail, the other
+worker keeps answering, and the supervisor restarts the dead one within seconds. A worker
+that keeps dying is a crash loop: the supervisor stops and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+from attnserve.service.client import AsyncClient, ClientError
+from tests.support.load import record_figures
+from tests.support.process import ServerProcess
+
+CALLERS = 8
+# Each caller its own TCP connection (grpc would otherwise share one between channels).
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def connections(pid: int, port: int) -> int:
+    """Established TCP connections `pid` holds on local port `port` (from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01" and fields[9] in inodes:
+                count += 1
+    return count
+
+
+def wait_ready(server: ServerProcess, pid: int, timeout: float) -> float:
+    """Seconds until worker `pid` logged that it is ready."""
+    began = time.monotonic()
+    pattern = re.compile(rf"worker {pid} .*ready in")
+    while not pattern.search(server.output):
+        assert time.monotonic() - began < timeout, f"worker {pid} not ready in {timeout} s\n{server.output}"
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository: Path) -> None:
+    with ServerProcess(model_repository, "--workers", "2", "--max-delay-ms", "2") as server:
+        workers = children(server.pid)
+        assert len(workers) == 2
+        for pid in workers:
+            wait_ready(server, pid, 60)
+        outcomes: list[list[tuple[float, str]]] = [[] for _ in range(CALLERS)]
+        stop = asyncio.Event()
+
+        async def caller(index: int) -> None:
+            async with AsyncClient(server.target, timeout=10, options=OWN_CONNECTION) as client:
+                while not stop.is_set():
+                    try:
+                        await client.classify(["a white car", "the black car is left"], model="car")
+                        code = "OK"
+                    except ClientError as exc:
+                        code = exc.code.name
+                    outcomes[index].append((time.monotonic(), code))
+
+        async def scenario() -> tuple[int, int, float, float, int]:
+            tasks = [asyncio.ensure_future(caller(i)) for i in range(CALLERS)]
+            await asyncio.sleep(2.0)
+            held = {pid: connections(pid, server.port) for pid in workers}
+            victim = max(held, key=lambda pid: held[pid])
+            killed = time.monotonic()
+            os.kill(victim, signal.SIGKILL)
+            replacement = 0
+            while not replacement:
+                await asyncio.sleep(0.05)
+                replacement = next((p for p in children(server.pid) if p not in workers), 0)
+                assert time.monotonic() - killed < 30, "no replacement worker started"
+            await asyncio.to_thread(wait_ready, server, replacement, 60)
+            back = time.monotonic() - killed
+            await asyncio.sleep(1.0)
+            stop.set()
+            await asyncio.gather(*tasks)
+            return victim, held[victim], killed, back, replacement
+
+        victim, victim_connections, killed, back, replacement = asyncio.run(scenario())
+        assert server.process is not None and server.process.poll() is None, server.output
+        assert f"worker pid {victim} exited" in server.output
+    codes = Counter(code for calls in outcomes for _, code in calls)
+    failing = [i for i, calls in enumerate(outcomes) if any(code != "OK" for _, code in calls)]
+    during = sum(
+        1 for calls in outcomes for at, code in calls if killed < at < killed + back and code == "OK"
+    )
+    record_figures(
+        "SIGKILL of 1 of 2 workers (8 callers, one connection each)",
+        **dict(sorted(codes.items())),
+        victim_connections=victim_connections,
+        failing_callers=len(failing),
+        ok_while_restarting=during,
+        back_after_s=round(back, 2),
+    )
+    assert set(codes) <= {"OK", "UNAVAILABLE"}, codes
+    assert codes["OK"] > 0 and during > 0, "the surviving worker did not keep serving"
+    # Failures only on the killed worker's connections: at most the call in flight on each.
+    assert len(failing) <= victim_connections, (failing, victim_connections)
+    for index in failing:
+        assert sum(code != "OK" for _, code in outcomes[index]) <= 1, outcomes[index]
+    assert back < 20.0
+    assert replacement != victim
+
+
+def test_a_crash_loop_stops_the_supervisor_with_status_1(model_repository: Path) -> None:
+    args = ("--workers", "2", "--worker-max-restarts", "1", "--worker-restart-window-s", "120")
+    with ServerProcess(model_repository, *args) as server:
+        first = children(server.pid)
+        for pid in first:
+            wait_ready(server, pid, 60)
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len([p for p in children(server.pid) if p not in first]) < 1:
+            assert time.monotonic() < deadline, server.output
+            time.sleep(0.05)
+        os.kill(first[1], signal.SIGKILL)  # the second death within the window: a crash loop
+        code = server.wait(timeout=30)
+        output = server.output
+    assert code == 1, output
+    assert "crash loop" in output

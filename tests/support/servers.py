@@ -1,0 +1,109 @@
+"""A real server for tests: `RunningServer` runs `service.server.Server` on 127.0.0.1 with
+free ports in a background thread (its own event loop), so tests call it over real gRPC
+channels from the main thread, with sync or asyncio clients."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import urllib.request
+from collections.abc import Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from attnserve.service.server import Server
+from attnserve.service.settings import Settings
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def scrape(metrics_port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def metric_samples(text: str, name: str, **labels: str) -> list[float]:
+    """Values of the samples called `name` whose labels include `labels`."""
+    return [
+        float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    ]
+
+
+def make_settings(repository: Path, **overrides: Any) -> Settings:
+    # No polling unless a test asks: tests that change a repository decide when a reload happens.
+    values: dict[str, Any] = {
+        "repository": repository,
+        "host": "127.0.0.1",
+        "port": 0,
+        "metrics_port": 0,
+        "repository_poll_seconds": 0.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class RunningServer:
+    def __init__(self, settings: Settings, *, load: bool = True) -> None:
+        self.settings = settings
+        self._load = load
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="test-server", daemon=True)
+        self.server: Server | None = None
+
+    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        """Run a coroutine on the server's event loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    async def _start(self) -> Server:
+        server = Server(self.settings)
+        if self._load:
+            await server.start()
+        else:
+            await server.listen()
+        return server
+
+    def __enter__(self) -> RunningServer:
+        self._thread.start()
+        self.server = self.run(self._start())
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self.server is not None:
+                self.run(self.server.shutdown(grace=5.0))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
+
+    @property
+    def target(self) -> str:
+        assert self.server is not None
+        return self.server.target
+
+    def metrics_text(self) -> str:
+        assert self.server is not None
+        return scrape(self.server.metrics_port)
+
+    def samples(self, name: str, **labels: str) -> list[float]:
+        """Values of the samples called `name` whose labels include `labels`."""
+        return metric_samples(self.metrics_text(), name, **labels)
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sum of matching samples (0 when there are none)."""
+        return sum(self.samples(name, **labels))

@@ -1,0 +1,103 @@
+"""What a finished run leaves behind: scores and class reports per split, files and pictures.
+
+    checkpoint.pt  tokenizer.json  metrics.json  report.json  eval.jsonl
+    curves.png  attention.png  confusion.png
+
+``report.json`` holds, per evaluated split, precision/recall/F1/support per class, the
+confusion matrix (rows = true class) and, for ordered labels, the mean absolute error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from attnserve.training.checkpoint import EVAL_SET, METRICS, save_checkpoint, write_json
+from attnserve.training.data import Dataset, Example
+from attnserve.training.metrics import class_report, score
+from attnserve.training.model_checks import prediction_warnings
+from attnserve.training.models.base import Classifier
+from attnserve.training.plots import plot_attention, plot_confusion, plot_curves
+from attnserve.training.tokenizer import encode_batch
+from attnserve.training.trainer import History, Split, predict
+
+REPORT = "report.json"
+CONFUSION_PNG = "confusion.png"
+
+
+@dataclass
+class Evaluation:
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # split -> scores (+ mae)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)  # split -> class report
+    warnings: list[str] = field(default_factory=list)
+
+
+def evaluate_splits(
+    model: Classifier, splits: dict[str, Split], labels: tuple[str, ...], ordered: bool, device: torch.device
+) -> Evaluation:
+    """Scores, class reports and prediction warnings for every split (validation first)."""
+    out = Evaluation()
+    for name, split in splits.items():
+        probs, loss = predict(model, split, device)
+        scores = score(split.labels, probs, loss).as_dict()
+        report = class_report(split.labels, probs, labels, ordered=ordered)
+        if "mae" in report:
+            scores["mae"] = report["mae"]
+        out.scores[name], out.reports[name] = scores, report
+        if name in ("val", "test"):
+            out.warnings += prediction_warnings(name, report, scores)
+    return out
+
+
+def _attention_samples(
+    model: Classifier, tokenizer: Tokenizer, examples: list[Example], labels: tuple[str, ...], truncation: str
+) -> list[tuple[str, list[str], np.ndarray]]:
+    if model.attention_kind == "none":
+        return []
+    max_len = int(model.config.max_len)
+    samples = []
+    for ex in examples:
+        enc = encode_batch(tokenizer, [ex.text], max_len, truncation)
+        with torch.no_grad():
+            logits, att = model(torch.from_numpy(enc.input_ids), torch.from_numpy(enc.attention_mask))
+        pred = labels[int(logits.argmax(-1))]
+        assert att is not None
+        samples.append((f"true {labels[ex.label]}\npred {pred}", enc.tokens[0], att[0].cpu().numpy()))
+    return samples
+
+
+def write_run(
+    run_dir: Path,
+    model: Classifier,
+    tokenizer: Tokenizer,
+    ds: Dataset,
+    metrics: dict[str, Any],
+    evaluation: Evaluation,
+    history: History,
+    truncation: str,
+) -> None:
+    model.cpu()
+    summary = {k: v for k, v in metrics.items() if k != "history"}  # the history stays in metrics.json
+    save_checkpoint(
+        run_dir, model, labels=list(ds.labels), task=ds.name, metrics=summary, truncation=truncation
+    )
+    write_json(run_dir / METRICS, metrics)
+    write_json(run_dir / REPORT, evaluation.reports)
+    with open(run_dir / EVAL_SET, "w") as fh:
+        for ex in ds.val:
+            fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
+    title = f"{metrics['family']} on {ds.name}"
+    plot_curves(history.epochs, run_dir / "curves.png", title)
+    shown = {k: v for k, v in evaluation.reports.items() if k != "val"} or evaluation.reports
+    plot_confusion(shown, run_dir / CONFUSION_PNG, title)
+    # Short texts read best in an attention picture; the first three test texts otherwise.
+    sample = sorted(ds.test[:50] or ds.val[:50], key=lambda e: len(e.text))[:3]
+    plot_attention(
+        _attention_samples(model, tokenizer, sample, ds.labels, truncation), run_dir / "attention.png", title
+    )
