@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from attnserve.training import data as datasets
 from attnserve.training.cli_data import add_data_flags, data_spec
 from attnserve.training.cli_errors import UsageError, run_cli
 from attnserve.training.cli_flags import (
@@ -33,7 +34,8 @@ PROG = "attnserve-train"
 # Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
 FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
 TRAIN_NOTES = {
-    "epochs": "0 = 25, or more when needed to reach --min-steps",
+    "lr": "car-order: 5e-4",
+    "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 12",
     "min_steps": "optimisation steps an automatic epoch budget reaches at least",
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
@@ -87,8 +89,13 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def train_config(ns: argparse.Namespace) -> TrainConfig:
+    """The training flags given, then a built-in task's own settings, then TrainConfig's."""
+    values = picked(ns, TrainConfig)
+    if ns.data is None:
+        for name, value in datasets.DEFAULTS[ns.task].training:
+            values.setdefault(name, value)
     try:
-        return TrainConfig(**picked(ns, TrainConfig))
+        return TrainConfig(**values)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 

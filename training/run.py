@@ -149,12 +149,6 @@ def resolve_max_len(
     return int(defaults["max_len"]), "model default"
 
 
-def task_budget(cfg: TrainConfig, spec: DataSpec) -> TrainConfig:
-    """``cfg`` with a built-in task's own epoch budget when no epoch count was asked for."""
-    own = datasets.DEFAULTS[spec.task].epochs if spec.path is None and spec.task in datasets.DEFAULTS else 0
-    return dataclasses.replace(cfg, epochs=own) if cfg.epochs == 0 and own else cfg
-
-
 def encode(tok: Tokenizer, examples: list[datasets.Example], max_len: int, truncation: str) -> Split:
     """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time."""
     enc = encode_texts(tok, [e.text for e in examples], max_len, truncation)
@@ -172,7 +166,6 @@ def train_run(
 ) -> RunResult:
     run_dir = Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    train_cfg = task_budget(train_cfg, data_spec)
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
     train_texts = [e.text for e in ds.train]

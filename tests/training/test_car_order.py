@@ -63,6 +63,7 @@ MEANINGS = {
     "abs-colon": ("left", "Left: black car, right: white car.", 0),
     "abs-most": ("right", "The rightmost car is black and the leftmost one is white.", 1),
     "abs-parked": ("left", "We parked the black car on the left and the white car on the right.", 0),
+    "abs-not": ("left", "The black car is on the left, not on the right.", 0),
     "abs-the-one": (
         "right", "The black car is the one on the right and the white car is the one on the left.", 1
     ),
@@ -91,14 +92,21 @@ def test_every_construction_labels_the_white_car_side_correctly() -> None:
         assert render(_plain(construction), "black", side) == (text, label), construction.name
 
 
+NAMES_Y = ("{Y}", "{aY}", "{bY}", "{cY}", "{oY}")  # slots that name car Y's colour
+
+
 def test_every_form_flips_its_label_with_the_colours_and_with_the_side() -> None:
     rng = random.Random(0)
     for construction in phrasing.CONSTRUCTIONS:
         for form in construction.forms:
             choices = choose(construction, "seen", rng)
-            choices = Choices(**{**choices.__dict__, "form": form, "lexemes": _plain_lexemes(form)})
+            fillers = {**choices.fillers, "scene": ""}  # a scene names both colours
+            choices = Choices(
+                **{**choices.__dict__, "form": form, "lexemes": _plain_lexemes(form), "fillers": fillers}
+            )
             text, label = render(choices, "white", "left")
-            colours = {"white"} if "{nY}" in form else {"white", "black"}  # "the other one" has none
+            # "the other one" and "..., not on the right" name one colour
+            colours = {"white", "black"} if any(y in form for y in NAMES_Y) else {"white"}
             assert label == 1 and colours == {"white", "black"} & set(words(text)), (form, text)
             assert render(choices, "black", "left")[1] == 0
             if names_side(choices):

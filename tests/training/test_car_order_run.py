@@ -8,8 +8,10 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from attnserve.training.checkpoint import load_run
+from attnserve.training.cli import build_parser, train_config
 from attnserve.training.cli import main as train_main
-from attnserve.training.data import EVAL_SPLITS, HANDWRITTEN, handwritten
+from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, handwritten
+from attnserve.training.train_config import TrainConfig
 
 
 def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:
@@ -32,3 +34,14 @@ def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(
     run = load_run(out)
     # The cap is the tokenizer's; the model's vocabulary is what the tokenizer made.
     assert tok.get_vocab_size() == run.config["vocab_size"] < 5000
+
+
+def test_a_built_in_task_brings_its_own_training_settings_and_flags_override_them() -> None:
+    parser = build_parser()
+    own = dict(DEFAULTS["car-order"].training)
+    cfg = train_config(parser.parse_args(["--task", "car-order"]))
+    assert (cfg.epochs, cfg.lr) == (own["epochs"], own["lr"]) != (TrainConfig.epochs, TrainConfig.lr)
+    cfg = train_config(parser.parse_args(["--task", "car-order", "--lr", "0.002", "--epochs", "3"]))
+    assert (cfg.epochs, cfg.lr) == (3, 0.002)
+    cfg = train_config(parser.parse_args(["--data", "mine.csv"]))  # the task's settings are not yours
+    assert (cfg.epochs, cfg.lr) == (TrainConfig.epochs, TrainConfig.lr)

@@ -106,7 +106,16 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     Construction("abs-predicate", "abs", ("the {noun} {at1} is {cX}{conj}the one {at2} is {cY}",
                                           "the {noun} {at1} is {cX}{conj}the {noun} {at2} {cY}",
                                           "the {noun} {at1} is the {cX} one{conj}"
-                                          "the {noun} {at2} is the {cY} one")),
+                                          "the {noun} {at2} is the {cY} one",
+                                          "the {s1} {noun} is {cX}{conj}the {s2} one is {cY}")),
+    # One side said, the other denied: "the white car is on the left, not on the right" names
+    # one colour and both sides, "the car on the left is white, not black" one side and both
+    # colours, so their pairs keep the bag of words. Without them a sentence about one car
+    # reads as the first half of a two-car sentence.
+    Construction("abs-not", "abs", ("{X} {v} {at1}, not {at2}", "{X} {v} {at1}, not {oY}",
+                                    "the {noun} {at1} is {cX}, not {cY}", "{X} is the one {at1}, not {oY}",
+                                    "the {noun} {at1} is {cX}{conj}the {noun} {at2} is not",
+                                    "{X} {v} {at1} and not {at2}")),
     Construction("abs-terse", "abs", ("{bX} {s1}, {bY} {s2}", "{cX} {s1}, {cY} {s2}",
                                       "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}")),
     Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
