@@ -105,7 +105,7 @@ def _findings(runs: Sequence[Run]) -> list[str]:
         base = next((v for (label, d), v in acc.items() if d == distractor and label == MEAN_POOL), None)
         if base is None:
             continue
-        variant = "with the distractor prefix" if distractor else "on plain reviews"
+        variant = "with the distractor prefix" if distractor else "without the distractor prefix"
         for (label, d), value in acc.items():
             if d != distractor or label == MEAN_POOL:
                 continue

@@ -47,7 +47,7 @@ def test_compare_writes_a_page_with_reports_time_and_memory(tmp_path: Path) -> N
     accuracy = f"{metrics['test']['accuracy']:.3f}"
     peak = f"{metrics['peak_rss_mb']:.0f}"
     assert rows[2].split(" | ")[2] == accuracy and rows[2].rstrip(" |").endswith(peak)
-    assert "- on plain reviews: `attention_pool positions=sinusoidal`" in text
+    assert "- without the distractor prefix: `attention_pool positions=sinusoidal`" in text
     assert "- the distractor costs `mean_pool`" in text
     assert text.count("Confusion matrix (rows: true class, columns: predicted)") == 4
     assert "| true \\ predicted | negative | positive |" in text
