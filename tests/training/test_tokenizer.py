@@ -159,7 +159,7 @@ def test_subword_kinds_split_unseen_words_into_seen_pieces(kind: str) -> None:
 
 
 def test_vocab_size_caps_every_kind_and_bad_settings_are_refused() -> None:
-    texts = [ex.text for ex in load_task("car-order", n_pairs=100).train]
+    texts = [ex.text for ex in load_task("car-order", n_pairs=400).train]
     for kind in KINDS:
         full = build_tokenizer(texts, kind=kind).get_vocab_size()
         assert full > 100
