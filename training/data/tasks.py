@@ -28,7 +28,7 @@ class TaskDefaults:
 # car-order: at about the same CPU time the transformer generalised better from more pairs
 # seen fewer times (seed 0, held-out pairs: 2000 pairs x 25 epochs 0.92, 4000 x 13 0.96,
 # 5000 x 12 0.99); 8000 x 12 trains in under 2 minutes on one core. At that budget lr 1e-3
-# was on the edge of instability (seed 0: held-out pairs 0.90, hand-written 0.84; 2e-3: 0.80)
+# was on the edge of instability (seed 0: held-out pairs 0.90, hand-written 0.84)
 # where 5e-4 gave 0.978 and 0.939 (docs/training.md).
 # reviews-*: Yelp Review Polarity's shape as the notebook used it: 100,000 reviews to train
 # on, 10,000 each for validation and test, 256 tokens.
