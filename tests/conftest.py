@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from attnserve.training.data import DEFAULTS as TASK_DEFAULTS
+
 # Tiny trained runs and exported bundles per family, shared by the export and bundle tests.
 pytest_plugins = ["tests.support.runs"]
 
@@ -41,16 +43,17 @@ class FixtureModel:
 
 
 # `car` must classify new car-order sentences correctly (tests/service/api/test_native.py):
-# it gets the task's own recipe (8,000 pairs, 12 epochs at lr 5e-4; d_model 32 on 2,000 pairs
-# scored 0.70 on the compositional grammar), capped at 150 s. The others only need to be real
-# bundles of their family.
+# it gets the task's own size and training settings (d_model 32 on 2,000 pairs scored 0.70 on
+# the compositional grammar), capped at 150 s. The others only need to be real bundles of
+# their family.
+CAR_ORDER = TASK_DEFAULTS["car-order"]
 FIXTURE_MODELS = (
     FixtureModel(
         "car",
         "transformer",
         {"n_layers": 2, "n_heads": 2, "d_model": 64, "max_len": MAX_LEN},
-        {"epochs": 12, "lr": 5e-4, "max_seconds": 150.0},
-        8000,
+        {**dict(CAR_ORDER.training), "max_seconds": 150.0},
+        CAR_ORDER.size,
     ),
     FixtureModel("pool", "attention_pool", {"max_len": MAX_LEN}, {"epochs": 3, "lr": 5e-3}, 200),
     FixtureModel("bow", "bow_mlp", {"max_len": MAX_LEN}, {"epochs": 2, "lr": 5e-3}, 200),
