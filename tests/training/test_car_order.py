@@ -9,6 +9,7 @@ import pytest
 
 from attnserve.training.data import (
     HANDWRITTEN,
+    HANDWRITTEN_BLIND,
     PHRASING_HELDOUT,
     TEMPLATE_HELDOUT,
     DataError,
@@ -198,9 +199,9 @@ def test_buckets_hold_out_whole_constructions_and_whole_phrasings(pairs: list[Ca
 
 def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_order: Dataset) -> None:
     assert car_order.labels == LABELS == ("negative", "positive")
-    assert set(car_order.extra) == {TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN}
-    written = car_order.extra[HANDWRITTEN]
-    assert written == handwritten.load("car-order", LABELS)
+    assert set(car_order.extra) == {TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN, HANDWRITTEN_BLIND}
+    written = car_order.extra[HANDWRITTEN] + car_order.extra[HANDWRITTEN_BLIND]
+    assert written == handwritten.load("car-order", LABELS) + handwritten.load("car-order", LABELS, blind=True)
     pairs = generate_pairs(DEFAULT_PAIRS["car-order"], seed=0, exclude=[ex.text for ex in written])
     for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
         expected = {ex.text for p in pairs if p.bucket == bucket for ex in (p.first, p.second)}
@@ -210,7 +211,7 @@ def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_or
     groups = {ex.group for name in ("train", "val", "test") for ex in car_order.splits()[name]}
     assert len(groups) >= 1000
     for name, split in car_order.splits().items():
-        if name != HANDWRITTEN:  # generated splits hold whole pairs, so labels balance exactly
+        if name not in (HANDWRITTEN, HANDWRITTEN_BLIND):  # generated splits hold whole pairs, so labels balance exactly
             assert Counter(ex.label for ex in split)[0] == len(split) / 2, name
     # No training sentence says a relation a held-out way.
     phrases = _heldout_phrases()
@@ -245,21 +246,30 @@ README_EXAMPLES = {
 }
 
 
-def test_handwritten_set_is_large_balanced_and_holds_the_readme_examples(car_order: Dataset) -> None:
-    examples = car_order.extra[HANDWRITTEN]
+@pytest.mark.parametrize("split", [HANDWRITTEN, HANDWRITTEN_BLIND])
+def test_handwritten_sets_are_large_and_balanced(car_order: Dataset, split: str) -> None:
+    examples = car_order.extra[split]
     assert len(examples) >= 100
     assert min(Counter(ex.label for ex in examples).values()) >= 0.45 * len(examples)
-    labelled = {ex.text: LABELS[ex.label] for ex in examples}
-    assert all(labelled[text] == label for text, label in README_EXAMPLES.items())
     lengths = [len(words(ex.text)) for ex in examples]
-    assert min(lengths) <= 4 and max(lengths) >= 20
+    assert min(lengths) <= 4 and max(lengths) >= 15
     assert len({ex.group for ex in examples}) == len(examples)
 
 
-def test_handwritten_sentences_are_not_generated() -> None:
+def test_the_development_set_holds_the_readme_examples_and_the_blind_set_shares_no_sentence(
+    car_order: Dataset,
+) -> None:
+    labelled = {ex.text: LABELS[ex.label] for ex in car_order.extra[HANDWRITTEN]}
+    assert all(labelled[text] == label for text, label in README_EXAMPLES.items())
+    dev = {" ".join(words(text)) for text in labelled}
+    assert not [ex.text for ex in car_order.extra[HANDWRITTEN_BLIND] if " ".join(words(ex.text)) in dev]
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_handwritten_sentences_are_not_generated(blind: bool) -> None:
     pairs = generate_pairs(6000, seed=11)
     generated = {" ".join(words(ex.text)) for p in pairs for ex in (p.first, p.second)}
-    written = [ex.text for ex in handwritten.load("car-order", LABELS)]
+    written = [ex.text for ex in handwritten.load("car-order", LABELS, blind=blind)]
     copied = [text for text in written if " ".join(words(text)) in generated]
     # Short sentences can coincide by chance; a copy of the grammar would show up in numbers.
     assert len(copied) <= 0.1 * len(written), copied

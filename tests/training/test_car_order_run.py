@@ -10,7 +10,7 @@ from tokenizers import Tokenizer
 from attnserve.training.checkpoint import load_run
 from attnserve.training.cli import build_parser, train_config
 from attnserve.training.cli import main as train_main
-from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, handwritten
+from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, HANDWRITTEN_BLIND, handwritten
 from attnserve.training.train_config import TrainConfig
 
 
@@ -21,10 +21,11 @@ def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(
             "--tokenizer", "wordpiece", "--vocab-size", "5000"]
     assert train_main(argv) == 0
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN}
+    assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN, HANDWRITTEN_BLIND}
     for split in ("val", "test", *EVAL_SPLITS):
         assert 0.0 <= metrics[split]["accuracy"] <= 1.0 and metrics[split]["n"] > 0, split
     assert metrics[HANDWRITTEN]["n"] == len(handwritten.load("car-order", ("negative", "positive")))
+    assert metrics[HANDWRITTEN_BLIND]["n"] == len(handwritten.load("car-order", ("negative", "positive"), blind=True))
     assert metrics["tokenizer"] == "wordpiece"
     assert metrics["train_cpu_seconds"] > 0.0 and metrics["train_seconds"] > 0.0
 

@@ -2,7 +2,7 @@
 
 Every source yields a ``Dataset`` of ``Example`` rows split into train / val / test (plus
 extra evaluation splits such as car-order's ``template_heldout``, ``phrasing_heldout``
-and ``handwritten``), with class names in id order.
+``handwritten`` and ``handwritten_blind``), with class names in id order.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from attnserve.training.data.tasks import (
     DEFAULTS,
     EVAL_SPLITS,
     HANDWRITTEN,
+    HANDWRITTEN_BLIND,
     PHRASING_HELDOUT,
     TASKS,
     TEMPLATE_HELDOUT,
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULTS",
     "EVAL_SPLITS",
     "HANDWRITTEN",
+    "HANDWRITTEN_BLIND",
     "PHRASING_HELDOUT",
     "TASKS",
     "TEMPLATE_HELDOUT",

@@ -11,8 +11,9 @@ from attnserve.training.data.core import DataError, Dataset, Example, split_grou
 
 TEMPLATE_HELDOUT = "template_heldout"  # held-out sentence shapes
 PHRASING_HELDOUT = "phrasing_heldout"  # held-out ways to say a relation, in seen shapes
-HANDWRITTEN = "handwritten"  # sentences people wrote, never generated
-EVAL_SPLITS = (TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN)  # extra splits, in report order
+HANDWRITTEN = "handwritten"  # sentences people wrote, never generated (now a development set)
+HANDWRITTEN_BLIND = "handwritten_blind"  # written apart from every grammar change
+EVAL_SPLITS = (TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN, HANDWRITTEN_BLIND)  # in report order
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,10 @@ def load_task(
 
     ``n_pairs`` is the task's size: pairs of opposite-label sentences for car-order and
     greetings-food, reviews for reviews-*; ``None`` takes the task's default. car-order adds
-    three evaluation splits: ``template_heldout`` (every pair of the constructions training
-    never sees), ``phrasing_heldout`` (every pair with a phrasing training never sees) and
-    ``handwritten`` (the hand-written sentences shipped with the package). With
+    four evaluation splits: ``template_heldout`` (every pair of the constructions training
+    never sees), ``phrasing_heldout`` (every pair with a phrasing training never sees),
+    ``handwritten`` and ``handwritten_blind`` (the hand-written sentences shipped with the
+    package: a development set and a blind one). With
     ``distractor_prefix`` every text is preceded by another text of its own split. Fractions
     default to the task's own.
     """
@@ -70,7 +72,8 @@ def load_task(
     ordered = False
     if name == "car-order":
         written = handwritten.load("car-order", car_order.LABELS)
-        pairs = car_order.generate_pairs(n, seed, exclude=[ex.text for ex in written])
+        blind = handwritten.load("car-order", car_order.LABELS, blind=True)
+        pairs = car_order.generate_pairs(n, seed, exclude=[ex.text for ex in written + blind])
         by_bucket: dict[str, list[Example]] = {"seen": [], "template": [], "phrasing": []}
         for pair in pairs:
             by_bucket[pair.bucket] += [pair.first, pair.second]
@@ -79,6 +82,7 @@ def load_task(
             extra[split] = by_bucket[bucket]
             random.Random(seed).shuffle(extra[split])
         extra[HANDWRITTEN] = written
+        extra[HANDWRITTEN_BLIND] = blind
         labels = car_order.LABELS
     elif name == "greetings-food":
         seen = greetings.generate(n, seed)

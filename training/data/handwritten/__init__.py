@@ -1,5 +1,7 @@
 """Hand-written evaluation sentences shipped with the package, one TSV file per task.
 
+A task may also have a blind set (``<task>_blind.tsv``): sentences written in one sitting and
+never looked at while the grammar changed, where the first set has become a development set.
 Each file holds ``label<TAB>text`` rows; blank lines and lines starting with ``#`` are
 comments. The sentences were written by hand, apart from the generators, so that accuracy on
 them measures how a model reads sentences that no grammar of ours produced. They are never
@@ -13,13 +15,13 @@ from importlib import resources
 from attnserve.training.data.core import DataError, Example
 
 
-def _file_name(task: str) -> str:
-    return task.replace("-", "_") + ".tsv"
+def _file_name(task: str, blind: bool) -> str:
+    return task.replace("-", "_") + ("_blind" if blind else "") + ".tsv"
 
 
-def load(task: str, labels: tuple[str, ...]) -> list[Example]:
-    """The hand-written examples of ``task``, labels mapped to their ids in ``labels``."""
-    name = _file_name(task)
+def load(task: str, labels: tuple[str, ...], *, blind: bool = False) -> list[Example]:
+    """The hand-written examples of ``task`` (its blind set with ``blind``), labels as ids in ``labels``."""
+    name = _file_name(task, blind)
     source = resources.files(__name__).joinpath(name)
     if not source.is_file():
         raise DataError(f"no hand-written sentences for task {task!r} ({name} is not in the package)")
