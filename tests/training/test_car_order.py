@@ -201,7 +201,7 @@ def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_or
     assert car_order.labels == LABELS == ("negative", "positive")
     assert set(car_order.extra) == {TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN, HANDWRITTEN_BLIND}
     written = car_order.extra[HANDWRITTEN] + car_order.extra[HANDWRITTEN_BLIND]
-    assert written == handwritten.load("car-order", LABELS) + handwritten.load("car-order", LABELS, blind=True)
+    assert written == [*handwritten.load("car-order", LABELS), *handwritten.load("car-order", LABELS, blind=True)]
     pairs = generate_pairs(DEFAULT_PAIRS["car-order"], seed=0, exclude=[ex.text for ex in written])
     for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
         expected = {ex.text for p in pairs if p.bucket == bucket for ex in (p.first, p.second)}
@@ -211,7 +211,7 @@ def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_or
     groups = {ex.group for name in ("train", "val", "test") for ex in car_order.splits()[name]}
     assert len(groups) >= 1000
     for name, split in car_order.splits().items():
-        if name not in (HANDWRITTEN, HANDWRITTEN_BLIND):  # generated splits hold whole pairs, so labels balance exactly
+        if name not in (HANDWRITTEN, HANDWRITTEN_BLIND):  # generated splits hold whole pairs: labels balance
             assert Counter(ex.label for ex in split)[0] == len(split) / 2, name
     # No training sentence says a relation a held-out way.
     phrases = _heldout_phrases()

@@ -24,8 +24,9 @@ def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(
     assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN, HANDWRITTEN_BLIND}
     for split in ("val", "test", *EVAL_SPLITS):
         assert 0.0 <= metrics[split]["accuracy"] <= 1.0 and metrics[split]["n"] > 0, split
-    assert metrics[HANDWRITTEN]["n"] == len(handwritten.load("car-order", ("negative", "positive")))
-    assert metrics[HANDWRITTEN_BLIND]["n"] == len(handwritten.load("car-order", ("negative", "positive"), blind=True))
+    labels = ("negative", "positive")
+    assert metrics[HANDWRITTEN]["n"] == len(handwritten.load("car-order", labels))
+    assert metrics[HANDWRITTEN_BLIND]["n"] == len(handwritten.load("car-order", labels, blind=True))
     assert metrics["tokenizer"] == "wordpiece"
     assert metrics["train_cpu_seconds"] > 0.0 and metrics["train_seconds"] > 0.0
 
