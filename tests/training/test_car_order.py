@@ -49,8 +49,18 @@ def _plain(construction: phrasing.Construction) -> Choices:
     for slot in form_slots(form):
         entry = phrasing.LEXICONS[slot].seen[0]
         lexemes.update({"at1": entry, "at2": entry} if slot == "at" else {slot: entry})
-    fillers = {"v": "is", "we": "we", "see": "see", "noun": "car", "adj_x": "", "adj_y": "",
-               "other": "the other one", "scene": "", "opener": "", "closer": ""}
+    fillers = {
+        "v": "is",
+        "we": "we",
+        "see": "see",
+        "noun": "car",
+        "adj_x": "",
+        "adj_y": "",
+        "other": "the other one",
+        "scene": "",
+        "opener": "",
+        "closer": "",
+    }
     return Choices(construction, form, lexemes, fillers, "sentence", ".", False)
 
 
@@ -66,7 +76,9 @@ MEANINGS = {
     "abs-parked": ("left", "We parked the black car on the left and the white car on the right.", 0),
     "abs-not": ("left", "The black car is on the left, not on the right.", 0),
     "abs-the-one": (
-        "right", "The black car is the one on the right and the white car is the one on the left.", 1
+        "right",
+        "The black car is the one on the right and the white car is the one on the left.",
+        1,
     ),
     "rel-subject": ("left", "The black car is left of the white car.", 0),
     "rel-object-first": ("right", "Right of the white car is the black car.", 1),
@@ -200,8 +212,9 @@ def test_buckets_hold_out_whole_constructions_and_whole_phrasings(pairs: list[Ca
 def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_order: Dataset) -> None:
     assert car_order.labels == LABELS == ("negative", "positive")
     assert set(car_order.extra) == {TEMPLATE_HELDOUT, PHRASING_HELDOUT, HANDWRITTEN, HANDWRITTEN_BLIND}
+    assert car_order.extra[HANDWRITTEN] == handwritten.load("car-order", LABELS)
+    assert car_order.extra[HANDWRITTEN_BLIND] == handwritten.load("car-order", LABELS, blind=True)
     written = car_order.extra[HANDWRITTEN] + car_order.extra[HANDWRITTEN_BLIND]
-    assert written == [*handwritten.load("car-order", LABELS), *handwritten.load("car-order", LABELS, blind=True)]
     pairs = generate_pairs(DEFAULT_PAIRS["car-order"], seed=0, exclude=[ex.text for ex in written])
     for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
         expected = {ex.text for p in pairs if p.bucket == bucket for ex in (p.first, p.second)}

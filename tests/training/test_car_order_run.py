@@ -16,9 +16,27 @@ from attnserve.training.train_config import TrainConfig
 
 def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = ["--task", "car-order", "--n-pairs", "150", "--model", "transformer", "--n-layers", "1",
-            "--d-model", "16", "--epochs", "1", "--no-progress", "--out", str(out),
-            "--tokenizer", "wordpiece", "--vocab-size", "5000"]
+    argv = [
+        "--task",
+        "car-order",
+        "--n-pairs",
+        "150",
+        "--model",
+        "transformer",
+        "--n-layers",
+        "1",
+        "--d-model",
+        "16",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--tokenizer",
+        "wordpiece",
+        "--vocab-size",
+        "5000",
+    ]
     assert train_main(argv) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN, HANDWRITTEN_BLIND}

@@ -48,8 +48,18 @@ class Construction:
 # ``at1``/``at2`` share this lexicon (and usually one entry); ``{s}`` is s1 or s2.
 AT = Lexicon(
     "at",
-    ("on the {s}", "on the {s}", "on the {s} side", "to the {s}", "at the {s}", "on the {s} of the picture",
-     "in the {s} spot", "at the {s} end", "in the {s} lane", "over on the {s}"),
+    (
+        "on the {s}",
+        "on the {s}",
+        "on the {s} side",
+        "to the {s}",
+        "at the {s}",
+        "on the {s} of the picture",
+        "in the {s} spot",
+        "at the {s} end",
+        "in the {s} lane",
+        "over on the {s}",
+    ),
     ("on the {s}-hand side", "at the very {s}", "in the {s} corner"),
 )
 
@@ -61,8 +71,15 @@ def _modified(adverbs: tuple[str, ...], cores: tuple[str, ...]) -> tuple[str, ..
 
 # A relation is an optional adverb and a core; a held-out relation has a held-out adverb or a
 # held-out core, so the model must read "immediately to the left of" from "just to the left of".
-REL_CORES = ("{s} of", "to the {s} of", "on the {s} side of", "on the {s} of", "to the {s} side of",
-             "further {s} than", "further to the {s} than")
+REL_CORES = (
+    "{s} of",
+    "to the {s} of",
+    "on the {s} side of",
+    "on the {s} of",
+    "to the {s} side of",
+    "further {s} than",
+    "further to the {s} than",
+)
 REL_ADVERBS = ("", "", "", "", "just", "directly", "slightly", "somewhere", "a little")
 REL_CORES_HELDOUT = ("on the {s}-hand side of",)
 REL_ADVERBS_HELDOUT = ("immediately", "a bit")
@@ -74,14 +91,34 @@ REL = Lexicon(
 )
 DIR = Lexicon(
     "dir",
-    ("from {s} to {o}", "from {s} to {o}", "from the {s} to the {o}", "going from {s} to {o}", "{s} to {o}",
-     "reading from {s} to {o}", "starting from the {s}", "starting on the {s}", "in order from {s} to {o}"),
+    (
+        "from {s} to {o}",
+        "from {s} to {o}",
+        "from the {s} to the {o}",
+        "going from {s} to {o}",
+        "{s} to {o}",
+        "reading from {s} to {o}",
+        "starting from the {s}",
+        "starting on the {s}",
+        "in order from {s} to {o}",
+    ),
     ("counting from the {s}", "looking {s} to {o}", "when read {s} to {o}"),
 )
 THEN = Lexicon(
     "then",
-    ("then", ", then", "and then", "followed by", ", followed by", "and", ",", "and after it",
-     "and next", ", next", ", and then"),
+    (
+        "then",
+        ", then",
+        "and then",
+        "followed by",
+        ", followed by",
+        "and",
+        ",",
+        "and after it",
+        "and next",
+        ", next",
+        ", and then",
+    ),
     ("and after that", "and just after it", "trailed by"),
 )
 CONJ = Lexicon(
@@ -90,96 +127,287 @@ CONJ = Lexicon(
     (", whereas ", " and meanwhile "),
 )
 # (first, second) markers of a sequence.
-ORD = Lexicon("ord", ("first|second", "first|then", "first|next", "first|last", "first comes|then comes"),
-              ("firstly|secondly", "to begin with|after that"))
+ORD = Lexicon(
+    "ord",
+    ("first|second", "first|then", "first|next", "first|last", "first comes|then comes"),
+    ("firstly|secondly", "to begin with|after that"),
+)
 LEXICONS = {lex.slot: lex for lex in (AT, REL, DIR, THEN, CONJ, ORD)}
 
 CONSTRUCTIONS: tuple[Construction, ...] = (
-    Construction("abs-subject", "abs", ("{X} {v} {at1}{conj}{Y} {v} {at2}", "{X} {v} {at1}{conj}{Y} {at2}",
-                                        "{X} {v} {at1}{conj}{oY} {v} {at2}",
-                                        "{X} {v} {at1}{conj}{nY} {at2}")),
-    Construction("abs-side-first", "abs", ("{at1} {v} {X}{conj}{at2} {v} {Y}", "{at1} {v} {X}{conj}{at2} {Y}",
-                                           "{at1} there is {aX}{conj}{at2} there is {aY}")),
-    Construction("abs-there-is", "abs", ("there is {aX} {at1}{conj}{aY} {at2}",
-                                         "there's {aX} {at1}{conj}{aY} {at2}",
-                                         "there is {aX} {at1}{conj}there is {aY} {at2}")),
-    Construction("abs-predicate", "abs", ("the {noun} {at1} is {cX}{conj}the one {at2} is {cY}",
-                                          "the {noun} {at1} is {cX}{conj}the {noun} {at2} {cY}",
-                                          "the {noun} {at1} is the {cX} one{conj}"
-                                          "the {noun} {at2} is the {cY} one",
-                                          "the {s1} {noun} is {cX}{conj}the {s2} one is {cY}")),
+    Construction(
+        "abs-subject",
+        "abs",
+        (
+            "{X} {v} {at1}{conj}{Y} {v} {at2}",
+            "{X} {v} {at1}{conj}{Y} {at2}",
+            "{X} {v} {at1}{conj}{oY} {v} {at2}",
+            "{X} {v} {at1}{conj}{nY} {at2}",
+        ),
+    ),
+    Construction(
+        "abs-side-first",
+        "abs",
+        (
+            "{at1} {v} {X}{conj}{at2} {v} {Y}",
+            "{at1} {v} {X}{conj}{at2} {Y}",
+            "{at1} there is {aX}{conj}{at2} there is {aY}",
+        ),
+    ),
+    Construction(
+        "abs-there-is",
+        "abs",
+        (
+            "there is {aX} {at1}{conj}{aY} {at2}",
+            "there's {aX} {at1}{conj}{aY} {at2}",
+            "there is {aX} {at1}{conj}there is {aY} {at2}",
+        ),
+    ),
+    Construction(
+        "abs-predicate",
+        "abs",
+        (
+            "the {noun} {at1} is {cX}{conj}the one {at2} is {cY}",
+            "the {noun} {at1} is {cX}{conj}the {noun} {at2} {cY}",
+            "the {noun} {at1} is the {cX} one{conj}the {noun} {at2} is the {cY} one",
+            "the {s1} {noun} is {cX}{conj}the {s2} one is {cY}",
+        ),
+    ),
     # One side said, the other denied: "the white car is on the left, not on the right" names
     # one colour and both sides, "the car on the left is white, not black" one side and both
     # colours, so their pairs keep the bag of words. Without them a sentence about one car
     # reads as the first half of a two-car sentence.
-    Construction("abs-not", "abs", ("{X} {v} {at1}, not {at2}", "{X} {v} {at1}, not {oY}",
-                                    "the {noun} {at1} is {cX}, not {cY}", "{X} is the one {at1}, not {oY}",
-                                    "the {noun} {at1} is {cX}{conj}the {noun} {at2} is not",
-                                    "{X} {v} {at1} and not {at2}")),
-    Construction("abs-terse", "abs", ("{bX} {s1}, {bY} {s2}", "{cX} {s1}, {cY} {s2}",
-                                      "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}")),
-    Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
-                                      "{s1} side: {cX}, {s2} side: {cY}", "{s1} - {bX}, {s2} - {bY}")),
-    Construction("abs-most", "abs", ("the {s1}most {noun} is {cX}{conj}the {s2}most one is {cY}",
-                                     "{X} is the {s1}most one{conj}{Y} is the {s2}most",
-                                     "{X} is the {s1}most one{conj}{nY} is the {s2}most")),
-    Construction("abs-parked", "abs", ("{we} parked {X} {at1}{conj}{Y} {at2}",
-                                       "{X} was parked {at1}{conj}{Y} was parked {at2}")),
-    Construction("abs-the-one", "abs", ("{X} is the one {at1}{conj}{Y} is the one {at2}",
-                                        "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}",
-                                        "{X} is the one {at1}{conj}{nY} is the one {at2}",
-                                        "the {noun} {at1} is {cX}{conj}{nY} is {at2}")),
+    Construction(
+        "abs-not",
+        "abs",
+        (
+            "{X} {v} {at1}, not {at2}",
+            "{X} {v} {at1}, not {oY}",
+            "the {noun} {at1} is {cX}, not {cY}",
+            "{X} is the one {at1}, not {oY}",
+            "the {noun} {at1} is {cX}{conj}the {noun} {at2} is not",
+            "{X} {v} {at1} and not {at2}",
+        ),
+    ),
+    Construction(
+        "abs-terse",
+        "abs",
+        (
+            "{bX} {s1}, {bY} {s2}",
+            "{cX} {s1}, {cY} {s2}",
+            "{cX} {noun} {s1} and {cY} {noun} {s2}",
+            "{bX} {at1}, {bY} {at2}",
+        ),
+    ),
+    Construction(
+        "abs-colon",
+        "abs",
+        (
+            "{s1}: {bX}, {s2}: {bY}",
+            "{s1}: {X}; {s2}: {Y}",
+            "{s1} side: {cX}, {s2} side: {cY}",
+            "{s1} - {bX}, {s2} - {bY}",
+        ),
+    ),
+    Construction(
+        "abs-most",
+        "abs",
+        (
+            "the {s1}most {noun} is {cX}{conj}the {s2}most one is {cY}",
+            "{X} is the {s1}most one{conj}{Y} is the {s2}most",
+            "{X} is the {s1}most one{conj}{nY} is the {s2}most",
+        ),
+    ),
+    Construction(
+        "abs-parked",
+        "abs",
+        ("{we} parked {X} {at1}{conj}{Y} {at2}", "{X} was parked {at1}{conj}{Y} was parked {at2}"),
+    ),
+    Construction(
+        "abs-the-one",
+        "abs",
+        (
+            "{X} is the one {at1}{conj}{Y} is the one {at2}",
+            "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}",
+            "{X} is the one {at1}{conj}{nY} is the one {at2}",
+            "the {noun} {at1} is {cX}{conj}{nY} is {at2}",
+        ),
+    ),
     Construction("rel-subject", "rel", ("{X} {v} {rel} {Y}", "{X} {v} {rel} {oY}", "{X}, {rel} {Y}")),
-    Construction("rel-object-first", "rel", ("{rel} {Y} {v} {X}", "{rel} {Y}, {we} {see} {aX}",
-                                             "{rel} {Y} there is {aX}")),
-    Construction("rel-there-is", "rel", ("there is {aX} {rel} {Y}", "{we} {see} {aX} {rel} {Y}",
-                                         "{we} {see} that {X} {v} {rel} {Y}")),
+    Construction(
+        "rel-object-first",
+        "rel",
+        ("{rel} {Y} {v} {X}", "{rel} {Y}, {we} {see} {aX}", "{rel} {Y} there is {aX}"),
+    ),
+    Construction(
+        "rel-there-is",
+        "rel",
+        ("there is {aX} {rel} {Y}", "{we} {see} {aX} {rel} {Y}", "{we} {see} that {X} {v} {rel} {Y}"),
+    ),
     Construction("rel-parked", "rel", ("{we} parked {X} {rel} {Y}", "{X} was parked {rel} {Y}")),
-    Construction("rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}",
-                                        "{Y} is flanked to the {s} by {X}")),
-    Construction("rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}",
-                                    "{Y} has {X} on its {s} side")),
-    Construction("seq-colon", "seq", ("{dir}: {bX}, {bY}", "{dir}: {X} {then} {Y}", "{dir}: {cX}, {cY}",
-                                      "{dir}: {cX} {then} {cY}")),
-    Construction("seq-trailing", "seq", ("{X} {then} {Y}, {dir}", "{bX}, {bY} ({dir})", "{X} {then} {Y}",
-                                         "{cX} {noun} {then} {cY} {noun} {dir}")),
-    Construction("seq-leading", "seq", ("{dir}, {we} {see} {aX} {then} {aY}",
-                                        "{dir} there is {aX} {then} {aY}",
-                                        "{dir} {we} {see} {X} {then} {Y}")),
-    Construction("seq-first", "seq", ("{dir}, {ord1} {X}, {ord2} {Y}", "{ord1} {X}, {ord2} {Y}, {dir}",
-                                      "{ord1} {X} and {ord2} {Y}", "{ord1} {X}, {ord2} {Y}",
-                                      "{dir}, {X} comes first and {nY} second")),
-    Construction("seq-ordinal", "seq", ("{dir}, the first {noun} is {cX} and the second is {cY}",
-                                        "the first {noun} {dir} is {cX}, the second {cY}",
-                                        "the first {noun} is {cX} and the second one is {cY}")),
-    Construction("seq-comes-first", "seq", ("{X} comes first and {Y} second {dir}",
-                                            "{X} comes first {dir}, then {Y}", "{X} comes before {Y} {dir}")),
+    Construction(
+        "rel-flanked", "rel", ("{Y} is flanked on the {s} by {X}", "{Y} is flanked to the {s} by {X}")
+    ),
+    Construction(
+        "rel-has", "rel", ("{Y} has {X} on its {s}", "{Y} has {X} to its {s}", "{Y} has {X} on its {s} side")
+    ),
+    Construction(
+        "seq-colon",
+        "seq",
+        ("{dir}: {bX}, {bY}", "{dir}: {X} {then} {Y}", "{dir}: {cX}, {cY}", "{dir}: {cX} {then} {cY}"),
+    ),
+    Construction(
+        "seq-trailing",
+        "seq",
+        (
+            "{X} {then} {Y}, {dir}",
+            "{bX}, {bY} ({dir})",
+            "{X} {then} {Y}",
+            "{cX} {noun} {then} {cY} {noun} {dir}",
+        ),
+    ),
+    Construction(
+        "seq-leading",
+        "seq",
+        (
+            "{dir}, {we} {see} {aX} {then} {aY}",
+            "{dir} there is {aX} {then} {aY}",
+            "{dir} {we} {see} {X} {then} {Y}",
+        ),
+    ),
+    Construction(
+        "seq-first",
+        "seq",
+        (
+            "{dir}, {ord1} {X}, {ord2} {Y}",
+            "{ord1} {X}, {ord2} {Y}, {dir}",
+            "{ord1} {X} and {ord2} {Y}",
+            "{ord1} {X}, {ord2} {Y}",
+            "{dir}, {X} comes first and {nY} second",
+        ),
+    ),
+    Construction(
+        "seq-ordinal",
+        "seq",
+        (
+            "{dir}, the first {noun} is {cX} and the second is {cY}",
+            "the first {noun} {dir} is {cX}, the second {cY}",
+            "the first {noun} is {cX} and the second one is {cY}",
+        ),
+    ),
+    Construction(
+        "seq-comes-first",
+        "seq",
+        (
+            "{X} comes first and {Y} second {dir}",
+            "{X} comes first {dir}, then {Y}",
+            "{X} comes before {Y} {dir}",
+        ),
+    ),
     # Held out: new shapes built from the phrasings above.
-    Construction("abs-we-see", "abs", ("{at1} {we} {see} {aX}{conj}{at2} {we} {see} {aY}",
-                                       "{at1} {we} {see} {X}{conj}{at2} {Y}"), heldout=True),
-    Construction("rel-you-will-find", "rel", ("you will find {X} {rel} {Y}",
-                                              "look {rel} {Y} and you will find {X}"), heldout=True),
-    Construction("seq-order-is", "seq", ("the order {dir} is {X} {then} {Y}",
-                                         "the order {dir} is {cX}, {cY}"), heldout=True),
+    Construction(
+        "abs-we-see",
+        "abs",
+        ("{at1} {we} {see} {aX}{conj}{at2} {we} {see} {aY}", "{at1} {we} {see} {X}{conj}{at2} {Y}"),
+        heldout=True,
+    ),
+    Construction(
+        "rel-you-will-find",
+        "rel",
+        ("you will find {X} {rel} {Y}", "look {rel} {Y} and you will find {X}"),
+        heldout=True,
+    ),
+    Construction(
+        "seq-order-is",
+        "seq",
+        ("the order {dir} is {X} {then} {Y}", "the order {dir} is {cX}, {cY}"),
+        heldout=True,
+    ),
 )
 
 # Words around the relation that never name a side. Scenes repeat both colour words so
 # "which colour is mentioned first" is no shortcut; empty strings make a filler optional.
-VERBS = ("is", "is", "sits", "stands", "is parked", "waits", "is standing", "is located", "can be seen",
-         "appears", "is placed")
-WE_SEE = (("we", "see"), ("i", "see"), ("you", "see"), ("you can", "see"), ("we", "have"), ("i can", "spot"),
-          ("we", "notice"))
-ADJECTIVES = ("small", "old", "new", "shiny", "rusty", "big", "fast", "dusty", "clean",
-              "electric", "little", "tiny", "large", "vintage", "sporty", "parked", "family")
+VERBS = (
+    "is",
+    "is",
+    "sits",
+    "stands",
+    "is parked",
+    "waits",
+    "is standing",
+    "is located",
+    "can be seen",
+    "appears",
+    "is placed",
+)
+WE_SEE = (
+    ("we", "see"),
+    ("i", "see"),
+    ("you", "see"),
+    ("you can", "see"),
+    ("we", "have"),
+    ("i can", "spot"),
+    ("we", "notice"),
+)
+ADJECTIVES = (
+    "small",
+    "old",
+    "new",
+    "shiny",
+    "rusty",
+    "big",
+    "fast",
+    "dusty",
+    "clean",
+    "electric",
+    "little",
+    "tiny",
+    "large",
+    "vintage",
+    "sporty",
+    "parked",
+    "family",
+)
 NOUNS = ("car", "car", "car", "car", "vehicle", "auto", "sedan", "hatchback")
 OTHERS = ("the other one", "the other car", "the other")  # the second car, colour unnamed
-OPENERS = ("in the picture,", "in this photo,", "i think", "as you can see,", "look,", "so", "here", "ok so",
-           "well,", "in the image", "from where i stand,", "honestly,", "on the street,",
-           "in the parking lot,")
-CLOSERS = ("in the street", "at the station", "near the park", "in the garage", "outside the shop",
-           "by the river", "in the yard", "as far as i can tell", "i think", "if you look closely",
-           "in the photo", "this morning", "today")
-SCENES = ("within a white frame and black border,", "under a black sky with white clouds,",
-          "by a white fence and black gate,", "in the black and white picture,",
-          "beside a black sign with white letters,", "on a white road with black markings,",
-          "next to a black wall with white windows,", "in a black and white photo,")
+OPENERS = (
+    "in the picture,",
+    "in this photo,",
+    "i think",
+    "as you can see,",
+    "look,",
+    "so",
+    "here",
+    "ok so",
+    "well,",
+    "in the image",
+    "from where i stand,",
+    "honestly,",
+    "on the street,",
+    "in the parking lot,",
+)
+CLOSERS = (
+    "in the street",
+    "at the station",
+    "near the park",
+    "in the garage",
+    "outside the shop",
+    "by the river",
+    "in the yard",
+    "as far as i can tell",
+    "i think",
+    "if you look closely",
+    "in the photo",
+    "this morning",
+    "today",
+)
+SCENES = (
+    "within a white frame and black border,",
+    "under a black sky with white clouds,",
+    "by a white fence and black gate,",
+    "in the black and white picture,",
+    "beside a black sign with white letters,",
+    "on a white road with black markings,",
+    "next to a black wall with white windows,",
+    "in a black and white photo,",
+)
