@@ -14,6 +14,7 @@ from attnserve.training.data import (
     TEMPLATE_HELDOUT,
     DataError,
     Dataset,
+    Example,
     handwritten,
     load_task,
     phrasing,
@@ -29,7 +30,7 @@ from attnserve.training.data.car_order import (
     names_side,
     render,
 )
-from attnserve.training.data.tasks import DEFAULT_PAIRS
+from attnserve.training.data.tasks import DEFAULT_PAIRS, SINGLES_SHARE
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,50 @@ def test_every_form_flips_its_label_with_the_colours_and_with_the_side() -> None
                     render(choices, "white", "right")
 
 
+# One-car sentences, read by hand: (side of the black car X, text, label).
+SINGLE_MEANINGS = {
+    "one-subject": ("right", "The black car is on the right.", 1),
+    "one-side-first": ("left", "On the left is the black car.", 0),
+    "one-predicate": ("right", "The car on the right is black.", 1),
+    "one-most": ("left", "The leftmost car is black.", 0),
+    "one-terse": ("right", "Black car right.", 1),
+    "one-order": ("left", "From the left, the black car comes first.", 0),
+}
+
+
+def test_one_car_sentences_label_the_white_car_side_correctly_in_every_form() -> None:
+    assert {c.name for c in phrasing.SINGLES} == set(SINGLE_MEANINGS)
+    for construction in phrasing.SINGLES:
+        side, text, label = SINGLE_MEANINGS[construction.name]
+        assert render(_plain(construction), "black", side) == (text, label), construction.name
+        for form in construction.forms:
+            choices = Choices(
+                **{**_plain(construction).__dict__, "form": form, "lexemes": _plain_lexemes(form)}
+            )
+            text, label = render(choices, "white", "left")
+            assert label == 1 and "black" not in words(text) and "white" in words(text), text
+            assert render(choices, "black", "left")[1] == render(choices, "white", "right")[1] == 0
+
+
+def test_one_car_sentences_train_only_and_never_use_held_out_phrasings(car_order: Dataset) -> None:
+    n = DEFAULT_PAIRS["car-order"]
+    singles = [ex for ex in car_order.train if ex.group >= n]
+    assert len(singles) == 2 * round(n * SINGLES_SHARE)
+    assert Counter(ex.label for ex in singles)[1] == len(singles) / 2
+    couples: dict[int, list[Example]] = defaultdict(list)
+    for ex in singles:
+        couples[ex.group].append(ex)
+    for a, b in couples.values():  # one side said of each colour: opposite labels
+        a_words, b_words = Counter(words(a.text)), Counter(words(b.text))
+        assert a.label != b.label and {*(a_words - b_words), *(b_words - a_words)} == {"white", "black"}
+    evaluated = {" ".join(words(ex.text)) for name, split in car_order.splits().items() if name != "train"
+                 for ex in split}  # fmt: skip
+    assert not [ex.text for ex in singles if " ".join(words(ex.text)) in evaluated]
+    assert all(ex.group < n for name in ("val", "test") for ex in car_order.splits()[name])
+    phrases = _heldout_phrases()
+    assert not [ex.text for ex in singles if any(_contains(ex.text, ph) for ph in phrases)]
+
+
 def _plain_lexemes(form: str) -> dict[str, str]:
     lexemes: dict[str, str] = {}
     for slot in form_slots(form):
@@ -219,7 +264,8 @@ def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_or
     for split, bucket in ((TEMPLATE_HELDOUT, "template"), (PHRASING_HELDOUT, "phrasing")):
         expected = {ex.text for p in pairs if p.bucket == bucket for ex in (p.first, p.second)}
         assert {ex.text for ex in car_order.extra[split]} == expected and len(expected) > 300
-    seen = {ex.text for name in ("train", "val", "test") for ex in car_order.splits()[name]}
+    n = DEFAULT_PAIRS["car-order"]
+    seen = {ex.text for name in ("train", "val", "test") for ex in car_order.splits()[name] if ex.group < n}
     assert seen == {ex.text for p in pairs if p.bucket == "seen" for ex in (p.first, p.second)}
     groups = {ex.group for name in ("train", "val", "test") for ex in car_order.splits()[name]}
     assert len(groups) >= 1000

@@ -235,6 +235,34 @@ def _buckets(n_pairs: int, rng: random.Random) -> list[tuple[Construction, Bucke
     return out
 
 
+def generate_singles(
+    n_couples: int, seed: int, *, exclude: Collection[str] = (), group_start: int = 0
+) -> list[Example]:
+    """``n_couples`` couples of one-car sentences (``phrasing.SINGLES``), for training only.
+
+    A couple says one side twice, once per colour, so labels balance; its two sentences
+    differ in their bag of words, so unlike ``generate_pairs`` no split of them proves word
+    order. Seen phrasings only, and no sentence with the words of a text in ``exclude``.
+    """
+    rng = random.Random(seed + 1)
+    seen = {" ".join(words(text)) for text in exclude}
+    out: list[Example] = []
+    for i in range(n_couples):
+        construction = phrasing.SINGLES[i % len(phrasing.SINGLES)]
+        for _ in range(1000):
+            choices = choose(construction, "seen", rng)
+            side = rng.choice((LEFT, RIGHT))
+            couple = [render(choices, colour, side) for colour in (WHITE, BLACK)]
+            keys = [" ".join(words(text)) for text, _ in couple]
+            if not seen.intersection(keys):
+                break
+        else:
+            raise DataError(f"cannot find {n_couples} distinct one-car couples; ask for fewer")
+        seen.update(keys)
+        out += [Example(text, label, group_start + i) for text, label in couple]
+    return out
+
+
 def generate_pairs(n_pairs: int, seed: int, *, exclude: Collection[str] = ()) -> list[CarOrderPair]:
     """``n_pairs`` distinct pairs of opposite-label sentences with identical bags of words.
 

@@ -325,6 +325,73 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
     ),
 )
 
+# One car, one side: "the white car is on the left" says it all, and people often say no
+# more. Such a sentence cannot be paired (swapping the colour or the side changes its bag of
+# words), so these train only and never reach an evaluation split, which keep the pair rule.
+# Without them a lone clause reads as the first half of a two-car sentence: a 2-layer model
+# put "THE WHITE CAR IS ON THE LEFT." at 0.00 positive. {s1} is the named car's side.
+SINGLES: tuple[Construction, ...] = (
+    Construction(
+        "one-subject",
+        "abs",
+        (
+            "{X} {v} {at1}",
+            "{X} is the one {at1}",
+            "{X} is the {s1} one",
+            "{X} is the {noun} {at1}",
+            "{X} {v} further {s1}",
+            "{X} {v} further to the {s1}",
+            "{X} {v} {at1}, {we} {see}",
+        ),
+    ),
+    Construction(
+        "one-side-first",
+        "abs",
+        (
+            "{at1} {v} {X}",
+            "{at1} there is {aX}",
+            "{at1} {we} {see} {aX}",
+            "there is {aX} {at1}",
+            "{we} {see} {aX} {at1}",
+        ),
+    ),
+    Construction(
+        "one-predicate",
+        "abs",
+        (
+            "the {noun} {at1} is {cX}",
+            "the {noun} {at1} is the {cX} one",
+            "the {s1} {noun} is {cX}",
+            "the one {at1} is {cX}",
+            "of the two, the one further {s1} is {cX}",
+            "the {noun} further {s1} is the {cX} one",
+        ),
+    ),
+    Construction(
+        "one-most",
+        "abs",
+        (
+            "the {s1}most {noun} is {cX}",
+            "{X} is the {s1}most one",
+            "the {s1}most one is {cX}",
+            "{X} is the {s1}most of the two",
+        ),
+    ),
+    Construction("one-terse", "abs", ("{bX} {s1}", "{bX} {at1}", "{s1}: {bX}", "{cX} {s1}", "{s1} - {bX}")),
+    Construction(
+        "one-order",
+        "abs",
+        (
+            "from the {s1}, {X} comes first",
+            "from the {s2}, {X} comes second",
+            "starting from the {s1}, {X} is first",
+            "starting from the {s2}, {X} is second",
+            "{X} comes first from the {s1}",
+            "{X} comes last from the {s2}",
+        ),
+    ),
+)
+
 # Words around the relation that never name a side. Scenes repeat both colour words so
 # "which colour is mentioned first" is no shortcut; empty strings make a filler optional.
 VERBS = (

@@ -40,6 +40,8 @@ DEFAULTS = {
     "reviews-stars": TaskDefaults(120_000, 256, 1 / 12, 1 / 12),
 }
 TASKS = tuple(DEFAULTS)
+# car-order's one-car couples (training only), per pair.
+SINGLES_SHARE = 0.15
 DEFAULT_PAIRS = {name: d.size for name, d in DEFAULTS.items()}
 
 
@@ -100,5 +102,9 @@ def load_task(
         val_fraction=defaults.val_fraction if val_fraction is None else val_fraction,
         test_fraction=defaults.test_fraction if test_fraction is None else test_fraction,
     )
+    if name == "car-order" and SINGLES_SHARE > 0:
+        generated = [ex.text for split in (seen, *extra.values()) for ex in split]
+        train += car_order.generate_singles(round(n * SINGLES_SHARE), seed, exclude=generated, group_start=n)
+        random.Random(seed).shuffle(train)
     ds = Dataset(name=name, labels=labels, train=train, val=val, test=test, extra=extra, ordered=ordered)
     return with_distractor_prefix(ds, seed) if distractor_prefix else ds
