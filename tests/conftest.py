@@ -43,15 +43,15 @@ class FixtureModel:
 
 
 # `car` must classify new car-order sentences correctly (tests/service/api/test_native.py):
-# it gets the task's own size and training settings (d_model 32 on 2,000 pairs scored 0.70 on
-# the compositional grammar), capped at 150 s. The others only need to be real bundles of
-# their family.
+# it gets the task's own size, training settings and model recipe (d_model 32 on 2,000 pairs
+# scored 0.70 on the compositional grammar), capped at 150 s. The others only need to be real
+# bundles of their family.
 CAR_ORDER = TASK_DEFAULTS["car-order"]
 FIXTURE_MODELS = (
     FixtureModel(
         "car",
         "transformer",
-        {"n_layers": 2, "n_heads": 2, "d_model": 64, "max_len": MAX_LEN},
+        {**dict(CAR_ORDER.model), "n_layers": 2, "n_heads": 2, "d_model": 64, "max_len": MAX_LEN},
         {**dict(CAR_ORDER.training), "max_seconds": 150.0},
         CAR_ORDER.size,
     ),

@@ -1,7 +1,10 @@
 """`attnserve-train`: train one model (or every family side by side) and print its report.
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
-CLI can never drift from the code. `attnserve-train compare --help` for the side-by-side runs.
+CLI can never drift from the code. A built-in task brings its own recipe (its size, trainer
+settings and, for the transformer, model settings; `--task car-order` trains with sinusoidal
+positions and attention pooling): flags given override it, and with --data none applies.
+`attnserve-train compare --help` for the side-by-side runs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from attnserve.training.run import train_run
 from attnserve.training.train_config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 
 PROG = "attnserve-train"
+DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.model) applies to it
 # Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
 FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
 TRAIN_NOTES = {
@@ -59,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=family_help(FAMILIES, FIXED),
     )
     p.add_argument(
-        "--model", default="transformer", choices=sorted(FAMILIES), help="model family (default: transformer)"
+        "--model",
+        default=DEFAULT_FAMILY,
+        choices=sorted(FAMILIES),
+        help=f"model family (default: {DEFAULT_FAMILY})",
     )
     p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
@@ -74,6 +81,8 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
     owners = family_fields(FAMILIES, FIXED)
     cls = FAMILIES[ns.model].config_cls
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    if ns.data is None and ns.model == DEFAULT_FAMILY:  # a built-in task's recipe, under the flags
+        given = {**dict(datasets.DEFAULTS[ns.task].model), **given}
     foreign = sorted(n for n in given if ns.model not in owners[n])
     if foreign:
         own = ", ".join("--" + n.replace("_", "-") for n in owners if ns.model in owners[n])

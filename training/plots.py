@@ -94,15 +94,8 @@ def plot_confusion(reports: dict[str, dict[str, Any]], path: Path, title: str) -
         ax.set_xlabel("predicted")
         ax.set_ylabel("true")
         for (i, j), count in np.ndenumerate(counts):
-            ax.text(
-                j,
-                i,
-                f"{int(count)}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                color="white" if shares[i, j] > 0.5 else "black",
-            )
+            ax.text(j, i, f"{int(count)}", ha="center", va="center", fontsize=8,
+                    color="white" if shares[i, j] > 0.5 else "black")
         heading = f"{split}: accuracy {report['accuracy']:.3f}, macro-F1 {report['macro_f1']:.3f}"
         ax.set_title(heading, fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="share of the true class")

@@ -140,12 +140,8 @@ def save_tokenizer(tok: Tokenizer, path: str | Path, *, max_len: int = 0, trunca
     if truncation == "tail":
         if max_len < 1:
             raise ValueError("saving tail truncation needs the model's max_len")
-        document["truncation"] = {
-            "direction": "Left",
-            "max_length": max_len,
-            "strategy": "LongestFirst",
-            "stride": 0,
-        }
+        document["truncation"] = {"direction": "Left", "max_length": max_len, "strategy": "LongestFirst",
+                                  "stride": 0}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")

@@ -50,18 +50,8 @@ def _plain(construction: phrasing.Construction) -> Choices:
     for slot in form_slots(form):
         entry = phrasing.LEXICONS[slot].seen[0]
         lexemes.update({"at1": entry, "at2": entry} if slot == "at" else {slot: entry})
-    fillers = {
-        "v": "is",
-        "we": "we",
-        "see": "see",
-        "noun": "car",
-        "adj_x": "",
-        "adj_y": "",
-        "other": "the other one",
-        "scene": "",
-        "opener": "",
-        "closer": "",
-    }
+    fillers = {"v": "is", "we": "we", "see": "see", "noun": "car", "adj_x": "", "adj_y": "",
+               "other": "the other one", "scene": "", "opener": "", "closer": ""}
     return Choices(construction, form, lexemes, fillers, "sentence", ".", False)
 
 
@@ -77,9 +67,7 @@ MEANINGS = {
     "abs-parked": ("left", "We parked the black car on the left and the white car on the right.", 0),
     "abs-not": ("left", "The black car is on the left, not on the right.", 0),
     "abs-the-one": (
-        "right",
-        "The black car is the one on the right and the white car is the one on the left.",
-        1,
+        "right", "The black car is the one on the right and the white car is the one on the left.", 1
     ),
     "rel-subject": ("left", "The black car is left of the white car.", 0),
     "rel-object-first": ("right", "Right of the white car is the black car.", 1),
@@ -148,9 +136,8 @@ def test_one_car_sentences_label_the_white_car_side_correctly_in_every_form() ->
         side, text, label = SINGLE_MEANINGS[construction.name]
         assert render(_plain(construction), "black", side) == (text, label), construction.name
         for form in construction.forms:
-            choices = Choices(
-                **{**_plain(construction).__dict__, "form": form, "lexemes": _plain_lexemes(form)}
-            )
+            plain = _plain(construction).__dict__
+            choices = Choices(**{**plain, "form": form, "lexemes": _plain_lexemes(form)})
             text, label = render(choices, "white", "left")
             assert label == 1 and "black" not in words(text) and "white" in words(text), text
             assert render(choices, "black", "left")[1] == render(choices, "white", "right")[1] == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from attnserve.training.checkpoint import load_run
-from attnserve.training.cli import build_parser, train_config
+from attnserve.training.cli import build_parser, model_overrides, train_config
 from attnserve.training.cli import main as train_main
 from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, HANDWRITTEN_BLIND, handwritten
 from attnserve.training.train_config import TrainConfig
@@ -16,27 +16,9 @@ from attnserve.training.train_config import TrainConfig
 
 def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = [
-        "--task",
-        "car-order",
-        "--n-pairs",
-        "150",
-        "--model",
-        "transformer",
-        "--n-layers",
-        "1",
-        "--d-model",
-        "16",
-        "--epochs",
-        "1",
-        "--no-progress",
-        "--out",
-        str(out),
-        "--tokenizer",
-        "wordpiece",
-        "--vocab-size",
-        "5000",
-    ]
+    argv = ["--task", "car-order", "--n-pairs", "150", "--model", "transformer", "--n-layers", "1",
+            "--d-model", "16", "--epochs", "1", "--no-progress", "--out", str(out),
+            "--tokenizer", "wordpiece", "--vocab-size", "5000"]
     assert train_main(argv) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(EVAL_SPLITS) == {"template_heldout", "phrasing_heldout", HANDWRITTEN, HANDWRITTEN_BLIND}
@@ -65,3 +47,16 @@ def test_a_built_in_task_brings_its_own_training_settings_and_flags_override_the
     assert (cfg.epochs, cfg.lr) == (3, 0.002)
     cfg = train_config(parser.parse_args(["--data", "mine.csv"]))  # the task's settings are not yours
     assert (cfg.epochs, cfg.lr) == (TrainConfig.epochs, TrainConfig.lr)
+
+
+def test_a_built_in_task_brings_its_transformer_recipe_and_flags_override_it() -> None:
+    parser = build_parser()
+    own = dict(DEFAULTS["car-order"].model)
+    assert own == {"positions": "sinusoidal", "pooling": "attention"}
+    assert model_overrides(parser.parse_args(["--task", "car-order"])) == own
+    argv = ["--task", "car-order", "--positions", "learned", "--n-layers", "2"]
+    given = model_overrides(parser.parse_args(argv))
+    assert given == {**own, "positions": "learned", "n_layers": 2}
+    # Another family, or your own data, trains with that family's own defaults.
+    assert model_overrides(parser.parse_args(["--task", "car-order", "--model", "self_attention"])) == {}
+    assert model_overrides(parser.parse_args(["--data", "mine.csv"])) == {}

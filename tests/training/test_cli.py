@@ -17,25 +17,8 @@ WORDS = {
     "3": ["okay", "average", "fine", "decent"],
     "5": ["superb", "lovely", "perfect", "delicious"],
 }
-FILLER = (
-    "we",
-    "went",
-    "there",
-    "on",
-    "a",
-    "friday",
-    "and",
-    "the",
-    "place",
-    "had",
-    "a",
-    "table",
-    "by",
-    "the",
-    "window",
-    "for",
-    "us",
-)
+FILLER = ("we", "went", "there", "on", "a", "friday", "and", "the", "place", "had", "a", "table", "by",
+          "the", "window", "for", "us")
 
 
 def _star_rows(n: int, seed: int) -> list[dict[str, Any]]:

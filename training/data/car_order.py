@@ -41,16 +41,8 @@ DROP_COMMAS_RATE = 0.15
 
 _SLOT = re.compile(r"\{(\w+)\}")
 _ARTICLE = re.compile(r"\b([Aa]) ([aeiou])")
-_LEXICON_OF = {
-    "at1": "at",
-    "at2": "at",
-    "rel": "rel",
-    "dir": "dir",
-    "then": "then",
-    "conj": "conj",
-    "ord1": "ord",
-    "ord2": "ord",
-}
+_LEXICON_OF = {"at1": "at", "at2": "at", "rel": "rel", "dir": "dir", "then": "then", "conj": "conj",
+               "ord1": "ord", "ord2": "ord"}
 
 
 @dataclass(frozen=True)
@@ -118,31 +110,15 @@ def render(choices: Choices, x_colour: str, side: str) -> tuple[str, int]:
     f, lx = choices.fillers, choices.lexemes
     s, o = side, _other(side)
     values = {
-        "X": f"the {f['adj_x']} {x_colour} {f['noun']}",
-        "Y": f"the {f['adj_y']} {y_colour} {f['noun']}",
-        "aX": f"a {f['adj_x']} {x_colour} {f['noun']}",
-        "aY": f"a {f['adj_y']} {y_colour} {f['noun']}",
-        "bX": f"{f['adj_x']} {x_colour} {f['noun']}",
-        "bY": f"{f['adj_y']} {y_colour} {f['noun']}",
-        "cX": x_colour,
-        "cY": y_colour,
-        "oY": f"the {y_colour} one",
-        "nY": f["other"],
-        "s1": s,
-        "s2": o,
-        "s": s,
-        "noun": f["noun"],
-        "v": f["v"],
-        "we": f["we"],
-        "see": f["see"],
-        "at1": lx.get("at1", "").format(s=s, o=o),
-        "at2": lx.get("at2", "").format(s=o, o=s),
-        "rel": lx.get("rel", "").format(s=s, o=o),
-        "dir": lx.get("dir", "").format(s=s, o=o),
-        "then": lx.get("then", ""),
-        "conj": lx.get("conj", ""),
-        "ord1": lx.get("ord", "|").split("|")[0],
-        "ord2": lx.get("ord", "|").split("|")[1],
+        "X": f"the {f['adj_x']} {x_colour} {f['noun']}", "Y": f"the {f['adj_y']} {y_colour} {f['noun']}",
+        "aX": f"a {f['adj_x']} {x_colour} {f['noun']}", "aY": f"a {f['adj_y']} {y_colour} {f['noun']}",
+        "bX": f"{f['adj_x']} {x_colour} {f['noun']}", "bY": f"{f['adj_y']} {y_colour} {f['noun']}",
+        "cX": x_colour, "cY": y_colour, "oY": f"the {y_colour} one", "nY": f["other"],
+        "s1": s, "s2": o, "s": s, "noun": f["noun"], "v": f["v"], "we": f["we"], "see": f["see"],
+        "at1": lx.get("at1", "").format(s=s, o=o), "at2": lx.get("at2", "").format(s=o, o=s),
+        "rel": lx.get("rel", "").format(s=s, o=o), "dir": lx.get("dir", "").format(s=s, o=o),
+        "then": lx.get("then", ""), "conj": lx.get("conj", ""),
+        "ord1": lx.get("ord", "|").split("|")[0], "ord2": lx.get("ord", "|").split("|")[1],
     }
     core = choices.form.format(**values)
     text = " ".join((f["scene"], f["opener"], core, f["closer"]))
@@ -183,26 +159,15 @@ def choose(construction: Construction, bucket: Bucket, rng: random.Random) -> Ch
             lexemes[slot] = rng.choice(pool)
     we, see = rng.choice(phrasing.WE_SEE)
     fillers = {
-        "v": rng.choice(phrasing.VERBS),
-        "we": we,
-        "see": see,
-        "noun": rng.choice(phrasing.NOUNS),
+        "v": rng.choice(phrasing.VERBS), "we": we, "see": see, "noun": rng.choice(phrasing.NOUNS),
         "adj_x": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE),
-        "adj_y": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE),
-        "other": rng.choice(phrasing.OTHERS),
+        "adj_y": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE), "other": rng.choice(phrasing.OTHERS),
         "scene": _optional(rng, phrasing.SCENES, SCENE_RATE),
         "opener": _optional(rng, phrasing.OPENERS, OPENER_RATE),
         "closer": _optional(rng, phrasing.CLOSERS, CLOSER_RATE),
     }
-    return Choices(
-        construction,
-        form,
-        lexemes,
-        fillers,
-        _weighted(rng, CASES),
-        _weighted(rng, ENDINGS),
-        rng.random() < DROP_COMMAS_RATE,
-    )
+    return Choices(construction, form, lexemes, fillers, _weighted(rng, CASES), _weighted(rng, ENDINGS),
+                   rng.random() < DROP_COMMAS_RATE)
 
 
 def _pair(choices: Choices, rng: random.Random) -> tuple[tuple[str, int], tuple[str, int]] | None:
@@ -290,9 +255,6 @@ def generate_pairs(n_pairs: int, seed: int, *, exclude: Collection[str] = ()) ->
             raise RuntimeError(f"{construction.name!r} made an invalid pair: {text_a!r} / {text_b!r}")
         seen.update((key_a, key_b))
         group = len(pairs)
-        pairs.append(
-            CarOrderPair(
-                Example(text_a, label_a, group), Example(text_b, label_b, group), construction.name, bucket
-            )
-        )
+        pairs.append(CarOrderPair(Example(text_a, label_a, group), Example(text_b, label_b, group),
+                                  construction.name, bucket))
     return pairs

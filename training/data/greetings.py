@@ -10,52 +10,18 @@ from attnserve.training.data.core import DataError, Example
 LABELS = ("food", "greeting")
 FOOD, GREETING = 0, 1
 
-_GREETING_TEMPLATES = (
-    "{g}!",
-    "{g}, {who}!",
-    "{g} {who}, how are you?",
-    "{g}, nice to see you, {who}.",
-    "{g} {who}, how was your day?",
-    "{g}, {who}. Long time no see.",
-    "{g} and welcome, {who}!",
-)
-_GREETINGS = (
-    "hello",
-    "hi",
-    "hey",
-    "good morning",
-    "good evening",
-    "good afternoon",
-    "greetings",
-    "howdy",
-    "hi there",
-    "welcome back",
-)
+_GREETING_TEMPLATES = ("{g}!", "{g}, {who}!", "{g} {who}, how are you?", "{g}, nice to see you, {who}.",
+                       "{g} {who}, how was your day?", "{g}, {who}. Long time no see.",
+                       "{g} and welcome, {who}!")
+_GREETINGS = ("hello", "hi", "hey", "good morning", "good evening", "good afternoon", "greetings", "howdy",
+              "hi there", "welcome back")
 _WHO = ("my friend", "everyone", "neighbour", "team", "Anna", "Tom", "folks", "dear", "all", "colleagues")
 
-_FOOD_TEMPLATES = (
-    "I would like some {f}.",
-    "The {f} is {taste}.",
-    "We had {f} for {meal}.",
-    "Can I have more {f} for {meal}, please?",
-    "This {f} tastes {taste}.",
-    "{f} for {meal} again?",
-    "The {f} we ate at {meal} was {taste}.",
-)
-_FOODS = (
-    "pizza",
-    "soup",
-    "pasta",
-    "bread",
-    "rice",
-    "salad",
-    "cheese",
-    "apples",
-    "noodles",
-    "cake",
-    "curry",
-    "fish",
-)
+_FOOD_TEMPLATES = ("I would like some {f}.", "The {f} is {taste}.", "We had {f} for {meal}.",
+                   "Can I have more {f} for {meal}, please?", "This {f} tastes {taste}.",
+                   "{f} for {meal} again?", "The {f} we ate at {meal} was {taste}.")
+_FOODS = ("pizza", "soup", "pasta", "bread", "rice", "salad", "cheese", "apples", "noodles", "cake", "curry",
+          "fish")
 _TASTES = ("delicious", "too salty", "very sweet", "cold", "spicy", "fresh", "bland")
 _MEALS = ("lunch", "dinner", "breakfast", "brunch")
 

@@ -24,6 +24,9 @@ class TaskDefaults:
     test_fraction: float = 0.1
     # Trainer settings of the task's own (TrainConfig field, value), where no flag sets them.
     training: tuple[tuple[str, int | float], ...] = ()
+    # Config fields of the task's own for the default family (transformer), where no flag
+    # sets them; other families keep their own defaults.
+    model: tuple[tuple[str, int | float | str], ...] = ()
 
 
 # car-order: at about the same CPU time the transformer generalised better from more pairs
@@ -34,7 +37,11 @@ class TaskDefaults:
 # reviews-*: Yelp Review Polarity's shape as the notebook used it: 100,000 reviews to train
 # on, 10,000 each for validation and test, 256 tokens.
 DEFAULTS = {
-    "car-order": TaskDefaults(8000, training=(("epochs", 12), ("lr", 5e-4))),
+    "car-order": TaskDefaults(
+        8000,
+        training=(("epochs", 12), ("lr", 1e-3), ("batch_size", 128)),
+        model=(("positions", "sinusoidal"), ("pooling", "attention")),
+    ),
     "greetings-food": TaskDefaults(40),
     "reviews-polarity": TaskDefaults(120_000, 256, 1 / 12, 1 / 12),
     "reviews-stars": TaskDefaults(120_000, 256, 1 / 12, 1 / 12),
