@@ -51,7 +51,7 @@ FIXTURE_MODELS = (
     FixtureModel(
         "car",
         "transformer",
-        {**dict(CAR_ORDER.model), "n_layers": 2, "n_heads": 2, "d_model": 64, "max_len": MAX_LEN},
+        {**dict(CAR_ORDER.model), "max_len": MAX_LEN},
         {**dict(CAR_ORDER.training), "max_seconds": 150.0},
         CAR_ORDER.size,
     ),

@@ -2,8 +2,9 @@
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
 CLI can never drift from the code. A built-in task brings its own recipe (its size, trainer
-settings and, for the transformer, model settings; `--task car-order` trains with sinusoidal
-positions and attention pooling): flags given override it, and with --data none applies.
+settings and, for the transformer, model settings; `--task car-order` trains 2 layers of 2
+heads with sinusoidal positions and attention pooling): flags given override it, and with
+--data none applies.
 `attnserve-train compare --help` for the side-by-side runs.
 """
 

@@ -52,11 +52,11 @@ def test_a_built_in_task_brings_its_own_training_settings_and_flags_override_the
 def test_a_built_in_task_brings_its_transformer_recipe_and_flags_override_it() -> None:
     parser = build_parser()
     own = dict(DEFAULTS["car-order"].model)
-    assert own == {"positions": "sinusoidal", "pooling": "attention"}
+    assert own == {"n_layers": 2, "n_heads": 2, "positions": "sinusoidal", "pooling": "attention"}
     assert model_overrides(parser.parse_args(["--task", "car-order"])) == own
-    argv = ["--task", "car-order", "--positions", "learned", "--n-layers", "2"]
+    argv = ["--task", "car-order", "--positions", "learned", "--n-layers", "3"]
     given = model_overrides(parser.parse_args(argv))
-    assert given == {**own, "positions": "learned", "n_layers": 2}
+    assert given == {**own, "positions": "learned", "n_layers": 3}
     # Another family, or your own data, trains with that family's own defaults.
     assert model_overrides(parser.parse_args(["--task", "car-order", "--model", "self_attention"])) == {}
     assert model_overrides(parser.parse_args(["--data", "mine.csv"])) == {}
