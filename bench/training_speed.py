@@ -27,21 +27,24 @@ import torch
 from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
 from attnserve.training.data.encoding import encode_texts
 from attnserve.training.models import build_model
+from attnserve.training.threads import choose_threads, training_probe
 from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
 from bench.long_texts import long_texts
 
-NEW = TrainConfig()  # the defaults: batches grouped by length, fused attention, one thread
-# (name, settings): the first is the path before this work, the default is "new".
+NEW = TrainConfig()  # the defaults: batches grouped by length, fused attention, threads chosen
+ONE = replace(NEW, threads=1)  # the old path ran one thread
+# (name, settings): the first is the path before this work, the last the defaults.
 VARIANTS: list[tuple[str, TrainConfig]] = [
     ("old: every batch padded to max_len, written-out attention",
-     replace(NEW, group_by_length=False, pad_to_max_len=True, fused_attention=False)),
+     replace(ONE, group_by_length=False, pad_to_max_len=True, fused_attention=False)),
     ("random batches padded to their longest row, written-out attention",
-     replace(NEW, group_by_length=False, fused_attention=False)),
-    ("batches grouped by length, written-out attention", replace(NEW, fused_attention=False)),
-    ("random batches padded to their longest row, fused attention", replace(NEW, group_by_length=False)),
-    ("new: batches grouped by length, fused attention", NEW),
-    ("new, 2 threads", replace(NEW, threads=2)),
+     replace(ONE, group_by_length=False, fused_attention=False)),
+    ("batches grouped by length, written-out attention", replace(ONE, fused_attention=False)),
+    ("random batches padded to their longest row, fused attention", replace(ONE, group_by_length=False)),
+    ("batches grouped by length, fused attention, 1 thread", ONE),
+    ("batches grouped by length, fused attention, 2 threads", replace(NEW, threads=2)),
+    ("new (the defaults): grouped, fused, threads chosen by timing the first steps", NEW),
 ]  # fmt: skip
 
 
@@ -52,10 +55,12 @@ class Variant:
     wall: list[float] = field(default_factory=list)  # texts per wall-clock second, per round
     cpu: list[float] = field(default_factory=list)  # texts per CPU second, per round
     tokens: list[float] = field(default_factory=list)  # padded width per text, per round
+    threads: int | None = None  # the count the variant ran with
 
     def summary(self) -> dict[str, object]:
         return {"name": self.name, "settings": self.settings, "texts_per_s": statistics.median(self.wall),
                 "texts_per_cpu_s": statistics.median(self.cpu), "padded_tokens": statistics.mean(self.tokens),
+                "threads": self.threads,
                 "rounds": {"wall": self.wall, "cpu": self.cpu}}  # fmt: skip
 
 
@@ -81,10 +86,13 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         rng = np.random.default_rng(args.seed)
         opt, _ = make_optimizer(model, cfg, steps=len(split) // cfg.batch_size)
         plan = training_batches(split, cfg.batch_size, rng, by_length=cfg.group_by_length)
-        runs.append((cfg, model, opt, plan, word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())))
+        augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
+        probe = training_probe(model, split, cfg.batch_size, cfg.fused_attention)
+        threads = choose_threads(cfg.threads, probe)
+        runs.append((cfg, model, opt, plan, augment, threads))
     for round_ in range(args.rounds):
-        for (cfg, model, opt, plan, augment), variant in zip(runs, variants, strict=True):
-            torch.set_num_threads(cfg.threads)
+        for (cfg, model, opt, plan, augment, threads), variant in zip(runs, variants, strict=True):
+            torch.set_num_threads(threads)  # variants take turns: each sets its own count again
             pad_to = args.max_len if cfg.pad_to_max_len else None
             start = round_ * (args.steps + 1)  # every round takes the next batches of the epoch
             batches = [plan[i % len(plan)] for i in range(start, start + args.steps + 1)]
@@ -100,6 +108,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             variant.wall.append(texts / wall)
             variant.cpu.append(texts / cpu)
             variant.tokens.append(tokens / texts)
+            variant.threads = threads
             print(f"round {round_ + 1}/{args.rounds}  {texts / wall:7.1f} texts/s  {variant.name}",
                   file=sys.stderr, flush=True)  # fmt: skip
     lengths = split.lengths
@@ -122,14 +131,14 @@ def render(result: dict[str, object]) -> str:
         f"{result['max_len']} ({result['truncated_share']:.0%} truncated); batch 64, "
         f"{result['steps']} steps x {result['rounds']} rounds per variant, torch {result['torch']}.",
         "",
-        "| path | texts/s | texts per CPU s | padded tokens per text | speed-up | 32,000-text epoch |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| path | threads | texts/s | texts per CPU s | padded tokens | speed-up | 32,000-text epoch |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for v in variants:
         rate = v["texts_per_s"]
         lines.append(
-            f"| {v['name']} | {rate:.1f} | {v['texts_per_cpu_s']:.1f} | {v['padded_tokens']:.0f} | "
-            f"{rate / old['texts_per_s']:.2f}x | {32_000 / rate:.0f} s |"
+            f"| {v['name']} | {v['threads']} | {rate:.1f} | {v['texts_per_cpu_s']:.1f} | "
+            f"{v['padded_tokens']:.0f} | {rate / old['texts_per_s']:.2f}x | {32_000 / rate:.0f} s |"
         )
     return "\n".join(lines) + "\n"
 

@@ -45,7 +45,7 @@ TRAIN_NOTES = {
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
-    "threads": "torch CPU threads",
+    "threads": "torch CPU threads; 0: time the first steps under 1 and under every core, keep the faster",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
     "max_seconds": "wall-clock budget, checked between steps; 0 = none",
     "resume": "continue the run in --out from its resume.pt (same flags)",

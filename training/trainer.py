@@ -26,6 +26,7 @@ from attnserve.training.metrics import Scores, score
 from attnserve.training.models.base import Classifier
 from attnserve.training.progress import EpochProgress
 from attnserve.training.resume import LoopState, ResumeError, fingerprint, load_state, save_state
+from attnserve.training.threads import choose_threads, training_probe
 from attnserve.training.tokenizer import CLS_ID
 from attnserve.training.train_config import TrainConfig as TrainConfig  # re-exported: the loop's settings
 from attnserve.training.train_config import class_weight_tensor, planned_epochs, selection_key
@@ -136,9 +137,9 @@ def fit(
         raise ResumeError("resuming needs the run directory whose resume.pt to continue from")
     seed_everything(cfg.seed)
     device = pick_device(cfg.device)
-    if device.type == "cpu" and cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
     model.to(device)
+    if device.type == "cpu":
+        choose_threads(cfg.threads, training_probe(model, train, cfg.batch_size, cfg.fused_attention))
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
     opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))

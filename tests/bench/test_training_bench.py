@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnserve.training.threads import usable_cores
 from bench.cli import main
 from bench.long_texts import long_texts
 
@@ -25,17 +26,20 @@ def test_training_speed_measures_every_variant_and_prints_a_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "speed.json"
-    assert main(["training-speed", "--rows", "300", "--steps", "1", "--rounds", "1", "--out", str(out)]) == 0
+    args = ["training-speed", "--rows", "300", "--max-len", "64", "--steps", "1", "--rounds", "1"]
+    assert main([*args, "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     variants = {v["name"]: v for v in result["variants"]}
-    assert len(variants) == 6 and all(
+    assert len(variants) == 7 and all(
         v["texts_per_s"] > 0 and v["texts_per_cpu_s"] > 0 for v in variants.values()
     )
-    old = result["variants"][0]
-    assert old["padded_tokens"] == 256 and old["settings"]["pad_to_max_len"] is True
+    old, new = result["variants"][0], result["variants"][-1]
+    assert old["threads"] == 1 and new["settings"]["threads"] == 0  # the defaults choose their count
+    assert new["threads"] in {1, usable_cores()}
+    assert old["padded_tokens"] == 64 and old["settings"]["pad_to_max_len"] is True
     assert old["settings"]["fused_attention"] is False
     table = capsys.readouterr().out
-    assert table.count("\n| ") == 1 + 6 and "1.00x" in table
+    assert table.count("\n| ") == 1 + 7 and "1.00x" in table
 
 
 def test_training_memory_reports_the_peak_of_a_real_run(tmp_path: Path) -> None:
