@@ -44,7 +44,7 @@ VARIANTS: list[tuple[str, TrainConfig]] = [
     ("random batches padded to their longest row, fused attention", replace(ONE, group_by_length=False)),
     ("batches grouped by length, fused attention, 1 thread", ONE),
     ("batches grouped by length, fused attention, 2 threads", replace(NEW, threads=2)),
-    ("new (the defaults): grouped, fused, threads chosen by timing the first steps", NEW),
+    ("new (the defaults): grouped, fused, threads chosen by timing a probe step", NEW),
 ]  # fmt: skip
 
 
