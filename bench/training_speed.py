@@ -32,8 +32,9 @@ from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
 from bench.long_texts import long_texts
 
-NEW = TrainConfig()  # the defaults: batches grouped by length, fused attention, threads chosen
-ONE = replace(NEW, threads=1)  # the old path ran one thread
+NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, threads chosen
+ONE = replace(NEW, threads=1, max_batch_tokens=0)  # the old path: one thread, whole batches
+SPLIT = f"micro-batches of {NEW.max_batch_tokens} tokens"
 # (name, settings): the first is the path before this work, the last the defaults.
 VARIANTS: list[tuple[str, TrainConfig]] = [
     ("old: every batch padded to max_len, written-out attention",
@@ -43,8 +44,9 @@ VARIANTS: list[tuple[str, TrainConfig]] = [
     ("batches grouped by length, written-out attention", replace(ONE, fused_attention=False)),
     ("random batches padded to their longest row, fused attention", replace(ONE, group_by_length=False)),
     ("batches grouped by length, fused attention, 1 thread", ONE),
-    ("batches grouped by length, fused attention, 2 threads", replace(NEW, threads=2)),
-    ("new (the defaults): grouped, fused, threads chosen by timing a probe step", NEW),
+    (f"the same in {SPLIT}", replace(ONE, max_batch_tokens=NEW.max_batch_tokens)),
+    (f"batches grouped by length, fused attention, {SPLIT}, 2 threads", replace(NEW, threads=2)),
+    (f"new (the defaults): grouped, fused, {SPLIT}, threads chosen by timing a probe step", NEW),
 ]  # fmt: skip
 
 
@@ -87,7 +89,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         opt, _ = make_optimizer(model, cfg, steps=len(split) // cfg.batch_size)
         plan = training_batches(split, cfg.batch_size, rng, by_length=cfg.group_by_length)
         augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
-        probe = training_probe(model, split, cfg.batch_size, cfg.fused_attention)
+        probe = training_probe(model, split, cfg)
         threads = choose_threads(cfg.threads, probe)
         runs.append((cfg, model, opt, plan, augment, threads))
     for round_ in range(args.rounds):

@@ -97,10 +97,32 @@ def training_batches(
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def scoring_batches(split: Split, batch_size: int) -> list[np.ndarray]:
-    """Row indices for evaluation: shortest rows first, so each batch pads little."""
+def capped_runs(widths: np.ndarray, max_rows: int, max_tokens: int) -> list[slice]:
+    """Consecutive runs over rows of ascending ``widths``, each padded to its last (widest) row.
+
+    A run holds at most ``max_rows`` rows and at most ``max_tokens`` padded tokens (0: no token
+    limit); a row wider than ``max_tokens`` makes a run of its own.
+    """
+    runs, start, n = [], 0, len(widths)
+    while start < n:
+        stop = min(start + max_rows, n)
+        while max_tokens > 0 and stop - start > 1 and (stop - start) * int(widths[stop - 1]) > max_tokens:
+            stop -= 1
+        runs.append(slice(start, stop))
+        start = stop
+    return runs
+
+
+def scoring_batches(split: Split, batch_size: int, max_tokens: int = 0) -> list[np.ndarray]:
+    """Row indices for evaluation: shortest rows first, so each batch pads little.
+
+    A batch holds ``batch_size`` rows, fewer where they would pad to more than ``max_tokens``
+    tokens (0: no limit), so long rows do not make one evaluation step hold many times the
+    activations of a short one.
+    """
     order = np.argsort(split.lengths, kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(split), batch_size)]
+    widths = np.maximum(split.lengths[order], 1)
+    return [order[run] for run in capped_runs(widths, batch_size, max_tokens)]
 
 
 def batch_tensors(

@@ -47,6 +47,8 @@ TRAIN_NOTES = {
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
     "threads": "torch CPU threads; 0: time the first steps under 1 and under every core, keep the faster",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
+    "max_batch_tokens": "padded tokens one forward/backward pass holds; a larger batch is split "
+    "into micro-batches with the same gradient (0 = whole batches)",
     "max_seconds": "wall-clock budget, checked between steps; 0 = none",
     "resume": "continue the run in --out from its resume.pt (same flags)",
     "group_by_length": "batches of rows of similar length, each padded to its own longest",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from attnserve.training import data as datasets
-from attnserve.training.run import DataSpec
+from attnserve.training.data_spec import DataSpec
 from attnserve.training.tokenizer import TRUNCATION_SIDES
 from attnserve.training.vocabulary import KINDS
 

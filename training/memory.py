@@ -1,17 +1,28 @@
-"""Hand memory that loaders and the tokenizer freed back to the operating system.
+"""Keep a training process's resident memory to what it uses.
 
 Reading a large file leaves freed memory in pyarrow's pool and in the C heap, where it still
 counts as resident and training would carry it to the end: measured on 40,000 long texts,
-about 100 MB (47 MB in pyarrow's pool after loading, 42 MB of heap after encoding). Freed
-memory only; nothing in use is touched.
+about 100 MB (47 MB in pyarrow's pool after loading, 42 MB of heap after encoding).
+``release_unused_memory`` hands freed memory back; nothing in use is touched.
+
+Training itself grew without bound before ``bound_kernel_cache``: torch runs GELU on the CPU
+through oneDNN, which compiles a kernel for every new tensor shape and keeps the last 1,024.
+Batches padded to their own longest row have a new shape nearly every step, and the cached
+kernels, scattered through the C heap, kept the memory freed around them from being reused:
+120 steps of the default transformer at up to 256 tokens grew the heap by 190 MB (230 MB
+free in 6,700 pieces), 600 steps by 300 MB and still rising. Without the cache the heap stays
+flat (50 MB free) and a step costs the same: compiling this kernel is cheap next to running it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 from functools import cache
+
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 
 
 @cache
@@ -33,3 +44,13 @@ def release_unused_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def bound_kernel_cache() -> None:
+    """Switch off oneDNN's per-shape kernel cache, unless the environment sets its size.
+
+    oneDNN reads the setting when it first compiles a kernel, so this must run before the
+    process's first training or scoring step; later it changes nothing. The kernels, and so
+    every result, are the same either way.
+    """
+    os.environ.setdefault(ONEDNN_CACHE, "0")

@@ -3,7 +3,7 @@
 Restoring it continues a run where it stopped: weights, optimizer and schedule, the epoch's
 batch order and the position in it, running figures, the best epoch so far and every random
 generator. A resumed run takes the steps an uninterrupted one would have taken (bit for bit
-on the same machine and thread count).
+on the same machine, thread count and ``max_batch_tokens``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from attnserve.training.models.base import Classifier
 
 RESUME = "resume.pt"
 FORMAT = "attnserve-resume/1"
-# Settings of one session that a resumed run may change without changing what it computes.
-SESSION_FIELDS = {"max_seconds", "progress", "resume", "threads", "device"}
+# Settings of one session that a resumed run may change without changing what it computes
+# (threads and max_batch_tokens change only the order of a sum: a run that ran out of memory
+# can go on in smaller micro-batches).
+SESSION_FIELDS = {"max_seconds", "progress", "resume", "threads", "device", "max_batch_tokens"}
 
 
 class ResumeError(ValueError):

@@ -39,12 +39,20 @@ class Evaluation:
 
 
 def evaluate_splits(
-    model: Classifier, splits: dict[str, Split], labels: tuple[str, ...], ordered: bool, device: torch.device
+    model: Classifier,
+    splits: dict[str, Split],
+    labels: tuple[str, ...],
+    ordered: bool,
+    device: torch.device,
+    max_tokens: int = 0,
 ) -> Evaluation:
-    """Scores, class reports and prediction warnings for every split (validation first)."""
+    """Scores, class reports and prediction warnings for every split (validation first).
+
+    ``max_tokens`` caps the padded tokens of one scoring batch (0: no cap).
+    """
     out = Evaluation()
     for name, split in splits.items():
-        probs, loss = predict(model, split, device)
+        probs, loss = predict(model, split, device, max_tokens=max_tokens)
         scores = score(split.labels, probs, loss).as_dict()
         report = class_report(split.labels, probs, labels, ordered=ordered)
         if "mae" in report:
@@ -72,6 +80,18 @@ def _attention_samples(
     return samples
 
 
+def write_eval_set(run_dir: Path, examples: list[Example]) -> None:
+    """``eval.jsonl``: the validation texts and labels, written before training so they can be freed."""
+    with open(run_dir / EVAL_SET, "w") as fh:
+        for ex in examples:
+            fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
+
+
+def attention_examples(ds: Dataset) -> list[Example]:
+    """The texts of the attention picture: short ones read best, so the 3 shortest of 50 test texts."""
+    return sorted(ds.test[:50] or ds.val[:50], key=lambda e: len(e.text))[:3]
+
+
 def write_run(
     run_dir: Path,
     model: Classifier,
@@ -81,7 +101,9 @@ def write_run(
     evaluation: Evaluation,
     history: History,
     truncation: str,
+    samples: list[Example],
 ) -> None:
+    """Checkpoint, metrics, class reports and pictures; ``samples`` go in the attention picture."""
     model.cpu()
     summary = {k: v for k, v in metrics.items() if k != "history"}  # the history stays in metrics.json
     save_checkpoint(
@@ -89,15 +111,10 @@ def write_run(
     )
     write_json(run_dir / METRICS, metrics)
     write_json(run_dir / REPORT, evaluation.reports)
-    with open(run_dir / EVAL_SET, "w") as fh:
-        for ex in ds.val:
-            fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
     title = f"{metrics['family']} on {ds.name}"
     plot_curves(history.epochs, run_dir / "curves.png", title)
     shown = {k: v for k, v in evaluation.reports.items() if k != "val"} or evaluation.reports
     plot_confusion(shown, run_dir / CONFUSION_PNG, title)
-    # Short texts read best in an attention picture; the first three test texts otherwise.
-    sample = sorted(ds.test[:50] or ds.val[:50], key=lambda e: len(e.text))[:3]
     plot_attention(
-        _attention_samples(model, tokenizer, sample, ds.labels, truncation), run_dir / "attention.png", title
+        _attention_samples(model, tokenizer, samples, ds.labels, truncation), run_dir / "attention.png", title
     )

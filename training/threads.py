@@ -21,10 +21,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from attnserve.training.batching import Split, batch_tensors
 from attnserve.training.models.base import Classifier
+from attnserve.training.step import accumulate_gradients
+from attnserve.training.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +65,17 @@ def choose_threads(threads: int, probe: Callable[[], None], cores: int | None = 
     return chosen
 
 
-def training_probe(model: Classifier, train: Split, batch_size: int, fused: bool) -> Callable[[], None]:
-    """Forward and backward of a copy of ``model`` over ``batch_size`` median-length rows."""
+def training_probe(model: Classifier, train: Split, cfg: TrainConfig) -> Callable[[], None]:
+    """Forward and backward of a copy of ``model`` over a batch of median-length rows, taken as
+    the training step takes it (in micro-batches above ``cfg.max_batch_tokens``)."""
     probe = copy.deepcopy(model).train()
     order = np.argsort(train.lengths, kind="stable")
-    middle = max(len(order) // 2 - batch_size // 2, 0)
-    idx = order[middle : middle + batch_size]
-    ids, mask, labels = batch_tensors(train, idx, next(probe.parameters()).device)
+    middle = max(len(order) // 2 - cfg.batch_size // 2, 0)
+    idx = order[middle : middle + cfg.batch_size]
+    batch = batch_tensors(train, idx, next(probe.parameters()).device)
 
     def step() -> None:
         probe.zero_grad(set_to_none=True)
-        logits = probe.logits(ids, mask) if fused else probe(ids, mask)[0]
-        F.cross_entropy(logits, labels).backward()  # type: ignore[no-untyped-call]
+        accumulate_gradients(probe, batch, cfg)
 
     return step

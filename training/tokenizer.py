@@ -250,12 +250,12 @@ def _encode_both_ends(tok: Tokenizer, texts: Sequence[str], max_len: int, specia
     return Encoded(input_ids, attention_mask, lengths, truncated, tokens)
 
 
-def token_lengths(tok: Tokenizer, texts: Sequence[str], chunk: int = 4096) -> npt.NDArray[np.int64]:
+def token_lengths(tok: Tokenizer, texts: Sequence[str], chunk: int = 512) -> npt.NDArray[np.int64]:
     """Untruncated token count of each text ([CLS] included), encoded a chunk at a time."""
     _configure(tok, None)
     tok.no_padding()
     out = np.empty(len(texts), dtype=np.int64)
     for start in range(0, len(texts), chunk):
-        encodings = tok.encode_batch(list(texts[start : start + chunk]), add_special_tokens=True)
+        encodings = tok.encode_batch_fast(list(texts[start : start + chunk]), add_special_tokens=True)
         out[start : start + len(encodings)] = [len(e.ids) for e in encodings]
     return out

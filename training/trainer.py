@@ -26,6 +26,7 @@ from attnserve.training.metrics import Scores, score
 from attnserve.training.models.base import Classifier
 from attnserve.training.progress import EpochProgress
 from attnserve.training.resume import LoopState, ResumeError, fingerprint, load_state, save_state
+from attnserve.training.step import train_step as train_step  # re-exported: one optimisation step
 from attnserve.training.threads import choose_threads, training_probe
 from attnserve.training.tokenizer import CLS_ID
 from attnserve.training.train_config import TrainConfig as TrainConfig  # re-exported: the loop's settings
@@ -61,17 +62,18 @@ def pick_device(name: str) -> torch.device:
 
 @torch.no_grad()
 def predict(
-    model: Classifier, split: Split, device: torch.device, batch_size: int = 64
+    model: Classifier, split: Split, device: torch.device, batch_size: int = 64, max_tokens: int = 0
 ) -> tuple[np.ndarray, float]:
     """Probabilities [N, C] (in the split's row order) and mean cross-entropy over a split.
 
     Batches of training size: at 130 tokens on one thread batch 64 scored 490-540 texts per
-    CPU second and batch 256 only 350-380, with four times the activations.
+    CPU second and batch 256 only 350-380, with four times the activations. ``max_tokens``
+    caps a batch's padded tokens as well (0: no cap), as in training.
     """
     model.eval()
     probs = np.zeros((len(split), model.config.num_classes), dtype=np.float32)
     total = 0.0
-    for idx in scoring_batches(split, batch_size):
+    for idx in scoring_batches(split, batch_size, max_tokens):
         ids, mask, labels = batch_tensors(split, idx, device)
         logits = model.logits(ids, mask)
         total += float(F.cross_entropy(logits, labels, reduction="sum"))
@@ -79,8 +81,8 @@ def predict(
     return probs, total / max(len(split), 1)
 
 
-def evaluate(model: Classifier, split: Split, device: torch.device) -> Scores:
-    probs, loss = predict(model, split, device)
+def evaluate(model: Classifier, split: Split, device: torch.device, max_tokens: int = 0) -> Scores:
+    probs, loss = predict(model, split, device, max_tokens=max_tokens)
     return score(split.labels, probs, loss)
 
 
@@ -98,24 +100,6 @@ def make_optimizer(
 
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
-
-
-def train_step(
-    model: Classifier,
-    opt: torch.optim.Optimizer,
-    batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    cfg: TrainConfig,
-    class_weights: torch.Tensor | None = None,
-) -> tuple[float, int]:
-    """One optimizer step on (ids, mask, labels); returns the batch's mean loss and correct count."""
-    ids, mask, labels = batch
-    logits = model.logits(ids, mask) if cfg.fused_attention else model(ids, mask)[0]
-    loss = F.cross_entropy(logits, labels, weight=class_weights)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()  # type: ignore[no-untyped-call]
-    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    opt.step()
-    return float(loss.detach()), int((logits.detach().argmax(-1) == labels).sum())
 
 
 def fit(
@@ -139,7 +123,7 @@ def fit(
     device = pick_device(cfg.device)
     model.to(device)
     if device.type == "cpu":
-        choose_threads(cfg.threads, training_probe(model, train, cfg.batch_size, cfg.fused_attention))
+        choose_threads(cfg.threads, training_probe(model, train, cfg))
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
     opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))
@@ -213,7 +197,7 @@ def _end_epoch(
     seconds: float,
 ) -> None:
     """Validate, record the epoch, keep the best weights; mark the loop finished when it is."""
-    val_scores = evaluate(model, val, device)
+    val_scores = evaluate(model, val, device, cfg.max_batch_tokens)
     # Train figures are running ones (during the epoch, with dropout and augmentation on):
     # a second pass over the training set would cost a third of the epoch again.
     row = {

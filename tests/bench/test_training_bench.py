@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from attnserve.training.threads import usable_cores
+from attnserve.training.train_config import TrainConfig
 from bench.cli import main
 from bench.long_texts import long_texts
+from bench.training_speed import VARIANTS
 
 
 def test_long_texts_are_seeded_long_and_labelled() -> None:
@@ -30,16 +32,17 @@ def test_training_speed_measures_every_variant_and_prints_a_table(
     assert main([*args, "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     variants = {v["name"]: v for v in result["variants"]}
-    assert len(variants) == 7 and all(
+    assert len(variants) == len(VARIANTS) == 8 and all(
         v["texts_per_s"] > 0 and v["texts_per_cpu_s"] > 0 for v in variants.values()
     )
     old, new = result["variants"][0], result["variants"][-1]
     assert old["threads"] == 1 and new["settings"]["threads"] == 0  # the defaults choose their count
     assert new["threads"] in {1, usable_cores()}
     assert old["padded_tokens"] == 64 and old["settings"]["pad_to_max_len"] is True
-    assert old["settings"]["fused_attention"] is False
+    assert old["settings"]["fused_attention"] is False and old["settings"]["max_batch_tokens"] == 0
+    assert new["settings"]["max_batch_tokens"] == TrainConfig().max_batch_tokens > 0
     table = capsys.readouterr().out
-    assert table.count("\n| ") == 1 + 7 and "1.00x" in table
+    assert table.count("\n| ") == 1 + 8 and "1.00x" in table
 
 
 def test_training_memory_reports_the_peak_of_a_real_run(tmp_path: Path) -> None:

@@ -46,11 +46,16 @@ def run(state: Path, cfg: TrainConfig, train: Split = TRAIN) -> tuple[torch.nn.M
     return model, fit(model, train, VAL, cfg, state_path=state)
 
 
-def test_a_run_stopped_by_max_seconds_resumes_to_the_same_model(tmp_path: Path) -> None:
-    whole, whole_history = run(tmp_path / "whole" / RESUME, CONFIG)
+@pytest.mark.parametrize("max_batch_tokens", [CONFIG.max_batch_tokens, 64])
+def test_a_run_stopped_by_max_seconds_resumes_to_the_same_model(
+    tmp_path: Path, max_batch_tokens: int
+) -> None:
+    # 64 tokens split every batch of 32 rows into micro-batches, each drawing its own dropout.
+    config = replace(CONFIG, max_batch_tokens=max_batch_tokens)
+    whole, whole_history = run(tmp_path / "whole" / RESUME, config)
     state = tmp_path / "parts" / RESUME
     # A budget this small stops every session after its first step: 8 steps an epoch, 3 epochs.
-    budget = replace(CONFIG, max_seconds=1e-9)
+    budget = replace(config, max_seconds=1e-9)
     model, history = run(state, budget)
     sessions = 1
     while history.out_of_time:
@@ -81,8 +86,8 @@ def test_a_state_from_another_run_or_no_state_is_refused(tmp_path: Path) -> None
         run(state, replace(CONFIG, lr=1e-3, resume=True))
     with pytest.raises(ResumeError, match="different training data"):
         run(state, replace(CONFIG, resume=True), train=toy_split(256, 2))
-    # Settings of one session (budget, progress, threads) may change.
-    _, history = run(state, replace(CONFIG, resume=True, threads=2))
+    # Settings of one session (budget, progress, threads, micro-batch size) may change.
+    _, history = run(state, replace(CONFIG, resume=True, threads=2, max_batch_tokens=64))
     assert not history.out_of_time and len(history.epochs) == 3
 
 

@@ -12,6 +12,7 @@ import torch
 from attnserve.training.batching import Split
 from attnserve.training.models import build_model
 from attnserve.training.threads import choose_threads, training_probe
+from attnserve.training.train_config import TrainConfig
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +54,7 @@ def test_the_probe_changes_neither_the_model_nor_the_random_stream() -> None:
     split = Split(ids, lengths, rng.integers(0, 2, size=40))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     state = torch.get_rng_state()
-    choose_threads(0, training_probe(model, split, batch_size=8, fused=True), cores=2)
+    choose_threads(0, training_probe(model, split, TrainConfig(batch_size=8)), cores=2)
     assert torch.equal(torch.get_rng_state(), state)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())

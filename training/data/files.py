@@ -1,7 +1,8 @@
 """Users' data: CSV / TSV / JSONL / Parquet files and Hugging Face datasets.
 
-Everything is read through Hugging Face ``datasets``. Local files are parsed into memory with
-a throw-away cache folder, so loading works offline and leaves nothing behind; only Hub
+Local files are read without Hugging Face ``datasets`` (see ``plain_files``). Folders and Hub
+names go through ``datasets``, imported only then: a folder is parsed into memory with a
+throw-away cache folder, so loading works offline and leaves nothing behind; only Hub
 datasets use the regular Hugging Face cache (see ``hub``).
 
 A data set comes from one source split by fractions, or from separate parts: a validation
@@ -21,15 +22,8 @@ from typing import Any
 from attnserve.training.data.core import DataError, Dataset, Example, split_groups
 from attnserve.training.data.hub import PROBE_TIMEOUT_S, load_from_hub
 from attnserve.training.data.labels import LabelColumn, map_labels, rows
+from attnserve.training.data.plain_files import FORMATS, Columns, read_file
 
-BUILDERS = {
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".json": "json",
-    ".jsonl": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
 TRAIN = "train"
 
 
@@ -56,8 +50,8 @@ class Part:
 
 
 @dataclass(frozen=True)
-class _Table:
-    table: Any  # a datasets.Dataset
+class _Read:
+    columns: Columns
     source: str  # for messages
     name: str  # for the run's task name
 
@@ -76,25 +70,8 @@ def _quiet_datasets() -> Iterator[Any]:
             datasets.enable_progress_bars()
 
 
-def _read_file(hf: Any, path: Path, split: str) -> _Table:
-    builder = BUILDERS.get(path.suffix.lower())
-    if builder is None:
-        supported = ", ".join(sorted(BUILDERS))
-        raise DataError(f"{path}: unsupported file type {path.suffix!r}; use one of {supported}")
-    if split != TRAIN:
-        raise DataError(f"{path} is one file with no splits; --split names a split of a Hugging Face dataset")
-    options = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-    with tempfile.TemporaryDirectory(prefix="attnserve-data-") as cache:
-        try:
-            table = hf.load_dataset(
-                builder, data_files=str(path), split=TRAIN, cache_dir=cache, keep_in_memory=True, **options
-            )
-        except Exception as exc:  # parser errors come from pandas, pyarrow or datasets
-            raise DataError(f"cannot read {path} as {builder}: {exc}") from exc
-    return _Table(table, str(path), path.stem)
-
-
-def _read_folder(hf: Any, folder: Path, part: Part) -> _Table:
+def _read_folder(hf: Any, folder: Path, part: Part) -> tuple[Any, str]:
+    """A ``datasets.Dataset`` from a saved dataset or a folder of data files, and where it came from."""
     source = f"split {part.split!r} of {folder}"
     with tempfile.TemporaryDirectory(prefix="attnserve-data-") as tmp:
         try:
@@ -103,10 +80,10 @@ def _read_folder(hf: Any, folder: Path, part: Part) -> _Table:
                 if not isinstance(loaded, hf.DatasetDict):
                     if part.split != TRAIN:
                         raise DataError(f"{folder} holds a single dataset with no splits; drop --split")
-                    return _Table(loaded, str(folder), folder.name)
+                    return loaded, str(folder)
                 if part.split not in loaded:
                     raise DataError(f"{folder} has no split {part.split!r}; its splits: {', '.join(loaded)}")
-                return _Table(loaded[part.split], source, folder.name)
+                return loaded[part.split], source
             table = hf.load_dataset(
                 str(folder), part.config_name, split=part.split, cache_dir=tmp, keep_in_memory=True
             )
@@ -114,28 +91,46 @@ def _read_folder(hf: Any, folder: Path, part: Part) -> _Table:
             raise
         except Exception as exc:
             raise DataError(f"cannot load {source}: {exc}") from exc
-    return _Table(table, source, folder.name)
+    return table, source
 
 
-def _read(hf: Any, part: Part, probe_timeout: float, cache_dir: str | None) -> _Table:
+def _table_columns(table: Any, wanted: list[str]) -> Columns:
+    """The wanted columns of a ``datasets.Dataset`` as lists; the table itself is not kept."""
+    available = list(table.column_names)
+    present = [name for name in dict.fromkeys(wanted) if name in available]
+    names = {n: list(table.features[n].names) for n in present if hasattr(table.features[n], "names")}
+    return Columns({n: table.data.column(n).to_pylist() for n in present}, available, names)
+
+
+def _read(part: Part, layout: Layout, probe_timeout: float, cache_dir: str | None) -> _Read:
+    wanted = [layout.label_column] + ([layout.group_column] if layout.group_column is not None else [])
     local = Path(part.path).expanduser()
     if local.is_file():
-        return _read_file(hf, local, part.split)
-    if local.is_dir():
-        return _read_folder(hf, local, part)
-    if part.path.startswith((".", "/", "~")) or local.suffix.lower() in BUILDERS:
+        if part.split != TRAIN:
+            raise DataError(
+                f"{local} is one file with no splits; --split names a split of a Hugging Face dataset"
+            )
+        return _Read(read_file(local, layout.text_column, wanted), str(local), local.stem)
+    if not local.is_dir() and (part.path.startswith((".", "/", "~")) or local.suffix.lower() in FORMATS):
         raise FileNotFoundError(f"data file or folder not found: {local}")
-    table = load_from_hub(hf, part.path, part.config_name, part.split, cache_dir, probe_timeout)
-    return _Table(table, f"split {part.split!r} of Hugging Face dataset {part.path!r}", part.path)
+    with _quiet_datasets() as hf:
+        if local.is_dir():
+            table, source = _read_folder(hf, local, part)
+            name = local.name
+        else:
+            table = load_from_hub(hf, part.path, part.config_name, part.split, cache_dir, probe_timeout)
+            source, name = f"split {part.split!r} of Hugging Face dataset {part.path!r}", part.path
+        return _Read(_table_columns(table, [layout.text_column, *wanted]), source, name)
 
 
-def _columns(read: _Table, layout: Layout) -> tuple[list[str], LabelColumn, list[Any] | None]:
-    table, source = read.table, read.source
-    columns = list(table.column_names)
+def _columns(read: _Read, layout: Layout) -> tuple[list[str], LabelColumn, list[Any] | None]:
+    found, source = read.columns, read.source
     for column in (layout.text_column, layout.label_column, layout.group_column):
-        if column is not None and column not in columns:
-            raise DataError(f"{source} has no column {column!r}; available columns: {', '.join(columns)}")
-    texts = table.data.column(layout.text_column).to_pylist()
+        if column is not None and column not in found.values:
+            raise DataError(
+                f"{source} has no column {column!r}; available columns: {', '.join(found.available)}"
+            )
+    texts = found.values[layout.text_column]
     if not texts:
         raise DataError(f"{source} holds no rows")
     bad = [i + 1 for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()]
@@ -144,11 +139,9 @@ def _columns(read: _Table, layout: Layout) -> tuple[list[str], LabelColumn, list
             f"{source}: {len(bad)} row(s) have an empty or missing {layout.text_column!r} "
             f"(rows {rows(bad)}, counting from 1 after any header)"
         )
-    feature = table.features[layout.label_column]
-    labels = LabelColumn(
-        table.data.column(layout.label_column).to_pylist(), source, getattr(feature, "names", None)
-    )
-    groups = None if layout.group_column is None else table.data.column(layout.group_column).to_pylist()
+    names = found.class_names.get(layout.label_column)
+    labels = LabelColumn(found.values[layout.label_column], source, names)
+    groups = None if layout.group_column is None else found.values[layout.group_column]
     return texts, labels, groups
 
 
@@ -171,8 +164,7 @@ def load_parts(
     """Read the training part and any given validation/test parts; split off what is missing."""
     layout = layout or Layout()
     given = {"train": train, "val": val, "test": test}
-    with _quiet_datasets() as hf:
-        read = {k: _read(hf, p, probe_timeout, cache_dir) for k, p in given.items() if p is not None}
+    read = {k: _read(p, layout, probe_timeout, cache_dir) for k, p in given.items() if p is not None}
     columns = {k: _columns(r, layout) for k, r in read.items()}
     classes = map_labels([c[1] for c in columns.values()], layout.label_column, layout.labels)
     examples = {
