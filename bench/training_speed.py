@@ -32,7 +32,7 @@ from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
 from bench.long_texts import long_texts
 
-NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, threads chosen
+NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, one thread
 ONE = replace(NEW, threads=1, max_batch_tokens=0)  # the old path: one thread, whole batches
 SPLIT = f"micro-batches of {NEW.max_batch_tokens} tokens"
 # (name, settings): the first is the path before this work, the last the defaults.
@@ -46,7 +46,8 @@ VARIANTS: list[tuple[str, TrainConfig]] = [
     ("batches grouped by length, fused attention, 1 thread", ONE),
     (f"the same in {SPLIT}", replace(ONE, max_batch_tokens=NEW.max_batch_tokens)),
     (f"batches grouped by length, fused attention, {SPLIT}, 2 threads", replace(NEW, threads=2)),
-    (f"new (the defaults): grouped, fused, {SPLIT}, threads chosen by timing a probe step", NEW),
+    ("the same, threads chosen by timing a probe step (--threads 0)", replace(NEW, threads=0)),
+    (f"new (the defaults): grouped, fused, {SPLIT}, 1 thread", NEW),
 ]  # fmt: skip
 
 

@@ -45,7 +45,7 @@ TRAIN_NOTES = {
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
-    "threads": "torch CPU threads; 0: time the first steps under 1 and under every core, keep the faster",
+    "threads": "torch CPU threads; 0: time a probe step under 1 and under every core, keep the faster",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
     "max_batch_tokens": "padded tokens one forward/backward pass holds; a larger batch is split "
     "into micro-batches with the same gradient (0 = whole batches)",

@@ -1,9 +1,9 @@
 """How many CPU threads torch trains with: a fixed count, or one chosen by timing a probe.
 
 A second thread is not always a gain. Measured on a 2-core machine (docs/training.md): the
-default transformer at 256 tokens trained 1.7 times as fast with 2 threads as with 1, while
-car-order's short sentences (batches of about 2,000 tokens) took 1.6 times as long, the
-matrices being too small to split. So with ``threads=0`` a training step on a copy of the
+default transformer at 256 tokens trained 1.7 times as fast with 2 threads as with 1 when the
+machine was quiet, and at 0.2 times the speed of 1 thread while another job ran, each thread
+waiting for the other at every step. So with ``threads=0`` a training step on a copy of the
 model (forward and backward over a batch of median-length rows, no optimizer step) is timed
 under 1 thread and under every core the process may use, and the faster count is kept for
 the session. The probe touches neither the model nor the random streams, so the run trains
