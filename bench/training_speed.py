@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -90,8 +91,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         opt, _ = make_optimizer(model, cfg, steps=len(split) // cfg.batch_size)
         plan = training_batches(split, cfg.batch_size, rng, by_length=cfg.group_by_length)
         augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
-        probe = training_probe(model, split, cfg)
-        threads = choose_threads(cfg.threads, probe)
+        threads = choose_threads(cfg.threads, partial(training_probe, model, split, cfg))
         runs.append((cfg, model, opt, plan, augment, threads))
     for round_ in range(args.rounds):
         for (cfg, model, opt, plan, augment, threads), variant in zip(runs, variants, strict=True):

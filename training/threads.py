@@ -40,13 +40,18 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def choose_threads(threads: int, probe: Callable[[], None], cores: int | None = None) -> int:
+Probe = Callable[[], None]
+
+
+def choose_threads(threads: int, make_probe: Callable[[], Probe], cores: int | None = None) -> int:
     """Set torch's thread count: ``threads`` when above 0, else the faster of 1 and ``cores``
-    (default: every usable core) for ``probe``; returns the count set."""
+    (default: every usable core) for the probe ``make_probe`` builds, only then (it copies the
+    model); returns the count set."""
     cores = usable_cores() if cores is None else cores
     if threads > 0 or cores == 1:
         torch.set_num_threads(threads or 1)
         return threads or 1
+    probe = make_probe()
     cost: dict[int, float] = {}
     with torch.random.fork_rng(devices=[]):
         for count in (1, cores):
@@ -65,7 +70,7 @@ def choose_threads(threads: int, probe: Callable[[], None], cores: int | None = 
     return chosen
 
 
-def training_probe(model: Classifier, train: Split, cfg: TrainConfig) -> Callable[[], None]:
+def training_probe(model: Classifier, train: Split, cfg: TrainConfig) -> Probe:
     """Forward and backward of a copy of ``model`` over a batch of median-length rows, taken as
     the training step takes it (in micro-batches above ``cfg.max_batch_tokens``)."""
     probe = copy.deepcopy(model).train()

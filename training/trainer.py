@@ -123,7 +123,7 @@ def fit(
     device = pick_device(cfg.device)
     model.to(device)
     if device.type == "cpu":
-        choose_threads(cfg.threads, training_probe(model, train, cfg))
+        choose_threads(cfg.threads, lambda: training_probe(model, train, cfg))
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
     opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ def _restore_threads() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def _probe(seconds_under: dict[int, float], calls: list[int]) -> object:
+def _probe(seconds_under: dict[int, float], calls: list[int]) -> Callable[[], None]:
     def probe() -> None:
         calls.append(torch.get_num_threads())
         time.sleep(seconds_under.get(torch.get_num_threads(), 0.0))
@@ -33,16 +33,18 @@ def _probe(seconds_under: dict[int, float], calls: list[int]) -> object:
 @pytest.mark.parametrize(("slow", "expected"), [(1, 2), (2, 1)])
 def test_the_faster_count_for_the_probe_is_set(slow: int, expected: int) -> None:
     calls: list[int] = []
-    assert choose_threads(0, _probe({slow: 0.03}, calls), cores=2) == expected  # type: ignore[arg-type]
+    assert choose_threads(0, lambda: _probe({slow: 0.03}, calls), cores=2) == expected
     assert torch.get_num_threads() == expected
     assert calls == [1, 1, 1, 2, 2, 2]  # a warm-up and two timed runs under each count
 
 
-def test_a_given_count_or_a_single_core_is_set_without_timing() -> None:
-    calls: list[int] = []
-    assert choose_threads(2, _probe({}, calls), cores=4) == 2 == torch.get_num_threads()  # type: ignore[arg-type]
-    assert choose_threads(0, _probe({}, calls), cores=1) == 1 == torch.get_num_threads()  # type: ignore[arg-type]
-    assert calls == []
+def _never_built() -> Callable[[], None]:
+    raise AssertionError("a probe was built where no timing was needed")
+
+
+def test_a_given_count_or_a_single_core_is_set_without_building_a_probe() -> None:
+    assert choose_threads(2, _never_built, cores=4) == 2 == torch.get_num_threads()
+    assert choose_threads(0, _never_built, cores=1) == 1 == torch.get_num_threads()
 
 
 def test_the_probe_changes_neither_the_model_nor_the_random_stream() -> None:
@@ -54,7 +56,7 @@ def test_the_probe_changes_neither_the_model_nor_the_random_stream() -> None:
     split = Split(ids, lengths, rng.integers(0, 2, size=40))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     state = torch.get_rng_state()
-    choose_threads(0, training_probe(model, split, TrainConfig(batch_size=8)), cores=2)
+    choose_threads(0, lambda: training_probe(model, split, TrainConfig(batch_size=8)), cores=2)
     assert torch.equal(torch.get_rng_state(), state)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())

@@ -110,7 +110,7 @@ def load_task(
         val_fraction=defaults.val_fraction if val_fraction is None else val_fraction,
         test_fraction=defaults.test_fraction if test_fraction is None else test_fraction,
     )
-    if name == "car-order" and SINGLES_SHARE > 0:
+    if name == "car-order":  # one-car couples join training only, after the split
         generated = [ex.text for split in (seen, *extra.values()) for ex in split]
         train += car_order.generate_singles(round(n * SINGLES_SHARE), seed, exclude=generated, group_start=n)
         random.Random(seed).shuffle(train)
