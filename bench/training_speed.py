@@ -28,12 +28,12 @@ import torch
 from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
 from attnserve.training.data.encoding import encode_texts
 from attnserve.training.models import build_model
-from attnserve.training.threads import choose_threads, training_probe
+from attnserve.training.threads import Threads, training_probe
 from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
 from bench.long_texts import long_texts
 
-NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, one thread
+NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, timed threads
 ONE = replace(NEW, threads=1, max_batch_tokens=0)  # the old path: one thread, whole batches
 SPLIT = f"micro-batches of {NEW.max_batch_tokens} tokens"
 # (name, settings): the first is the path before this work, the last the defaults.
@@ -47,8 +47,7 @@ VARIANTS: list[tuple[str, TrainConfig]] = [
     ("batches grouped by length, fused attention, 1 thread", ONE),
     (f"the same in {SPLIT}", replace(ONE, max_batch_tokens=NEW.max_batch_tokens)),
     (f"batches grouped by length, fused attention, {SPLIT}, 2 threads", replace(NEW, threads=2)),
-    ("the same, threads chosen by timing a probe step (--threads 0)", replace(NEW, threads=0)),
-    (f"new (the defaults): grouped, fused, {SPLIT}, 1 thread", NEW),
+    (f"new (the defaults): grouped, fused, {SPLIT}, threads of a timed probe step", NEW),
 ]  # fmt: skip
 
 
@@ -59,7 +58,8 @@ class Variant:
     wall: list[float] = field(default_factory=list)  # texts per wall-clock second, per round
     cpu: list[float] = field(default_factory=list)  # texts per CPU second, per round
     tokens: list[float] = field(default_factory=list)  # padded width per text, per round
-    threads: int | None = None  # the count the variant ran with
+    threads: str | None = None  # the counts the variant ran with ("1/2": both, chosen by timing)
+    counts: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         return {"name": self.name, "settings": self.settings, "texts_per_s": statistics.median(self.wall),
@@ -91,19 +91,22 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         opt, _ = make_optimizer(model, cfg, steps=len(split) // cfg.batch_size)
         plan = training_batches(split, cfg.batch_size, rng, by_length=cfg.group_by_length)
         augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
-        threads = choose_threads(cfg.threads, partial(training_probe, model, split, cfg))
+        threads = Threads(cfg.threads, partial(training_probe, model, split, cfg))
+        threads.start()
         runs.append((cfg, model, opt, plan, augment, threads))
     for round_ in range(args.rounds):
         for (cfg, model, opt, plan, augment, threads), variant in zip(runs, variants, strict=True):
-            torch.set_num_threads(threads)  # variants take turns: each sets its own count again
+            torch.set_num_threads(threads.count)  # variants take turns: each sets its own count again
             pad_to = args.max_len if cfg.pad_to_max_len else None
             start = round_ * (args.steps + 1)  # every round takes the next batches of the epoch
             batches = [plan[i % len(plan)] for i in range(start, start + args.steps + 1)]
             device = torch.device("cpu")
             train_step(model, opt, batch_tensors(split, batches[0], device, pad_to=pad_to), cfg)  # warm-up
             texts = tokens = 0
+            counts = {threads.count}
             wall, cpu = time.perf_counter(), time.process_time()
             for idx in batches[1:]:
+                counts.add(threads.between_steps())  # as the trainer does (timed again when due)
                 batch = batch_tensors(split, idx, device, pad_to=pad_to, augment=augment)
                 train_step(model, opt, batch, cfg)
                 texts, tokens = texts + len(idx), tokens + batch[0].numel()
@@ -111,7 +114,8 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             variant.wall.append(texts / wall)
             variant.cpu.append(texts / cpu)
             variant.tokens.append(tokens / texts)
-            variant.threads = threads
+            variant.counts = sorted(counts | set(variant.counts))
+            variant.threads = "/".join(map(str, variant.counts))
             print(f"round {round_ + 1}/{args.rounds}  {texts / wall:7.1f} texts/s  {variant.name}",
                   file=sys.stderr, flush=True)  # fmt: skip
     lengths = split.lengths

@@ -39,13 +39,14 @@ DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.m
 # Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
 FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
 TRAIN_NOTES = {
-    "lr": "car-order: 5e-4",
-    "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 12",
+    "batch_size": "car-order: 128",
+    "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 24",
     "min_steps": "optimisation steps an automatic epoch budget reaches at least",
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
-    "threads": "torch CPU threads; 0: time a probe step under 1 and under every core, keep the faster",
+    "threads": "torch CPU threads; 0: the faster of 1 and every core for a timed probe step, "
+    "timed again every minute; car-order: 1",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
     "max_batch_tokens": "padded tokens one forward/backward pass holds; a larger batch is split "
     "into micro-batches with the same gradient (0 = whole batches)",

@@ -1,20 +1,26 @@
-"""How many CPU threads torch trains with: a fixed count, or one chosen by timing a probe.
+"""How many CPU threads torch trains with: a fixed count, or the faster count for a timed
+probe, timed again as the run goes.
 
 A second thread is not always a gain. Measured on a 2-core machine (docs/training.md): the
 default transformer at 256 tokens trained 1.7 times as fast with 2 threads as with 1 when the
 machine was quiet, and at 0.2 times the speed of 1 thread while another job ran, each thread
-waiting for the other at every step. So with ``threads=0`` a training step on a copy of the
-model (forward and backward over a batch of median-length rows, no optimizer step) is timed
-under 1 thread and under every core the process may use, and the faster count is kept for
-the session. The probe touches neither the model nor the random streams, so the run trains
-as it would with that count given; the count can change the rounding of large reductions,
-so a resumed run is bit-identical to an uninterrupted one only under the same count.
+waiting at every step for the other, whose core the job had taken. So with ``threads=0`` one
+training micro-batch of median-length rows (forward and backward, no optimizer step) is timed
+under 1 thread and under every core the process may use, and the faster count is set. A
+count chosen once cannot see a job that starts later (here: a run that takes 83 s on one
+thread had not finished after 400 s on two once another job started), so the probe runs
+again every ``RECHECK_SECONDS`` of training, between steps, and the count follows.
+
+The probe runs on the model itself: it restores the model's buffers, train/eval mode and
+the random streams and leaves no gradient behind, so the run trains as it would with that
+count given. The count can change the rounding of large reductions, so a run is
+bit-identical to another only under the same counts (``--threads 1`` for that).
 """
 
 from __future__ import annotations
 
-import copy
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -30,6 +36,11 @@ from attnserve.training.train_config import TrainConfig
 log = logging.getLogger(__name__)
 
 TIMED_RUNS = 2  # per candidate, after one warm-up run (thread start-up, allocator)
+# Six probe passes of one micro-batch each: about 0.3 s for the default transformer at 256
+# tokens, 0.5% of a minute, while a job that takes a core is noticed within a minute.
+RECHECK_SECONDS = 60.0
+
+Probe = Callable[[], None]
 
 
 def usable_cores() -> int:
@@ -40,47 +51,95 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-Probe = Callable[[], None]
+class Threads:
+    """torch's thread count for one run: ``threads`` when above 0, else the faster of 1 and
+    ``cores`` (default: every usable core) for the probe ``make_probe`` builds (only when a
+    count is to be timed), timed again by `between_steps` once ``recheck_seconds`` passed."""
+
+    def __init__(
+        self,
+        threads: int,
+        make_probe: Callable[[], Probe],
+        cores: int | None = None,
+        *,
+        recheck_seconds: float = RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cores = usable_cores() if cores is None else cores
+        self.auto = threads <= 0 and self.cores > 1
+        self.count = threads if threads > 0 else 1
+        self.changes = 0  # how often a re-timing moved the count
+        self._make_probe = make_probe
+        self._probe: Probe | None = None
+        self._recheck, self._clock = recheck_seconds, clock
+        self._due = math.inf
+
+    def start(self) -> int:
+        """Set the count (timing the probe if it is to be chosen); returns it."""
+        if self.auto:
+            self.count = self._timed("")
+        torch.set_num_threads(self.count)
+        return self.count
+
+    def between_steps(self) -> int:
+        """Time the probe again when it is due, and set the faster count; returns the count."""
+        if self.auto and self._clock() >= self._due:
+            before = self.count
+            self.count = self._timed(" again")
+            self.changes += self.count != before
+        return self.count
+
+    def _timed(self, again: str) -> int:
+        probe = self._probe = self._probe or self._make_probe()
+        cost: dict[int, float] = {}
+        with torch.random.fork_rng(devices=[]):
+            for count in (1, self.cores):
+                torch.set_num_threads(count)
+                probe()
+                runs = []
+                for _ in range(TIMED_RUNS):
+                    started = time.perf_counter()
+                    probe()
+                    runs.append(time.perf_counter() - started)
+                cost[count] = min(runs)
+        chosen = min(cost, key=lambda count: cost[count])
+        torch.set_num_threads(chosen)
+        self._due = self._clock() + self._recheck
+        timings = ", ".join(f"{count}: {cost[count] * 1000:.1f} ms" for count in sorted(cost))
+        log.info("torch threads%s: %d, the faster for one training step (%s)", again, chosen, timings)
+        return chosen
 
 
 def choose_threads(threads: int, make_probe: Callable[[], Probe], cores: int | None = None) -> int:
-    """Set torch's thread count: ``threads`` when above 0, else the faster of 1 and ``cores``
-    (default: every usable core) for the probe ``make_probe`` builds, only then (it copies the
-    model); returns the count set."""
-    cores = usable_cores() if cores is None else cores
-    if threads > 0 or cores == 1:
-        torch.set_num_threads(threads or 1)
-        return threads or 1
-    probe = make_probe()
-    cost: dict[int, float] = {}
-    with torch.random.fork_rng(devices=[]):
-        for count in (1, cores):
-            torch.set_num_threads(count)
-            probe()
-            runs = []
-            for _ in range(TIMED_RUNS):
-                started = time.perf_counter()
-                probe()
-                runs.append(time.perf_counter() - started)
-            cost[count] = min(runs)
-    chosen = min(cost, key=lambda count: cost[count])
-    torch.set_num_threads(chosen)
-    timings = ", ".join(f"{count}: {cost[count] * 1000:.1f} ms" for count in sorted(cost))
-    log.info("torch threads: %d, the faster for one training step (%s)", chosen, timings)
-    return chosen
+    """Set torch's thread count once (see `Threads`); returns the count set."""
+    return Threads(threads, make_probe, cores).start()
 
 
 def training_probe(model: Classifier, train: Split, cfg: TrainConfig) -> Probe:
-    """Forward and backward of a copy of ``model`` over a batch of median-length rows, taken as
-    the training step takes it (in micro-batches above ``cfg.max_batch_tokens``)."""
-    probe = copy.deepcopy(model).train()
+    """Forward and backward of ``model`` over median-length rows of ``train``: as many as one
+    micro-batch of the training step holds (``cfg.max_batch_tokens``), at most a batch.
+
+    Each run leaves the model as it found it: buffers, train/eval mode, no gradients (the
+    training step sets its own from none, so nothing of a step is lost between two steps)."""
     order = np.argsort(train.lengths, kind="stable")
-    middle = max(len(order) // 2 - cfg.batch_size // 2, 0)
-    idx = order[middle : middle + cfg.batch_size]
-    batch = batch_tensors(train, idx, next(probe.parameters()).device)
+    width = max(int(train.lengths[order[len(order) // 2]]), 1)
+    rows = cfg.batch_size if cfg.max_batch_tokens <= 0 else cfg.max_batch_tokens // width
+    rows = min(max(rows, 1), cfg.batch_size, len(order))
+    middle = max(len(order) // 2 - rows // 2, 0)
+    batch = batch_tensors(train, order[middle : middle + rows], next(model.parameters()).device)
 
     def step() -> None:
-        probe.zero_grad(set_to_none=True)
-        accumulate_gradients(probe, batch, cfg)
+        training = model.training
+        buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+        model.train()
+        model.zero_grad(set_to_none=True)
+        try:
+            accumulate_gradients(model, batch, cfg)
+        finally:
+            model.zero_grad(set_to_none=True)
+            model.train(training)
+            with torch.no_grad():
+                for name, b in model.named_buffers():
+                    b.copy_(buffers[name])
 
     return step

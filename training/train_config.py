@@ -30,12 +30,11 @@ class TrainConfig:
     patience: int = 15  # epochs without validation improvement before stopping
     seed: int = 0
     device: str = "auto"
-    # CPU threads for torch; 0 times a probe step under 1 thread and under every usable core
-    # and keeps the faster (training/threads.py): on a 2-core machine a second thread made the
-    # default model at 256 tokens 1.7x as fast and car-order's short sentences 1.6x as slow.
-    # One by default: a count chosen at the start cannot see a job that starts later, and a
-    # second thread on a core another process needs made a step up to 5 times slower here.
-    threads: int = 1
+    # CPU threads for torch; 0 times a probe step under 1 thread and under every usable core,
+    # keeps the faster and times it again every minute (training/threads.py): on a 2-core
+    # machine a second thread made the default model at 256 tokens 1.7x as fast when the
+    # machine was quiet, and a step up to 5 times slower while another process used a core.
+    threads: int = 0
     # Share of real tokens replaced by [UNK] while training, so unseen words at serving time
     # are not a surprise. On car-order, 0.15 rather than 0.1 raised the accuracy on held-out
     # sentence templates (whose new words are [UNK]) from a mean of 0.96 to 0.98 over 4 seeds.

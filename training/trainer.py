@@ -27,7 +27,7 @@ from attnserve.training.models.base import Classifier
 from attnserve.training.progress import EpochProgress
 from attnserve.training.resume import LoopState, ResumeError, fingerprint, load_state, save_state
 from attnserve.training.step import train_step as train_step  # re-exported: one optimisation step
-from attnserve.training.threads import choose_threads, training_probe
+from attnserve.training.threads import Threads, training_probe
 from attnserve.training.tokenizer import CLS_ID
 from attnserve.training.train_config import TrainConfig as TrainConfig  # re-exported: the loop's settings
 from attnserve.training.train_config import class_weight_tensor, planned_epochs, selection_key
@@ -122,8 +122,9 @@ def fit(
     seed_everything(cfg.seed)
     device = pick_device(cfg.device)
     model.to(device)
+    threads = Threads(cfg.threads if device.type == "cpu" else 1, lambda: training_probe(model, train, cfg))
     if device.type == "cpu":
-        choose_threads(cfg.threads, lambda: training_probe(model, train, cfg))
+        threads.start()
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
     opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))
@@ -151,6 +152,8 @@ def fit(
                 if stepped and cfg.max_seconds and time.perf_counter() - start > cfg.max_seconds:
                     out_of_time = True
                     break
+                if device.type == "cpu":
+                    threads.between_steps()
                 idx = batches[loop.step]
                 batch = batch_tensors(train, idx, device, pad_to=pad_to, augment=augment)
                 loss, correct = train_step(model, opt, batch, cfg, weights)
@@ -163,9 +166,8 @@ def fit(
             bar.close()
             if not out_of_time:
                 seconds = loop.seconds + time.perf_counter() - start
-                _end_epoch(
-                    loop, model, val, device, cfg, epochs, lr=float(sched.get_last_lr()[0]), seconds=seconds
-                )
+                lr, count = float(sched.get_last_lr()[0]), threads.count
+                _end_epoch(loop, model, val, device, cfg, epochs, lr=lr, seconds=seconds, threads=count)
             if loop.finished and loop.best_state is not None:
                 model.load_state_dict(loop.best_state)
             if state_path is not None:
@@ -195,6 +197,7 @@ def _end_epoch(
     *,
     lr: float,
     seconds: float,
+    threads: int,
 ) -> None:
     """Validate, record the epoch, keep the best weights; mark the loop finished when it is."""
     val_scores = evaluate(model, val, device, cfg.max_batch_tokens)
@@ -206,6 +209,7 @@ def _end_epoch(
         "train_accuracy": loop.correct / max(loop.seen, 1),
         "lr": lr,
         "seconds": seconds,
+        "threads": threads,  # torch's count at the epoch's end (it follows a timed probe with --threads 0)
         **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
     }
     loop.epochs.append(row)
