@@ -188,8 +188,8 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget:
         *(
             [
                 f"Each run had a wall-clock budget of {budget} s (`--max-seconds`, checked between "
-                "epochs): the epochs column shows how far each got, so a model stopped by it is "
-                "under-trained, not at its best."
+                "steps): the epochs column counts the epochs completed, and a run stopped by it "
+                "keeps its best completed epoch, so it is under-trained, not at its best."
             ]
             if budget
             else []

@@ -77,7 +77,7 @@ class Threads:
     def start(self) -> int:
         """Set the count (timing the probe if it is to be chosen); returns it."""
         if self.auto:
-            self.count = self._timed("")
+            self.count = self._timed(None)
         torch.set_num_threads(self.count)
         return self.count
 
@@ -85,11 +85,13 @@ class Threads:
         """Time the probe again when it is due, and set the faster count; returns the count."""
         if self.auto and self._clock() >= self._due:
             before = self.count
-            self.count = self._timed(" again")
+            self.count = self._timed(before)
             self.changes += self.count != before
         return self.count
 
-    def _timed(self, again: str) -> int:
+    def _timed(self, before: int | None) -> int:
+        """Time the probe under each candidate count and set the faster; logged at INFO when
+        the count is first chosen or changes (a long run re-times every minute)."""
         probe = self._probe = self._probe or self._make_probe()
         cost: dict[int, float] = {}
         with torch.random.fork_rng(devices=[]):
@@ -106,7 +108,9 @@ class Threads:
         torch.set_num_threads(chosen)
         self._due = self._clock() + self._recheck
         timings = ", ".join(f"{count}: {cost[count] * 1000:.1f} ms" for count in sorted(cost))
-        log.info("torch threads%s: %d, the faster for one training step (%s)", again, chosen, timings)
+        level = logging.INFO if chosen != before else logging.DEBUG
+        again = "" if before is None else " timed again"
+        log.log(level, "torch threads%s: %d, the faster for one training step (%s)", again, chosen, timings)
         return chosen
 
 

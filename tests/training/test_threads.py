@@ -3,6 +3,7 @@ timed again as the run goes."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 
@@ -56,7 +57,8 @@ class _Clock:
         return self.now
 
 
-def test_the_count_is_timed_again_once_due_and_follows_the_probe() -> None:
+def test_the_count_is_timed_again_once_due_and_follows_the_probe(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="attnserve.training.threads")
     calls: list[int] = []
     under = {2: 0.03}  # two threads slow: one is chosen
     clock = _Clock()
@@ -74,6 +76,13 @@ def test_the_count_is_timed_again_once_due_and_follows_the_probe() -> None:
     clock.now = 120.0
     threads.between_steps()
     assert len(calls) == 18
+    # A long run re-times every minute: only the first choice and the changes are news.
+    levels = [(r.levelno, r.getMessage().split(",")[0]) for r in caplog.records]
+    assert levels == [
+        (logging.INFO, "torch threads: 1"),
+        (logging.INFO, "torch threads timed again: 2"),
+        (logging.DEBUG, "torch threads timed again: 2"),
+    ]
 
 
 def test_a_given_count_is_never_timed_again() -> None:
