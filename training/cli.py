@@ -40,7 +40,7 @@ DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.m
 FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
 TRAIN_NOTES = {
     "batch_size": "car-order: 128",
-    "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 24",
+    "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 28",
     "min_steps": "optimisation steps an automatic epoch budget reaches at least",
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
