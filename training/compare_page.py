@@ -153,7 +153,7 @@ def _setup(runs: Sequence[Run], task: str) -> str:
     size = ""
     if full is not None:
         size = (
-            f"**Size: {rows:,} reviews, the task's full size** "
+            f"**Size: {rows:,} reviews, the task's full size.** "
             if rows >= full
             else f"**Size: {rows:,} reviews, not the full {full:,}** (`--size`). "
         )
