@@ -122,8 +122,10 @@ def fit(
     seed_everything(cfg.seed)
     device = pick_device(cfg.device)
     model.to(device)
-    threads = Threads(cfg.threads if device.type == "cpu" else 1, lambda: training_probe(model, train, cfg))
+    # torch's CPU threads: set (and timed again as the run goes) only when the CPU trains.
+    threads = None
     if device.type == "cpu":
+        threads = Threads(cfg.threads, lambda: training_probe(model, train, cfg))
         threads.start()
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
@@ -152,7 +154,7 @@ def fit(
                 if stepped and cfg.max_seconds and time.perf_counter() - start > cfg.max_seconds:
                     out_of_time = True
                     break
-                if device.type == "cpu":
+                if threads is not None:
                     threads.between_steps()
                 idx = batches[loop.step]
                 batch = batch_tensors(train, idx, device, pad_to=pad_to, augment=augment)
@@ -166,7 +168,7 @@ def fit(
             bar.close()
             if not out_of_time:
                 seconds = loop.seconds + time.perf_counter() - start
-                lr, count = float(sched.get_last_lr()[0]), threads.count
+                lr, count = float(sched.get_last_lr()[0]), threads.count if threads else None
                 _end_epoch(loop, model, val, device, cfg, epochs, lr=lr, seconds=seconds, threads=count)
             if loop.finished and loop.best_state is not None:
                 model.load_state_dict(loop.best_state)
@@ -197,7 +199,7 @@ def _end_epoch(
     *,
     lr: float,
     seconds: float,
-    threads: int,
+    threads: int | None,
 ) -> None:
     """Validate, record the epoch, keep the best weights; mark the loop finished when it is."""
     val_scores = evaluate(model, val, device, cfg.max_batch_tokens)
@@ -209,7 +211,7 @@ def _end_epoch(
         "train_accuracy": loop.correct / max(loop.seen, 1),
         "lr": lr,
         "seconds": seconds,
-        "threads": threads,  # torch's count at the epoch's end (it follows a timed probe with --threads 0)
+        "threads": threads,  # torch's CPU count at the epoch's end (None off the CPU)
         **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
     }
     loop.epochs.append(row)
