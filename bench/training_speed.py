@@ -58,13 +58,12 @@ class Variant:
     wall: list[float] = field(default_factory=list)  # texts per wall-clock second, per round
     cpu: list[float] = field(default_factory=list)  # texts per CPU second, per round
     tokens: list[float] = field(default_factory=list)  # padded width per text, per round
-    threads: str | None = None  # the counts the variant ran with ("1/2": both, chosen by timing)
-    counts: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)  # the thread counts the variant ran with
 
     def summary(self) -> dict[str, object]:
         return {"name": self.name, "settings": self.settings, "texts_per_s": statistics.median(self.wall),
                 "texts_per_cpu_s": statistics.median(self.cpu), "padded_tokens": statistics.mean(self.tokens),
-                "threads": self.threads,
+                "threads": "/".join(map(str, self.counts)),  # "1/2": both, chosen by timing
                 "rounds": {"wall": self.wall, "cpu": self.cpu}}  # fmt: skip
 
 
@@ -115,7 +114,6 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             variant.cpu.append(texts / cpu)
             variant.tokens.append(tokens / texts)
             variant.counts = sorted(counts | set(variant.counts))
-            variant.threads = "/".join(map(str, variant.counts))
             print(f"round {round_ + 1}/{args.rounds}  {texts / wall:7.1f} texts/s  {variant.name}",
                   file=sys.stderr, flush=True)  # fmt: skip
     lengths = split.lengths

@@ -114,11 +114,6 @@ class Threads:
         return chosen
 
 
-def choose_threads(threads: int, make_probe: Callable[[], Probe], cores: int | None = None) -> int:
-    """Set torch's thread count once (see `Threads`); returns the count set."""
-    return Threads(threads, make_probe, cores).start()
-
-
 def training_probe(model: Classifier, train: Split, cfg: TrainConfig) -> Probe:
     """Forward and backward of ``model`` over median-length rows of ``train``: as many as one
     micro-batch of the training step holds (``cfg.max_batch_tokens``), at most a batch.

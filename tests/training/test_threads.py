@@ -13,7 +13,7 @@ import torch
 
 from attnserve.training.batching import Split
 from attnserve.training.models import build_model
-from attnserve.training.threads import Threads, choose_threads, training_probe
+from attnserve.training.threads import Threads, training_probe
 from attnserve.training.train_config import TrainConfig
 
 
@@ -35,7 +35,7 @@ def _probe(seconds_under: dict[int, float], calls: list[int]) -> Callable[[], No
 @pytest.mark.parametrize(("slow", "expected"), [(1, 2), (2, 1)])
 def test_the_faster_count_for_the_probe_is_set(slow: int, expected: int) -> None:
     calls: list[int] = []
-    assert choose_threads(0, lambda: _probe({slow: 0.03}, calls), cores=2) == expected
+    assert Threads(0, lambda: _probe({slow: 0.03}, calls), cores=2).start() == expected
     assert torch.get_num_threads() == expected
     assert calls == [1, 1, 1, 2, 2, 2]  # a warm-up and two timed runs under each count
 
@@ -45,8 +45,8 @@ def _never_built() -> Callable[[], None]:
 
 
 def test_a_given_count_or_a_single_core_is_set_without_building_a_probe() -> None:
-    assert choose_threads(2, _never_built, cores=4) == 2 == torch.get_num_threads()
-    assert choose_threads(0, _never_built, cores=1) == 1 == torch.get_num_threads()
+    assert Threads(2, _never_built, cores=4).start() == 2 == torch.get_num_threads()
+    assert Threads(0, _never_built, cores=1).start() == 1 == torch.get_num_threads()
 
 
 class _Clock:
@@ -110,7 +110,7 @@ def test_the_probe_changes_neither_the_model_nor_the_random_stream(mode: str) ->
         p.grad = torch.ones_like(p)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     state = torch.get_rng_state()
-    choose_threads(0, lambda: training_probe(model, split, TrainConfig(batch_size=8)), cores=2)
+    Threads(0, lambda: training_probe(model, split, TrainConfig(batch_size=8)), cores=2).start()
     assert torch.equal(torch.get_rng_state(), state)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
