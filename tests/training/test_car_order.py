@@ -50,7 +50,7 @@ def _plain(construction: phrasing.Construction) -> Choices:
     for slot in form_slots(form):
         entry = phrasing.LEXICONS[slot].seen[0]
         lexemes.update({"at1": entry, "at2": entry} if slot == "at" else {slot: entry})
-    fillers = {"v": "is", "we": "we", "see": "see", "noun": "car", "adj_x": "", "adj_y": "",
+    fillers = {"v": "is", "neg": "is not", "we": "we", "see": "see", "noun": "car", "adj_x": "", "adj_y": "",
                "other": "the other one", "scene": "", "opener": "", "closer": ""}
     return Choices(construction, form, lexemes, fillers, "sentence", ".", False)
 
@@ -66,6 +66,8 @@ MEANINGS = {
     "abs-most": ("right", "The rightmost car is black and the leftmost one is white.", 1),
     "abs-parked": ("left", "We parked the black car on the left and the white car on the right.", 0),
     "abs-not": ("left", "The black car is on the left, not on the right.", 0),
+    "abs-denied": ("right", "The black car is not on the left and the white car is not on the right.", 1),
+    "abs-cleft": ("left", "It's the black car, not the white one, that is on the left.", 0),
     "abs-the-one": (
         "right", "The black car is the one on the right and the white car is the one on the left.", 1
     ),
@@ -127,7 +129,48 @@ SINGLE_MEANINGS = {
     "one-most": ("left", "The leftmost car is black.", 0),
     "one-terse": ("right", "Black car right.", 1),
     "one-order": ("left", "From the left, the black car comes first.", 0),
+    "one-denied": ("right", "The black car is not on the left.", 1),
 }
+
+# Every form of the denials, questions and clefts, read by hand: each says the black car is on
+# the left (the white car on the right, label 0), though most name the right side first.
+DENIALS = {
+    "abs-denied": (
+        "The black car is not on the right and the white car is not on the left.",
+        "The black car is not on the right, it's on the left.",
+        "The black car is not on the right and it is on the left.",
+        "Is the black car on the right? no, it's on the left.",
+        "Is the black car on the right? no, on the left.",
+        "Is the black car on the left? yes, and the white car is on the right.",
+        "It's not the black car that is on the right, it's the white one.",
+    ),
+    "abs-cleft": (
+        "It's the black car, not the white one, that is on the left.",
+        "The black car, not the white one, is on the left.",
+        "It is the black car and not the white one that is on the left.",
+        "The black car and not the white one is on the left.",
+    ),
+    "one-denied": (
+        "The black car is not on the right.",
+        "The black car is not the one on the right.",
+        "The black car is not the right one.",
+        "Is the black car on the right? no.",
+        "Is the black car on the left? yes.",
+        "Which side is the black car on? the left.",
+        "Which side is the black car on? on the left.",
+        "The black car? on the left.",
+    ),
+}
+
+
+def test_denials_questions_and_clefts_read_as_written_in_every_form() -> None:
+    constructions = {c.name: c for c in (*phrasing.CONSTRUCTIONS, *phrasing.SINGLES)}
+    for name, texts in DENIALS.items():
+        construction = constructions[name]
+        assert len(construction.forms) == len(texts), name
+        for form, text in zip(construction.forms, texts, strict=True):
+            choices = Choices(**{**_plain(construction).__dict__, "form": form})
+            assert render(choices, "black", "left") == (text, 0), form
 
 
 def test_one_car_sentences_label_the_white_car_side_correctly_in_every_form() -> None:

@@ -52,7 +52,7 @@ class Choices:
     construction: Construction
     form: str
     lexemes: dict[str, str]  # lexicon slot (at1, at2, rel, dir, then, conj, ord) -> entry
-    fillers: dict[str, str]  # v, we, see, adj_x, adj_y, noun, other, scene, opener, closer
+    fillers: dict[str, str]  # v, neg, we, see, adj_x, adj_y, noun, other, scene, opener, closer
     case: str
     ending: str
     drop_commas: bool
@@ -114,7 +114,8 @@ def render(choices: Choices, x_colour: str, side: str) -> tuple[str, int]:
         "aX": f"a {f['adj_x']} {x_colour} {f['noun']}", "aY": f"a {f['adj_y']} {y_colour} {f['noun']}",
         "bX": f"{f['adj_x']} {x_colour} {f['noun']}", "bY": f"{f['adj_y']} {y_colour} {f['noun']}",
         "cX": x_colour, "cY": y_colour, "oY": f"the {y_colour} one", "nY": f["other"],
-        "s1": s, "s2": o, "s": s, "noun": f["noun"], "v": f["v"], "we": f["we"], "see": f["see"],
+        "s1": s, "s2": o, "s": s, "noun": f["noun"], "v": f["v"], "neg": f["neg"], "we": f["we"],
+        "see": f["see"],
         "at1": lx.get("at1", "").format(s=s, o=o), "at2": lx.get("at2", "").format(s=o, o=s),
         "rel": lx.get("rel", "").format(s=s, o=o), "dir": lx.get("dir", "").format(s=s, o=o),
         "then": lx.get("then", ""), "conj": lx.get("conj", ""),
@@ -159,7 +160,8 @@ def choose(construction: Construction, bucket: Bucket, rng: random.Random) -> Ch
             lexemes[slot] = rng.choice(pool)
     we, see = rng.choice(phrasing.WE_SEE)
     fillers = {
-        "v": rng.choice(phrasing.VERBS), "we": we, "see": see, "noun": rng.choice(phrasing.NOUNS),
+        "v": rng.choice(phrasing.VERBS), "neg": rng.choice(phrasing.NEGATED), "we": we,
+        "see": see, "noun": rng.choice(phrasing.NOUNS),
         "adj_x": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE),
         "adj_y": _optional(rng, phrasing.ADJECTIVES, ADJECTIVE_RATE), "other": rng.choice(phrasing.OTHERS),
         "scene": _optional(rng, phrasing.SCENES, SCENE_RATE),

@@ -116,8 +116,19 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
                                     "the {noun} {at1} is {cX}, not {cY}", "{X} is the one {at1}, not {oY}",
                                     "the {noun} {at1} is {cX}{conj}the {noun} {at2} is not",
                                     "{X} {v} {at1} and not {at2}")),
+    # Denials, questions and clefts: "the white car isn't on the right", "is the black car on the
+    # left? no, it's on the right", "it's the white car, not the black one, that is on the
+    # left". A denied side is the other car's (X is not at s2), so X's side is still s1.
+    Construction("abs-denied", "abs", ("{X} {neg} {at2}{conj}{Y} {neg} {at1}", "{X} {neg} {at2}, it's {at1}",
+                                       "{X} {neg} {at2}{conj}it {v} {at1}", "is {X} {at2}? no, it's {at1}",
+                                       "is {X} {at2}? no, {at1}", "is {X} {at1}? yes, and {Y} is {at2}",
+                                       "it's not {X} that {v} {at2}, it's {oY}")),
+    Construction("abs-cleft", "abs", ("it's {X}, not {oY}, that {v} {at1}", "{X}, not {oY}, {v} {at1}",
+                                      "it is {X} and not {oY} that {v} {at1}",
+                                      "{X} and not {oY} {v} {at1}")),
     Construction("abs-terse", "abs", ("{bX} {s1}, {bY} {s2}", "{cX} {s1}, {cY} {s2}",
-                                      "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}")),
+                                      "{cX} {noun} {s1} and {cY} {noun} {s2}", "{bX} {at1}, {bY} {at2}",
+                                      "it's {cX} {at1} and {cY} {at2}")),
     Construction("abs-colon", "abs", ("{s1}: {bX}, {s2}: {bY}", "{s1}: {X}; {s2}: {Y}",
                                       "{s1} side: {cX}, {s2} side: {cY}", "{s1} - {bX}, {s2} - {bY}",
                                       "{s1}most: {bX}. {s2}most: {bY}", "{s1}most: {cX}, {s2}most: {cY}")),
@@ -130,7 +141,8 @@ CONSTRUCTIONS: tuple[Construction, ...] = (
                                         "{X} is the {noun} {at1}{conj}{Y} the {noun} {at2}",
                                         "{X} is the one {at1}{conj}{nY} is the one {at2}",
                                         "the {noun} {at1} is {cX}{conj}{nY} is {at2}")),
-    Construction("rel-subject", "rel", ("{X} {v} {rel} {Y}", "{X} {v} {rel} {oY}", "{X}, {rel} {Y}")),
+    Construction("rel-subject", "rel", ("{X} {v} {rel} {Y}", "{X} {v} {rel} {oY}", "{X}, {rel} {Y}",
+                                        "{aX} {v} {rel} {aY}")),
     Construction("rel-object-first", "rel", ("{rel} {Y} {v} {X}", "{rel} {Y}, {we} {see} {aX}",
                                              "{rel} {Y} there is {aX}")),
     Construction("rel-there-is", "rel", ("there is {aX} {rel} {Y}", "{we} {see} {aX} {rel} {Y}",
@@ -184,6 +196,10 @@ SINGLES: tuple[Construction, ...] = (
     Construction("one-most", "abs", ("the {s1}most {noun} is {cX}", "{X} is the {s1}most one",
                                      "the {s1}most one is {cX}", "{X} is the {s1}most of the two")),
     Construction("one-terse", "abs", ("{bX} {s1}", "{bX} {at1}", "{s1}: {bX}", "{cX} {s1}", "{s1} - {bX}")),
+    Construction("one-denied", "abs", ("{X} {neg} {at2}", "{X} is not the one {at2}",
+                                       "{X} {neg} the {s2} one", "is {X} {at2}? no", "is {X} {at1}? yes",
+                                       "which side is {X} on? the {s1}", "which side is {X} on? {at1}",
+                                       "{X}? {at1}")),
     Construction("one-order", "abs", ("from the {s1}, {X} comes first", "from the {s2}, {X} comes second",
                                       "starting from the {s1}, {X} is first",
                                       "starting from the {s2}, {X} is second",
@@ -192,6 +208,9 @@ SINGLES: tuple[Construction, ...] = (
 
 # Words around the relation that never name a side. Scenes repeat both colour words so
 # "which colour is mentioned first" is no shortcut; empty strings make a filler optional.
+# A verb denied ("{X} {neg} on the left"); apostrophes drop in the tokenizer ("isnt").
+NEGATED = ("is not", "isn't", "is not", "isn't", "is not parked", "isn't parked", "is not standing",
+           "isn't sitting")
 VERBS = ("is", "is", "sits", "stands", "is parked", "waits", "is standing", "is located", "can be seen",
          "appears", "is placed")
 WE_SEE = (("we", "see"), ("i", "see"), ("you", "see"), ("you can", "see"), ("we", "have"), ("i can", "spot"),
