@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.training.data import DEFAULTS
+from attnserve.training.models import FAMILIES
 
 MEAN_POOL = "mean_pool"
 
@@ -100,6 +101,8 @@ def _findings(runs: Sequence[Run]) -> list[str]:
         key: statistics.fmean(r.metrics["test"]["accuracy"] for r in g) for key, g in _groups(runs).items()
     }
     n = int(runs[0].metrics["test"]["n"]) * len({r.seed for r in runs})
+    # bow_mlp has no attention to credit: its line says what differs, the family itself.
+    attends = {r.spec.label: FAMILIES[r.spec.family].attention_kind != "none" for r in runs}
     lines = []
     for distractor in sorted({d for _, d in acc}):
         base = next((v for (label, d), v in acc.items() if d == distractor and label == MEAN_POOL), None)
@@ -111,9 +114,10 @@ def _findings(runs: Sequence[Run]) -> list[str]:
                 continue
             delta = value - base
             verdict = _verdict(delta, value, base, n)
+            subject = "attention" if attends[label] else f"`{label}` (no attention)"
             lines.append(
                 f"- {variant}: `{label}` {value:.3f} vs `mean_pool` {base:.3f} ({delta:+.3f}): "
-                f"attention {verdict}."
+                f"{subject} {verdict}."
             )
     for (label, d), value in acc.items():
         if d and (label, False) in acc:

@@ -10,6 +10,7 @@ import pytest
 from attnserve.training.cli import main
 from attnserve.training.cli_errors import UsageError
 from attnserve.training.compare import parse_family
+from attnserve.training.compare_page import Run, RunSpec, _findings
 
 
 def test_family_specs_are_parsed_and_checked() -> None:
@@ -59,3 +60,17 @@ def test_compare_writes_a_page_with_reports_time_and_memory(tmp_path: Path) -> N
     assert main([*argv, "--reuse-runs"]) == 0
     assert log.stat().st_mtime_ns == before
     assert rows == [line for line in page.read_text().splitlines() if line.startswith("| `")]
+
+
+def test_findings_credit_attention_only_to_families_that_have_it(tmp_path: Path) -> None:
+    def run(family: str, accuracy: float) -> Run:
+        metrics = {"test": {"accuracy": accuracy, "n": 1000}}
+        return Run(RunSpec(family), False, 0, metrics, {}, tmp_path)
+
+    lines = _findings([run("mean_pool", 0.5), run("transformer", 0.97), run("bow_mlp", 0.5)])
+    assert lines == [
+        "- without the distractor prefix: `transformer` 0.970 vs `mean_pool` 0.500 (+0.470): "
+        "attention helps (beyond two standard errors, 0.033).",
+        "- without the distractor prefix: `bow_mlp` 0.500 vs `mean_pool` 0.500 (+0.000): "
+        "`bow_mlp` (no attention) makes no clear difference (within two standard errors, 0.045).",
+    ]
