@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from attnserve.training.threads import usable_cores
 from attnserve.training.train_config import TrainConfig
 from bench.cli import main
 from bench.long_texts import long_texts
-from bench.training_speed import VARIANTS
+from bench.training_speed import VARIANTS, TurnClock
 
 
 def test_long_texts_are_seeded_long_and_labelled() -> None:
@@ -22,6 +23,21 @@ def test_long_texts_are_seeded_long_and_labelled() -> None:
     words = np.array([len(t.split()) for t in texts])
     assert 110 < words.mean() < 160 and words.max() > 256
     assert set(labels) == {0, 1}
+
+
+def test_turn_clock_runs_only_during_the_variants_own_turns() -> None:
+    clock = TurnClock()
+    assert clock() == 0.0
+    clock.start()
+    time.sleep(0.05)
+    clock.stop()
+    spent = clock()
+    assert 0.04 <= spent < 5.0
+    time.sleep(0.05)  # another variant's turn: the re-timing minute does not advance
+    assert clock() == spent
+    clock.start()
+    time.sleep(0.01)
+    assert clock() > spent
 
 
 def test_training_speed_measures_every_variant_and_prints_a_table(
