@@ -6,6 +6,7 @@
     python -m bench --publish docs                # also update docs/benchmarks.md and docs/img/
     python -m bench training-speed                # training throughput, old path vs new (own flags)
     python -m bench training-memory               # peak RSS of a training run (own flags)
+    python -m bench data-parallel                 # car-order steps/s, 1 process vs 2 (own flags)
 
 Sections: ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via perf_analyzer and
 the own generator), naive (hand-written baseline server), mlserver (MLServer in its own
@@ -110,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import training_memory
 
         return training_memory.main(argv[1:])
+    if argv[:1] == ["data-parallel"]:
+        from bench import data_parallel
+
+        return data_parallel.main(argv[1:])
     args = parse(argv)
     if args.source is not None:
         earlier = Results.read(args.source / "results.json")

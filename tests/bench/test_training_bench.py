@@ -40,6 +40,19 @@ def test_turn_clock_runs_only_during_the_variants_own_turns() -> None:
     assert clock() > spent
 
 
+def test_data_parallel_takes_the_one_process_step_in_two_processes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["data-parallel", "--steps", "2", "--rounds", "1", "--pairs", "200"]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    table = {int(row[1]): row for row in rows[1:]}
+    assert set(table) == {1, 2}
+    assert float(table[2][3]) > 0 and float(table[2][4].rstrip(" x")) > 0
+    # Two processes summing their shares' gradients take the one-process step: the weights
+    # agree up to the order of float additions.
+    assert float(table[2][5]) < 1e-3
+
+
 def test_training_speed_measures_every_variant_and_prints_a_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
