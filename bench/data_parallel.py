@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import time
@@ -117,7 +118,7 @@ def measure(args: argparse.Namespace) -> dict[int, tuple[list[float], float]]:
                      for r in range(world)]  # fmt: skip
             for p in procs:
                 p.start()
-            rate, weights = results.get(timeout=600)
+            rate, weights = _result(results, procs, world)
             for p in procs:
                 p.join(timeout=60)
                 if p.exitcode != 0:
@@ -128,6 +129,24 @@ def measure(args: argparse.Namespace) -> dict[int, tuple[list[float], float]]:
             print(f"round {round_ + 1}/{args.rounds}  {world} process(es): {rate:.1f} steps/s",
                   file=sys.stderr, flush=True)  # fmt: skip
     return {n: (r, apart[n]) for n, r in rates.items()}
+
+
+def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: list[mp.process.BaseProcess],
+            world: int) -> tuple[float, np.ndarray]:  # fmt: skip
+    """Rank 0's report; a process that dies first ends the wait (its peers would wait on it)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            return results.get(timeout=1)
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a training process of {world} exited with {failed[0]}") from None
+    for p in procs:
+        p.kill()
+    raise RuntimeError(f"{world} training process(es) gave no figure within 600 s")
 
 
 def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:
