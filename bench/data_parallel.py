@@ -37,6 +37,7 @@ from attnserve.training.models import build_model
 from attnserve.training.run import encode
 from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer
+from bench import subcommand
 from bench.perf_analyzer_sweep import free_port
 
 TASK = "car-order"
@@ -132,7 +133,7 @@ def measure(args: argparse.Namespace) -> dict[int, tuple[list[float], float]]:
     return {n: (r, apart[n]) for n, r in rates.items()}
 
 
-def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: list[mp.process.BaseProcess],
+def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: Sequence[mp.process.BaseProcess],
             world: int) -> tuple[float, np.ndarray]:  # fmt: skip
     """Rank 0's report; a process that dies first ends the wait (its peers would wait on it)."""
     deadline = time.monotonic() + 600
@@ -163,17 +164,12 @@ def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench data-parallel", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )  # fmt: skip
+    parser = subcommand.parser("data-parallel", __doc__)
     parser.add_argument("--steps", type=int, default=90, help="timed steps per setting and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", type=int, default=2, help="the split setting's process count")
     parser.add_argument("--pairs", type=int, default=DEFAULTS[TASK].size, help="car-order pairs generated")
     args = parser.parse_args(argv)
-    for flag, least in (("steps", 1), ("rounds", 1), ("processes", 2), ("pairs", 100)):
-        if getattr(args, flag) < least:
-            parser.error(f"--{flag} must be at least {least}")
+    subcommand.require_at_least(parser, args, {"steps": 1, "rounds": 1, "processes": 2, "pairs": 100})
     print(render(measure(args), args.steps))
     return 0

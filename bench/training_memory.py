@@ -14,7 +14,6 @@ measure the code before a change).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import subcommand
 from bench.long_texts import write_jsonl
 
 MB = 1024 * 1024
@@ -100,10 +100,7 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench training-memory", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )  # fmt: skip
+    parser = subcommand.parser("training-memory", __doc__)
     parser.add_argument("--rows", type=int, default=120_000)
     parser.add_argument("--max-len", type=int, default=256)
     parser.add_argument("--max-seconds", type=float, default=120.0, help="training budget of the run")

@@ -31,6 +31,7 @@ from attnserve.training.models import build_model
 from attnserve.training.threads import Threads, training_probe
 from attnserve.training.tokenizer import UNK_ID, build_tokenizer
 from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
+from bench import subcommand
 from bench.long_texts import long_texts
 
 NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, timed threads
@@ -177,10 +178,7 @@ def render(result: dict[str, object]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench training-speed", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )  # fmt: skip
+    parser = subcommand.parser("training-speed", __doc__)
     parser.add_argument("--rows", type=int, default=32_000, help="texts in the corpus")
     parser.add_argument("--max-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant and round")
@@ -188,9 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
-    for flag in ("rows", "steps", "rounds"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag} must be at least 1")
+    subcommand.require_at_least(parser, args, {"rows": 1, "steps": 1, "rounds": 1})
     result = measure(args)
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
