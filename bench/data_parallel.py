@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
 from attnserve.training.data.tasks import DEFAULTS, load_task
@@ -81,12 +82,9 @@ def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object
         (F.cross_entropy(logits, labels[mine], reduction="sum") / len(rows)).backward()  # type: ignore[no-untyped-call]
         if world > 1:
             grads = [p.grad for p in model.parameters() if p.grad is not None]
-            flat = torch.cat([g.reshape(-1) for g in grads])
+            flat = parameters_to_vector(grads)
             dist.all_reduce(flat)
-            at = 0
-            for g in grads:
-                g.copy_(flat[at : at + g.numel()].view_as(g))
-                at += g.numel()
+            vector_to_parameters(flat, grads)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
 
@@ -97,7 +95,7 @@ def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object
             step(plan[i % len(plan)])
         seconds = time.perf_counter() - started
         if rank == 0:
-            weights = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+            weights = parameters_to_vector(model.parameters()).detach().numpy()
             results.put((steps / seconds, weights))
     finally:
         if world > 1:
