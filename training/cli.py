@@ -46,7 +46,7 @@ TRAIN_NOTES = {
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
     "threads": "torch CPU threads; 0: the faster of 1 and every core for a timed probe step, "
-    "timed again every minute; car-order: 1",
+    "timed again every minute; car-order: 2 (at most the usable cores)",
     "word_dropout": "share of real tokens replaced by [UNK] while training",
     "max_batch_tokens": "padded tokens one forward/backward pass holds; a larger batch is split "
     "into micro-batches with the same gradient (0 = whole batches)",

@@ -14,7 +14,9 @@ again every ``RECHECK_SECONDS`` of training, between steps, and the count follow
 The probe runs on the model itself: it restores the model's buffers, train/eval mode and
 the random streams and leaves no gradient behind, so the run trains as it would with that
 count given. The count can change the rounding of large reductions, so a run is
-bit-identical to another only under the same counts (``--threads 1`` for that).
+bit-identical to another only under the same counts: a fixed count does that (two car-order
+runs on 2 threads ended with the same weights, bit for bit). A fixed count above the usable
+cores is lowered to them.
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ class Threads:
     ) -> None:
         self.cores = usable_cores() if cores is None else cores
         self.auto = threads <= 0 and self.cores > 1
-        self.count = threads if threads > 0 else 1
+        # More threads than cores only makes each wait for a core another one holds.
+        self.count = min(threads, self.cores) if threads > 0 else 1
+        if 0 < self.cores < threads:
+            log.info("torch threads: %d, the usable cores (%d asked)", self.count, threads)
         self.changes = 0  # how often a re-timing moved the count
         self._make_probe = make_probe
         self._probe: Probe | None = None

@@ -49,6 +49,12 @@ def test_a_given_count_or_a_single_core_is_set_without_building_a_probe() -> Non
     assert Threads(0, _never_built, cores=1).start() == 1 == torch.get_num_threads()
 
 
+def test_a_given_count_above_the_usable_cores_is_lowered_to_them(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="attnserve.training.threads")
+    assert Threads(4, _never_built, cores=2).start() == 2 == torch.get_num_threads()
+    assert [r.getMessage() for r in caplog.records] == ["torch threads: 2, the usable cores (4 asked)"]
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0
