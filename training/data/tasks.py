@@ -37,8 +37,8 @@ class TaskDefaults:
 # 0.94-0.97 to 0.98, and 28 epochs rather than 24 took them from 0.977 to 0.983 and held-out
 # phrasings from 0.939 to 0.959 (means over seeds 0-2; docs/training.md). A fixed count of
 # 2 threads: a seed then gives the same model from one run to the next, which a count chosen
-# by timing (it follows the machine's load) cannot promise, and a lone run trains in 126-136
-# s where one thread took 168 s (seed 0, the same machine and hour).
+# by timing (it follows the machine's load) cannot promise, and a lone run trains in 126-137
+# s where one thread took 168-181 s (seed 0, the same machine and day).
 # reviews-*: Yelp Review Polarity's shape as the notebook used it: 100,000 reviews to train
 # on, 10,000 each for validation and test, 256 tokens.
 DEFAULTS = {
