@@ -71,7 +71,7 @@ class Threads:
         self.auto = threads <= 0 and self.cores > 1
         # More threads than cores only makes each wait for a core another one holds.
         self.count = min(threads, self.cores) if threads > 0 else 1
-        if 0 < self.cores < threads:
+        if self.count < threads:
             log.info("torch threads: %d, the usable cores (%d asked)", self.count, threads)
         self.changes = 0  # how often a re-timing moved the count
         self._make_probe = make_probe
