@@ -14,10 +14,13 @@ call the batch finished back with one `call_soon_threadsafe`. No task, executor 
 timer per batch or per call runs on the loop. Running a lone call on the loop itself when
 the model is idle was measured too: it saves two thread hand-offs at concurrency 1, but
 under load the loop then runs single-row batches while requests wait, and V2 throughput
-at concurrency 32 halved (perf_analyzer, 16-token texts, same run). Running every batch on
-the loop (no thread; the rows queued during one loop iteration flushed as batches at the
-next) was measured against these threads as well, interleaved in one run: server CPU per
-V2 call stayed 1.4-2.2 ms either way at concurrency 8 and 32, with no consistent winner.
+at concurrency 32 halved (perf_analyzer, 16-token texts, same run). Limiting that to a
+call that is the only one in progress does not help: a call that never yields lets grpc
+start the next one only afterwards, which then finds itself alone too (V2 at concurrency
+32: 696-776 calls/s against 927-964). Running every batch on the loop (no thread; the rows
+queued during one loop iteration flushed as batches at the next) saves CPU in process but
+lost in the server, interleaved: 544-658 calls/s against 789-967 at concurrency 8
+(docs/benchmarks.md, "gRPC taken out").
 
 Deadlines: a call whose deadline has passed, or that was cancelled, is dropped before its
 rows reach the model, and its queue slots are freed at once.
