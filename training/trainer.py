@@ -98,6 +98,9 @@ def make_optimizer(
             return (step + 1) / warmup
         return 0.5 * (1.0 + math.cos(math.pi * min((step - warmup) / max(total - warmup, 1), 1.0)))
 
+    # PyTorch's per-tensor update, on purpose: foreach=True gives the same weights bit for bit
+    # and its step alone runs 2.5x as fast, yet car-order's epochs took 4.5-4.8 s with it
+    # against 4.05 s without (2 threads, taken in turns); fused=True rounds differently.
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
 
