@@ -16,7 +16,8 @@ one 16-token text per call:
 
 Each point reports calls/s, the CPU milliseconds per call of the event-loop thread and of
 the other threads (the batcher's, which run the model) from /proc/self/task, the model's
-share at the mean batch the engine formed (`bench.model_cost`), and that mean batch. Set
+share at the mean batch the engine formed (`bench.model_cost`, which fetches the attention
+output as the V2 layer does, so for the engine it is an upper bound), and that mean batch. Set
 beside the floor's CPU per call in a `bench.peers` run, it bounds what a Python front end
 on grpc.aio can reach: gRPC's cost plus this one.
 """
@@ -26,14 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnserve.service.bundle.layout import RepositoryError
 from attnserve.service.engine.classify import Inputs
 from attnserve.service.engine.model import LoadedModel
+from attnserve.service.errors import ServiceError
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
@@ -206,7 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(layers) - {"engine", "v2"}
     if unknown:
         parser.error(f"--layers: unknown {', '.join(sorted(unknown))} (engine, v2)")
-    asyncio.run(measure(args.repository, args.model, levels, args.calls, layers))
+    try:
+        asyncio.run(measure(args.repository, args.model, levels, args.calls, layers))
+    except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
+        print(f"bench.inprocess: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

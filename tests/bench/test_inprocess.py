@@ -26,3 +26,10 @@ def test_an_unknown_layer_is_refused(capsys: pytest.CaptureFixture[str]) -> None
         main(["--layers", "engine,grpc"])
     assert exit_info.value.code == 2
     assert "unknown grpc" in capsys.readouterr().err
+
+
+def test_a_missing_model_is_one_line_and_status_2(
+    model_repository: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--repository", str(model_repository), "--model", "nope", "--levels", "1"]) == 2
+    assert "no model named 'nope'" in capsys.readouterr().err
