@@ -202,10 +202,13 @@ class Server:
         # keep retrying would otherwise hold the port open for the whole grace period).
         await gate.wait_quiet(_QUIET_SECONDS, min(deadline, time.monotonic() + _REFUSING_SECONDS))
         closing = asyncio.ensure_future(self._stop_grpc(max(0.0, deadline - time.monotonic())))
-        try:
-            await asyncio.wait_for(gate.wait_idle(), max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            log.warning("grace period over with %d call(s) unfinished; cancelling them", gate.active)
+        # Only while calls are in progress: with no grace left, wait_for times out before the
+        # wait has run even once, and would report 0 calls cut off.
+        if gate.active:
+            try:
+                await asyncio.wait_for(gate.wait_idle(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                log.warning("grace period over with %d call(s) unfinished; cancelling them", gate.active)
         # Replies handed to grpc reach the wire; then streams no call waits for (health
         # Watch) are ended.
         await self._stop_grpc(min(_FLUSH_SECONDS, max(0.0, deadline - time.monotonic())))

@@ -237,3 +237,16 @@ def test_open_stream_is_answered_then_ended_unavailable_on_shutdown(model_reposi
     assert ids == ["0", "1", "2", "3", "4"]
     assert ended.code == grpc.StatusCode.UNAVAILABLE and "shutting down" in ended.details
     assert seconds < 30, "an open stream must not hold shutdown for the whole grace period (60 s)"
+
+
+def test_a_shutdown_without_grace_and_without_calls_reports_nothing_cut_off(
+    model_repository: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    running = RunningServer(make_settings(model_repository, drain_accept_s=0.0))
+    with running:
+        assert running.server is not None
+        with caplog.at_level(logging.INFO, logger="attnserve.service.server"):
+            running.run(running.server.shutdown(grace=0.0))
+    messages = [record.getMessage() for record in caplog.records]
+    assert "stopped" in messages, messages
+    assert not any("grace period over" in message for message in messages), messages
