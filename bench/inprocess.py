@@ -15,7 +15,7 @@ one 16-token text per call:
   engine, the reply and the call's metrics.
 
 Each point reports calls/s, the CPU milliseconds per call of the event-loop thread and of
-the other threads (the batcher's, which run the model) from /proc/self/task, the model's
+the other threads (the batcher's, which run the model) from /proc (psutil), the model's
 share at the mean batch the engine formed (`bench.model_cost`, which fetches the attention
 output as the V2 layer does, so for the engine it is an upper bound), and that mean batch. Set
 beside the floor's CPU per call in a `bench.peers` run, it bounds what a Python front end
@@ -42,13 +42,13 @@ from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
 from bench.model_cost import model_cpu_per_text
+from bench.profiling import thread_cpu
 from bench.texts import exact_length_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 TEXTS = 32
 TOKENS = 16
-_TICK = os.sysconf("SC_CLK_TCK")
 Call = Callable[[int], Awaitable[None]]
 
 
@@ -66,19 +66,6 @@ class Point:
     @property
     def total_ms(self) -> float:
         return self.loop_ms + self.others_ms
-
-
-def thread_cpu() -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of this process."""
-    seconds: dict[int, float] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as handle:
-                fields = handle.read().rpartition(")")[2].split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        seconds[int(tid)] = (int(fields[11]) + int(fields[12])) / _TICK
-    return seconds
 
 
 class _Context:
@@ -169,9 +156,9 @@ async def _point(
 ) -> Point:
     loop_thread = threading.get_native_id()
     rows0, batches0 = _batches(server, model)
-    before, started = thread_cpu(), time.perf_counter()
+    before, started = thread_cpu(os.getpid()), time.perf_counter()
     await _run(call, concurrency, calls)
-    after, elapsed = thread_cpu(), time.perf_counter() - started
+    after, elapsed = thread_cpu(os.getpid()), time.perf_counter() - started
     rows1, batches1 = _batches(server, model)
     loop = after.get(loop_thread, 0.0) - before.get(loop_thread, 0.0)
     others = sum(v - before.get(tid, 0.0) for tid, v in after.items() if tid != loop_thread)
