@@ -42,7 +42,7 @@ from attnserve.service.engine.reload import Reloader
 from attnserve.service.engine.repository import Repository
 from attnserve.service.engine.runtime import check_device
 from attnserve.service.grpc.auth import guarded, load_tokens
-from attnserve.service.grpc.transport import bind, grpc_options, reflection_handler
+from attnserve.service.grpc.transport import Stopper, bind, grpc_options, reflection_handler
 from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
 
@@ -95,7 +95,7 @@ class Server:
         # A worker of --workers N shares its port: bound before its models are loaded, it
         # would take connections from the kernel only to answer UNAVAILABLE.
         self._bind_after_load = bind_after_load
-        self._grpc: grpc.aio.Server | None = None
+        self._grpc: Stopper | None = None
         self._web: HttpTransport | None = None
         self.http_port = 0
         self._http: WSGIServer | None = None
@@ -142,7 +142,7 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)  # open: probes carry no token
         self.port = bind(server, settings)
         await server.start()
-        self._grpc = server
+        self._grpc = Stopper(server)
         if self.core.gate.state is State.STARTING:
             for name in ("", *names):
                 await self.health.set(name, NOT_SERVING)

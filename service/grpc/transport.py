@@ -19,6 +19,8 @@ connection's buffered request bodies are bounded by that times `max_message_byte
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +79,25 @@ def bind(server: grpc.aio.Server, settings: Settings) -> int:
     if port == 0:
         raise port_error("the gRPC port", settings.host, settings.port, "--port (0 picks a free port)")
     return port
+
+
+class Stopper:
+    """`grpc.aio.Server.stop` for callers that overlap (the shutdown closes the port, then
+    shortens the grace to flush replies): a call whose grace is not shorter than the one in
+    progress waits on that one instead of stopping again. grpcio 1.85 ends the process with
+    SIGSEGV when two `stop(0)` calls overlap; it documents overlapping calls as allowed."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+        self._grace = math.inf
+        self._stopping: asyncio.Future[None] | None = None
+
+    async def stop(self, grace: float) -> None:
+        if self._stopping is None or grace < self._grace:
+            self._grace = grace
+            self._stopping = asyncio.ensure_future(self._server.stop(grace))
+        # shielded: a cancelled caller must not cancel a stop that others wait on
+        await asyncio.shield(self._stopping)
 
 
 def reflection_handler(service_names: Sequence[str]) -> grpc.GenericRpcHandler[Any, Any]:
