@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,7 +53,8 @@ def task_data(pairs: int) -> tuple[Split, dict[str, object], TrainConfig]:
     tokenizer = build_tokenizer([e.text for e in ds.train])
     config: dict[str, object] = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels),
                                  "max_len": MAX_LEN, **dict(defaults.model)}  # fmt: skip
-    cfg = replace(TrainConfig(), **dict(defaults.training))
+    overrides: dict[str, Any] = dict(defaults.training)  # field names and values of TrainConfig
+    cfg = replace(TrainConfig(), **overrides)
     return encode(tokenizer, ds.train, MAX_LEN, "head"), config, cfg
 
 

@@ -33,6 +33,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
+
+import grpc
 
 from attnserve.service.bundle.layout import RepositoryError
 from attnserve.service.engine.classify import Inputs
@@ -108,16 +111,19 @@ def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
 async def measure(
     repository: Path, name: str, levels: list[int], calls: int, layers: list[str]
 ) -> list[Point]:
-    server = Server(Settings(repository=repository, metrics=False), serve_metrics=False)
+    # a dict: mypy, without pydantic's plugin, reads every field as a required argument
+    values: dict[str, Any] = {"repository": repository, "metrics": False}
+    server = Server(Settings(**values), serve_metrics=False)
     await server.load()
     try:
         model = server.core.repository.resolve(name)
         texts = exact_length_texts(model.bundle.tokenizer_path, TOKENS, TEXTS)
         (v2,) = [api for api in server.apis if api.service_name.startswith("inference.")]
-        method = v2.handler().service(_Details())
+        method = v2.handler().service(cast(grpc.HandlerCallDetails, _Details()))
         if method is None or method.unary_unary is None:
             raise RuntimeError("the V2 API has no unary ModelInfer handler")
-        handler = method.unary_unary
+        # grpc's stubs type the sync signature; grpc.aio calls the same handler and awaits it
+        handler = cast(Callable[[bytes, object], Awaitable[bytes]], method.unary_unary)
         raws = [infer_request(name, text) for text in texts]
         context = _Context()
 

@@ -40,7 +40,8 @@ def find(
             point["mode"],
             point["concurrency"],
         ) == (system, api, generator, workload, mode, c):
-            return point
+            found: Point = point
+            return found
     return None
 
 
@@ -58,7 +59,9 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
         met = None if math.isnan(value) else test(value)
         rows.append((goal, "n/a" if met is None else f"{value:.2f}{unit}", met))
 
-    f = lambda system, **kw: find(results, system, **kw)  # noqa: E731
+    def f(system: str, **kw: Any) -> Point | None:
+        return find(results, system, **kw)
+
     for c in (8, 32):
         add(f"V2 TEXT w1 / floor, c={c} (>= 0.6)", ratio(f(W1, c=c), f(FLOOR, c=c)), lambda v: v >= 0.6)
     one, floor_one = f(W1, c=1), f(FLOOR, c=1)
