@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import onnx
@@ -116,7 +117,8 @@ def test_int8_is_a_separate_version_with_its_accuracy_change(
     q = manifest.quantization
     assert q is not None and q.method == "dynamic-int8" and q.metric == "accuracy" and q.max_drop == 0.01
     assert 0.0 <= q.after <= 1.0 and q.before - q.after <= q.max_drop
-    assert q.before == read_bundle(float_bundle).manifest.training_metrics["val"]["accuracy"]  # type: ignore[index]
+    float_val = cast(dict[str, float], read_bundle(float_bundle).manifest.training_metrics["val"])
+    assert q.before == float_val["accuracy"]
     ops = {node.op_type for node in onnx.load(str(int8_bundle / MODEL_FILE)).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     assert manifest.parity is not None and manifest.parity.logits_max_abs_diff > 0

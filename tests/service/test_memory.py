@@ -43,7 +43,7 @@ def _blast(target: str, method: str, body: bytes, token: str | None, count: int)
     metadata = (("authorization", f"Bearer {token}"),) if token else None
     codes: Counter[str] = Counter()
     with grpc.insecure_channel(target) as channel:
-        send = channel.unary_unary(method)
+        send = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
 
         def one(_: int) -> str:
             try:
@@ -69,7 +69,7 @@ def _varint(value: int) -> bytes:
 def _padded_classify() -> bytes:
     """A valid one-text request carrying BODY_BYTES in an unknown field (kept by protobuf,
     so the body stays in memory while the call waits for its batch)."""
-    valid = pb.ClassifyRequest(model="car", texts=["the white car is left"]).SerializeToString()
+    valid: bytes = pb.ClassifyRequest(model="car", texts=["the white car is left"]).SerializeToString()
     return valid + _varint(1000 << 3 | 2) + _varint(BODY_BYTES) + b"\x00" * BODY_BYTES
 
 
@@ -77,7 +77,8 @@ def _invalid_v2() -> bytes:
     request = v2pb.ModelInferRequest(model_name="car")
     request.inputs.add(name="TEXT", datatype="BYTES", shape=[1, 1])
     request.raw_input_contents.append(b"\xff" * BODY_BYTES)  # a BYTES length that overruns the data
-    return request.SerializeToString()
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def test_thousands_of_large_refused_requests_leave_memory_bounded(model_repository: Path) -> None:

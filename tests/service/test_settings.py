@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from attnserve.service.settings import Settings, build_parser, load_settings
+from tests.support.servers import plain_settings
 
 
 def test_environment_overrides_defaults_and_flags_override_both(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,11 +34,11 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit):
         load_settings(["--device", "tpu"])
     with pytest.raises(ValidationError, match="max_texts_per_request"):
-        Settings(max_queue=10, max_texts_per_request=20)
+        plain_settings(max_queue=10, max_texts_per_request=20)
     with pytest.raises(ValidationError, match="fixed port"):
-        Settings(workers=2, port=0)
+        plain_settings(workers=2, port=0)
     monkeypatch.setenv("ATTNSERVE_NOT_A_SETTING", "1")  # unrelated variables are ignored
-    assert Settings().port == 50051
+    assert plain_settings().port == 50051
 
 
 def test_every_setting_has_a_flag_and_a_description() -> None:
@@ -64,5 +65,5 @@ def test_every_setting_is_documented_in_the_service_guide() -> None:
 def test_http_port_defaults_to_8000_and_must_differ_from_the_grpc_port() -> None:
     assert Settings.model_fields["http_port"].default == 8000  # the environment of tests sets 0
     with pytest.raises(ValueError, match="http_port and port must differ"):
-        Settings(port=9000, http_port=9000)
-    assert Settings(port=9000, http_port=0).http_port == 0  # off
+        plain_settings(port=9000, http_port=9000)
+    assert plain_settings(port=9000, http_port=0).http_port == 0  # off

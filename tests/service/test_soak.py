@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Awaitable
 from pathlib import Path
 
 import psutil
@@ -45,7 +46,11 @@ async def _round(target: str, ledger: Ledger) -> None:
         async def worker() -> None:
             while not queue.empty():
                 i = queue.get_nowait()
-                await ledger.call(lambda i=i: one(i))
+
+                def make(i: int = i) -> Awaitable[object]:
+                    return one(i)
+
+                await ledger.call(make)
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 

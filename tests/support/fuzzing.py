@@ -31,7 +31,7 @@ def call(target: str, method: str, body: bytes, *, channel: grpc.Channel | None 
         with grpc.insecure_channel(target) as own:
             return call(target, method, body, channel=own)
     try:
-        channel.unary_unary(method)(body, timeout=30)
+        channel.unary_unary(method, request_serializer=None, response_deserializer=None)(body, timeout=30)
     except grpc.RpcError as exc:
         return exc.code().name, exc.details() or ""
     return "OK", ""

@@ -299,9 +299,9 @@ def test_load_task_splits_by_bucket_and_never_trains_on_held_out_material(car_or
     assert seen == {ex.text for p in pairs if p.bucket == "seen" for ex in (p.first, p.second)}
     groups = {ex.group for name in ("train", "val", "test") for ex in car_order.splits()[name]}
     assert len(groups) >= 1000
-    for name, split in car_order.splits().items():
+    for name, examples in car_order.splits().items():
         if name not in (HANDWRITTEN, HANDWRITTEN_BLIND):  # generated splits hold whole pairs: labels balance
-            assert Counter(ex.label for ex in split)[0] == len(split) / 2, name
+            assert Counter(ex.label for ex in examples)[0] == len(examples) / 2, name
     # No training sentence says a relation a held-out way.
     phrases = _heldout_phrases()
     assert not [t for t in seen if any(_contains(t, ph) for ph in phrases)]

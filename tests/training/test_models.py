@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from attnserve.training.models import FAMILIES, Classifier, TransformerConfig, build_model, config_to_dict
+from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.layers import SelfAttention, sinusoids
 
 VOCAB = 40
@@ -284,7 +285,7 @@ def test_word_order_init_scales_queries_and_keys_and_starts_positions_from_sinus
     torch.manual_seed(7)
     plain = build_model(family, {**config, "qk_init_gain": 1.0})
     torch.manual_seed(7)
-    sharp = build_model(family, {**config, "qk_init_gain": 2.0})
+    sharp = cast(SequenceClassifier, build_model(family, {**config, "qk_init_gain": 2.0}))
     scaled = {n for n, _ in sharp.named_parameters() if n.endswith(("query.weight", "key.weight"))}
     assert scaled, "no query/key projections found"
     for (name, p1), (_, p2) in zip(plain.named_parameters(), sharp.named_parameters(), strict=True):

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from attnserve.training.data import DataError, load_task, words
+from attnserve.training.data import DataError, Example, load_task, words
 from attnserve.training.data import reviews as reviews_module
 from attnserve.training.data import reviews_words as w
 from attnserve.training.data.reviews import FAVOURABLE, generate
@@ -16,11 +16,11 @@ SENTENCE = re.compile(r"[^.]+\.")
 
 
 @pytest.fixture(scope="module")
-def polarity() -> list:  # type: ignore[type-arg]
+def polarity() -> list[Example]:
     return generate(3000, seed=0, stars=False)
 
 
-def test_reviews_have_the_shape_of_yelp_reviews(polarity: list) -> None:  # type: ignore[type-arg]
+def test_reviews_have_the_shape_of_yelp_reviews(polarity: list[Example]) -> None:
     counts = [len(SENTENCE.findall(ex.text)) for ex in polarity]
     assert min(counts) == 2 and max(counts) == 5
     lengths = [len(words(ex.text)) for ex in polarity]
@@ -32,7 +32,7 @@ def test_reviews_have_the_shape_of_yelp_reviews(polarity: list) -> None:  # type
     assert len(types_all) > 1.6 * len(types_small) > 2400
 
 
-def test_negated_cue_words_are_common(polarity: list) -> None:  # type: ignore[type-arg]
+def test_negated_cue_words_are_common(polarity: list[Example]) -> None:
     text = " ".join(ex.text for ex in polarity)
     negated = sum(text.count(f" {verb} ") for verb in w.NEGATED_VERBS)
     cues = sum(1 for t in words(text) if t in set(w.POSITIVE) | set(w.NEGATIVE))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from attnserve.training.batching import Split, batch_tensors, scoring_batches
-from attnserve.training.models import build_model
+from attnserve.training.models import Classifier, build_model
 from attnserve.training.step import accumulate_gradients, micro_batches, train_step
 from attnserve.training.trainer import TrainConfig, predict
 
@@ -26,9 +27,9 @@ def _split(n: int, seed: int) -> Split:
     return Split(ids.astype(np.int32), lengths, rng.integers(0, 3, size=n))
 
 
-def _model(family: str = "transformer") -> torch.nn.Module:
+def _model(family: str = "transformer") -> Classifier:
     torch.manual_seed(0)
-    config = {"vocab_size": 40, "num_classes": 3, "max_len": WIDTH}
+    config: dict[str, object] = {"vocab_size": 40, "num_classes": 3, "max_len": WIDTH}
     if family != "transformer":
         config["dropout"] = 0.0  # dropout masks are drawn per micro-batch: compare without them
     return build_model(family, config).double().train()
@@ -60,7 +61,7 @@ def test_micro_batches_cover_every_row_once_within_the_token_limit() -> None:
 )
 @pytest.mark.parametrize("weighted", [False, True])
 def test_split_batches_give_the_whole_batchs_loss_and_gradient(
-    family: str, settings: dict[str, bool], weighted: bool
+    family: str, settings: dict[str, Any], weighted: bool
 ) -> None:
     split = _split(24, seed=1)
     batch = batch_tensors(split, np.arange(24), CPU, pad_to=WIDTH if settings.get("pad_to_max_len") else None)

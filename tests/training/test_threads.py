@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import numpy as np
 import pytest
 import torch
 
 from attnserve.training.batching import Split
-from attnserve.training.models import build_model
+from attnserve.training.models import TransformerClassifier, build_model
 from attnserve.training.threads import Threads, training_probe
 from attnserve.training.train_config import TrainConfig
 
@@ -99,9 +100,12 @@ def test_a_given_count_is_never_timed_again() -> None:
     assert threads.between_steps() == 2 == torch.get_num_threads()
 
 
-def _model_and_split() -> tuple[torch.nn.Module, Split]:
+def _model_and_split() -> tuple[TransformerClassifier, Split]:
     torch.manual_seed(0)
-    model = build_model("transformer", {"vocab_size": 50, "num_classes": 2, "max_len": 16, "dropout": 0.1})
+    model = cast(
+        TransformerClassifier,
+        build_model("transformer", {"vocab_size": 50, "num_classes": 2, "max_len": 16, "dropout": 0.1}),
+    )
     rng = np.random.default_rng(0)
     lengths = rng.integers(2, 17, size=40)
     ids = np.where(np.arange(16) < lengths[:, None], rng.integers(4, 50, size=(40, 16)), 0).astype(np.int32)

@@ -13,9 +13,8 @@ import pytest
 
 from attnserve.service.client import Client, ClientError
 from attnserve.service.client.admin import AdminClient
-from attnserve.service.settings import Settings
 from tests.support.bundles import add_version
-from tests.support.servers import RunningServer, make_settings
+from tests.support.servers import RunningServer, make_settings, plain_settings
 
 
 def _error(call: object) -> ClientError:
@@ -25,16 +24,16 @@ def _error(call: object) -> ClientError:
 
 
 def test_the_admin_api_is_off_by_default(model_repository: Path) -> None:
-    assert Settings().admin is False and Settings().auth is False
+    assert plain_settings().admin is False and plain_settings().auth is False
     with RunningServer(make_settings(model_repository)) as server, AdminClient(server.target) as admin:
         assert _error(lambda: admin.reload("car")).code == grpc.StatusCode.UNIMPLEMENTED
 
 
 def test_admin_on_a_public_address_needs_auth(model_repository: Path) -> None:
     with pytest.raises(ValueError, match="admin on a non-loopback host needs auth"):
-        Settings(repository=model_repository, admin=True, host="0.0.0.0")
+        plain_settings(repository=model_repository, admin=True, host="0.0.0.0")
     with pytest.raises(ValueError, match="admin needs workers = 1"):
-        Settings(repository=model_repository, admin=True, workers=2, port=50051)
+        plain_settings(repository=model_repository, admin=True, workers=2, port=50051)
 
 
 def test_reload_swaps_in_new_versions_and_reports_refusals(repository: Path) -> None:

@@ -6,7 +6,7 @@ channel (no serializer)."""
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -145,7 +145,8 @@ def test_long_text_is_rejected_on_both_apis_when_configured(model_repository: Pa
 
 def _raw_call(target: str, method: str, body: bytes, compression: grpc.Compression) -> grpc.RpcError:
     with grpc.insecure_channel(target) as channel:
-        call = channel.unary_unary(method)  # no serializer: the bytes go out as they are
+        # no serializer: the bytes go out as they are
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as caught:
             call(body, timeout=20, compression=compression)
     return caught.value
@@ -158,7 +159,7 @@ def _v2_body(text_bytes: int) -> bytes:
     return data
 
 
-BODIES = {
+BODIES: dict[str, tuple[str, Callable[[int], bytes]]] = {
     "native": (
         CLASSIFY,
         lambda size: pb.ClassifyRequest(model="car", texts=["\0" * size]).SerializeToString(),

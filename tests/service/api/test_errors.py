@@ -87,11 +87,14 @@ def test_unknown_model_and_version(client: Client) -> None:
 )
 def test_corrupt_body_is_invalid_argument(server: RunningServer, body: bytes) -> None:
     with grpc.insecure_channel(server.target) as channel:
-        raw_call = channel.unary_unary(CLASSIFY)  # no serializer: the bytes go out as they are
+        # no serializer: the bytes go out as they are
+        raw_call = channel.unary_unary(CLASSIFY, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as error:
             raw_call(body, timeout=10)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "not a valid attnserve.v1.ClassifyRequest" in error.value.details()
+    details = error.value.details()
+    assert details is not None
+    assert "not a valid attnserve.v1.ClassifyRequest" in details
 
 
 def test_message_over_the_receive_limit(client: Client) -> None:

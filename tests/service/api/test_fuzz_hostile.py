@@ -9,12 +9,13 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,7 +29,7 @@ from tests.support.methods import CLASSIFY, MODEL_INFER
 from tests.support.servers import RunningServer, make_settings
 
 V2 = "/inference.GRPCInferenceService/"
-VERSIONED = {
+VERSIONED: dict[str, Callable[[str], Message]] = {
     "ModelInfer": lambda v: _text_infer(v),
     "ModelMetadata": lambda v: v2pb.ModelMetadataRequest(name="car", version=v),
     "ModelConfig": lambda v: v2pb.ModelConfigRequest(name="car", version=v),
@@ -87,9 +88,9 @@ def test_v2_versions_are_ascii_numbers_on_every_method(
                 assert code == "OK" or version != "1", (method, message)
             else:
                 assert code == "INVALID_ARGUMENT" and "model_version" in message, (method, version, message)
-        replies = channel.stream_stream(V2 + "ModelStreamInfer")(
-            iter([_text_infer(version).SerializeToString()]), timeout=30
-        )
+        replies = channel.stream_stream(
+            V2 + "ModelStreamInfer", request_serializer=None, response_deserializer=None
+        )(iter([_text_infer(version).SerializeToString()]), timeout=30)
         [reply] = [v2pb.ModelStreamInferResponse.FromString(raw) for raw in replies]
     if not _is_version(version):
         assert reply.error_message.startswith("INVALID_ARGUMENT: model_version"), reply.error_message

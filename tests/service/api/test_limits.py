@@ -31,8 +31,10 @@ def errors() -> Iterator[ErrorLog]:
     logging.getLogger().removeHandler(handler)
 
 
-def _classify(texts: int, attention: int) -> bytes:
-    return pb.ClassifyRequest(model="car", texts=[LONG] * texts, attention=attention).SerializeToString()
+def _classify(texts: int, attention: pb.AttentionMode) -> bytes:
+    request = pb.ClassifyRequest(model="car", texts=[LONG] * texts, attention=attention)
+    body: bytes = request.SerializeToString()
+    return body
 
 
 def test_a_reply_over_the_clients_default_limit_is_refused_up_front(model_repository: Path) -> None:
@@ -80,12 +82,14 @@ def test_cancelling_a_stream_whose_client_stopped_reading_logs_no_traceback(
 ) -> None:
     with RunningServer(make_settings(model_repository)) as server:
         with grpc.insecure_channel(server.target) as channel:
-            stream = channel.stream_stream("/attnserve.v1.Classifier/ClassifyStream")
+            stream = channel.stream_stream(
+                "/attnserve.v1.Classifier/ClassifyStream", request_serializer=None, response_deserializer=None
+            )
             for _ in range(3):
                 requests = iter([_classify(64, ALL)] * 40)  # 2.4 MB replies: writes block at once
                 replies = stream(requests, timeout=30)
                 time.sleep(1.5)  # never read: the server's writes wait on flow control
-                replies.cancel()
+                replies.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs leave cancel() untyped
             time.sleep(1.0)
             code, _ = call(server.target, CLASSIFY, _classify(1, POOLED), channel=channel)
         assert code == "OK"

@@ -94,6 +94,7 @@ def test_top_k_tokens_are_the_most_attended(client: Client) -> None:
     pooled = client.classify(text, model="pool", attention="pooled").results[0]
     top = client.classify(text, model="pool", top_k=3).results[0]
     assert top.attention is None
+    assert pooled.attention is not None
     order = np.argsort(-pooled.attention, kind="stable")[:3]
     assert [t.index for t in top.top_tokens] == order.tolist()
     assert [t.token for t in top.top_tokens] == [pooled.tokens[i] for i in order]
@@ -111,6 +112,7 @@ def test_same_text_alone_and_in_a_mixed_batch_gives_the_same_logits(
     assert server.value("attnserve_padding_ratio_sum", model="car") > padded_before, "no padded batch ran"
     for single, batched in zip(alone, together, strict=True):
         np.testing.assert_allclose(batched.logits, single.logits, atol=1e-5, rtol=0)
+        assert batched.attention is not None and single.attention is not None
         np.testing.assert_allclose(batched.attention, single.attention, atol=1e-5, rtol=0)
 
 

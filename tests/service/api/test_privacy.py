@@ -7,6 +7,7 @@ import http.client
 import logging
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -31,13 +32,14 @@ def test_texts_and_odd_names_never_reach_logs_or_metric_labels(
     with RunningServer(make_settings(model_repository)) as server, Client(server.target) as client:
         assert client.classify([text], model="car", attention="pooled").results[0].label
         refused = 0
-        for call in (
+        refusals: tuple[Callable[[], object], ...] = (
             lambda: client.classify([text * 400], model="car"),  # too many characters
             lambda: client.classify([text] * 65, model="car"),  # too many texts
             lambda: client.classify([text], model="bow", attention="pooled"),  # no attention
             lambda: client.classify([text], model="car", version=9),
             *(lambda name=name: client.classify([text], model=name) for name in ODD_NAMES),
-        ):
+        )
+        for call in refusals:
             with pytest.raises(ClientError):
                 call()
             refused += 1

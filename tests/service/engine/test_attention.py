@@ -10,7 +10,8 @@ from attnserve.service.engine.attention import AttentionMode, as_layers, extract
 
 def _rows(rng: np.random.Generator, *shape: int) -> np.ndarray:
     weights = rng.random(shape, dtype=np.float32)
-    return weights / weights.sum(axis=-1, keepdims=True)
+    rows: np.ndarray = weights / weights.sum(axis=-1, keepdims=True)
+    return rows
 
 
 def test_rollout_of_one_layer_mixes_in_the_residual() -> None:

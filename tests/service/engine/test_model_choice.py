@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -16,6 +17,7 @@ from tests.support.v2 import V2Calls, output, text_request
 
 def test_no_name_with_several_models_is_invalid_argument_listing_them(server: RunningServer) -> None:
     with Client(server.target) as client:
+        call: Callable[[], object]
         for call in (lambda: client.classify("a white car"), lambda: client.model()):
             with pytest.raises(ClientError) as caught:
                 call()

@@ -13,7 +13,7 @@ import logging
 import shutil
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,11 @@ class Traffic:
             async def loop(worker: int) -> None:
                 i = worker
                 while not self.stop.is_set():
-                    await self.ledger.call(lambda i=i: one(i))
+
+                    def make(i: int = i) -> Awaitable[None]:
+                        return one(i)
+
+                    await self.ledger.call(make)
                     i += 1
 
             await asyncio.gather(*(loop(w) for w in range(self.workers)))

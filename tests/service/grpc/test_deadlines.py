@@ -20,7 +20,7 @@ BODY = pb.ClassifyRequest(model="car", texts=["a white car"]).SerializeToString(
 
 async def _expire(target: str) -> list[str]:
     async with grpc.aio.insecure_channel(target) as channel:
-        classify = channel.unary_unary(CLASSIFY)
+        classify = channel.unary_unary(CLASSIFY, request_serializer=None, response_deserializer=None)
 
         async def one() -> str:
             try:
@@ -36,7 +36,7 @@ async def _expire(target: str) -> list[str]:
 
 async def _cancel(target: str) -> list[str]:
     async with grpc.aio.insecure_channel(target) as channel:
-        classify = channel.unary_unary(CLASSIFY)
+        classify = channel.unary_unary(CLASSIFY, request_serializer=None, response_deserializer=None)
 
         async def one() -> str:
             call = classify(BODY, timeout=30)
@@ -87,7 +87,7 @@ def test_deadline_and_cancellation_are_told_apart_and_counted(model_repository: 
 async def _short_deadlines(target: str) -> dict[str, int]:
     seen: dict[str, int] = {}
     async with grpc.aio.insecure_channel(target) as channel:
-        classify = channel.unary_unary(CLASSIFY)
+        classify = channel.unary_unary(CLASSIFY, request_serializer=None, response_deserializer=None)
 
         async def one(timeout: float) -> None:
             try:

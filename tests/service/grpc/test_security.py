@@ -22,10 +22,9 @@ from attnserve.service.errors import StartupError
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.run import run_server
 from attnserve.service.server import Server
-from attnserve.service.settings import Settings
 from tests.support.certs import SERVER_NAME, Authority
 from tests.support.load import record_figures
-from tests.support.servers import RunningServer, make_settings
+from tests.support.servers import RunningServer, make_settings, plain_settings
 from tests.support.v2 import text_request
 
 INFERENCE_TOKEN = "inference-token-0123456789"
@@ -159,7 +158,9 @@ def _raw(target: str, method: str, body: bytes, token: str | None) -> grpc.Statu
     metadata = (("authorization", f"Bearer {token}"),) if token else ()
     with grpc.insecure_channel(target) as channel:
         try:
-            channel.unary_unary(method)(body, timeout=10, metadata=metadata)
+            channel.unary_unary(method, request_serializer=None, response_deserializer=None)(
+                body, timeout=10, metadata=metadata
+            )
         except grpc.RpcError as exc:
             return exc.code()
     return grpc.StatusCode.OK
@@ -249,7 +250,7 @@ def test_the_client_cli_speaks_mutual_tls_with_a_token(
 ) -> None:
     server_pair = pki["ca"].issue("cli-server", server=True)
     client_pair = pki["ca"].issue("cli-client", server=False)
-    settings = Settings(
+    settings = plain_settings(
         repository=model_repository,
         port=0,
         metrics_port=0,

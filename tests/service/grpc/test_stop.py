@@ -54,7 +54,8 @@ def test_a_shorter_grace_ends_a_stop_in_progress() -> None:
         await server.start()
         stopper = Stopper(server)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/t.Slow/Call")(b"x")
+            slow = channel.unary_unary("/t.Slow/Call", request_serializer=None, response_deserializer=None)
+            call = slow(b"x")
             await asyncio.sleep(0.3)  # the call is in progress
             started = time.monotonic()
             patient = asyncio.ensure_future(stopper.stop(30))

@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -100,7 +100,9 @@ def test_label_and_heatmaps_equal_the_grpc_reply(
     browser: webdriver.Chrome, port: int, client: Client
 ) -> None:
     open_page(browser, port)
-    options = [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "model")).options]
+    options = cast(
+        list[str], [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "model")).options]
+    )
     assert sorted(options) == ["bow", "car", "pool"]
     assert classify(browser, SENTENCE_A) == "done"
     every = client.classify([SENTENCE_A], model="car", attention="all", top_k=5).results[0]

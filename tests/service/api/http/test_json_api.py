@@ -46,8 +46,8 @@ def test_classify_equals_the_grpc_reply(port: int, client: Client, model: str, m
             list(want.tokens),
             want.truncated,
         )
-        np.testing.assert_array_equal(np.float32(got.probabilities), want.probabilities)
-        np.testing.assert_array_equal(np.float32(got.logits), want.logits)
+        np.testing.assert_array_equal(np.asarray(got.probabilities, dtype=np.float32), want.probabilities)
+        np.testing.assert_array_equal(np.asarray(got.logits, dtype=np.float32), want.logits)
         if mode == "none":
             assert got.attention is None and want.attention is None
         else:
@@ -111,6 +111,7 @@ def test_accepted_connections_send_without_delay(server: RunningServer, port: in
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
         assert sock.recv(1024).startswith(b"HTTP/1.1 200")
         web = server.server._web._server  # type: ignore[union-attr]  # the uvicorn server
+        assert web is not None
         accepted = [c.transport.get_extra_info("socket") for c in list(web.server_state.connections)]
         assert accepted
         assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in accepted)

@@ -69,6 +69,7 @@ def test_inference_equals_the_native_api(report: dict[str, Any], native: Classif
     attention = np.asarray(outputs["ATTENTION"], dtype=np.float32)
     for row, result in zip(attention, native.results, strict=True):
         n = len(result.tokens)
+        assert result.attention is not None
         np.testing.assert_allclose(row[:n, :n], result.attention, atol=1e-6)
 
 
@@ -97,11 +98,15 @@ def test_perf_analyzer_over_http(
 ) -> None:
     width = 16
     if inputs == "text":
-        data = {"data": [{"TEXT": [text]} for text in TEXTS]}
+        data: dict[str, object] = {"data": [{"TEXT": [text]} for text in TEXTS]}
         extra: list[str] = []
     else:
         ids, mask = tokenize(model_repository / MODEL / "1" / "tokenizer.json", TEXTS)
-        pad = lambda row: row.tolist() + [0] * (width - len(row))  # noqa: E731
+
+        def pad(row: np.ndarray) -> list[int]:
+            padded: list[int] = row.tolist() + [0] * (width - len(row))
+            return padded
+
         data = {
             "data": [{"INPUT_IDS": pad(i), "ATTENTION_MASK": pad(m)} for i, m in zip(ids, mask, strict=True)]
         }

@@ -43,6 +43,7 @@ def test_model_metadata_config_and_index_match_grpc(port: int, server: RunningSe
         grpc_meta = v2.unary("ModelMetadata", pb.ModelMetadataRequest(name="car"), pb.ModelMetadataResponse)
     finally:
         v2.close()
+    assert isinstance(grpc_meta, pb.ModelMetadataResponse)
     meta = call(port, "GET", "/v2/models/car").json()
     assert meta == call(port, "GET", "/v2/models/car/versions/1").json()
     assert meta["versions"] == list(grpc_meta.versions) and meta["platform"] == grpc_meta.platform

@@ -151,7 +151,9 @@ def test_bad_request_is_answered_with_a_clear_status(v2: V2Calls, case: str) -> 
         v2.infer(build())
     error = caught.value
     assert error.code() == code, error.details()
-    assert fragment in error.details()
+    details = error.details()
+    assert details is not None
+    assert fragment in details
 
 
 def test_unimplemented_rpcs_answer_unimplemented(v2: V2Calls) -> None:
@@ -181,7 +183,9 @@ def test_unknown_models_are_not_found(
     with pytest.raises(grpc.RpcError) as caught:
         v2.unary(method, request_message, reply_type)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-    assert fragment in caught.value.details()
+    details = caught.value.details()
+    assert details is not None
+    assert fragment in details
 
 
 def test_stream_errors_come_in_band_and_the_stream_goes_on(v2: V2Calls) -> None:
@@ -205,6 +209,7 @@ def test_errors_are_counted_for_the_v2_api(server: RunningServer, v2: V2Calls) -
         return server.value("attnserve_requests_total", api="v2", model=model, code=code)
 
     before_bad, before_unknown = count("car", "INVALID_ARGUMENT"), count("_unknown", "NOT_FOUND")
+    build: Callable[[], pb.ModelInferRequest]
     for build in (
         lambda: text_request("car", [TEXT], outputs=["NOPE"]),
         lambda: text_request("ghost", [TEXT]),

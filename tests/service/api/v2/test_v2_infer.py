@@ -54,6 +54,7 @@ def test_outputs_match_the_native_api_and_attention_is_padded_with_zeros(
     assert lengths.tolist() == [len(r.tokens) for r in native.results]
     assert attention.shape == (len(TEXTS), max(lengths))
     for row, n, result in zip(attention, lengths, native.results, strict=True):
+        assert result.attention is not None
         np.testing.assert_allclose(row[:n], result.attention, atol=1e-5)
         np.testing.assert_allclose(row[:n].sum(), 1.0, atol=1e-5)
         assert not row[n:].any()
