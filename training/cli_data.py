@@ -48,6 +48,14 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--test-fraction", type=float, default=None, help="likewise for test (default: as --val-fraction)"
     )
+    g.add_argument(
+        "--data-seed",
+        type=int,
+        default=None,
+        metavar="INT",
+        help="seed of a built-in task's generated data and of every split; --seed then picks the "
+        "initial weights and batch order alone (default: --seed)",
+    )
     g.add_argument("--text-column", default="text", help="(default: text)")
     g.add_argument("--label-column", default="label", help="(default: label)")
     g.add_argument(
@@ -150,5 +158,5 @@ def data_spec(ns: argparse.Namespace) -> DataSpec:
         max_len_percentile=ns.max_len_percentile,
         max_len_cap=ns.max_len_cap,
         truncation=ns.truncation,
-        seed=ns.seed if ns.seed is not None else 0,
+        seed=ns.data_seed if ns.data_seed is not None else ns.seed if ns.seed is not None else 0,
     )

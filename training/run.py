@@ -174,6 +174,7 @@ def train_run(
         "best_epoch": history.best_epoch,
         "epochs_run": len(history.epochs),
         "out_of_time": history.out_of_time,
+        "seeds": {"data": data_spec.seed, "weights": train_cfg.seed},  # --data-seed, --seed
         "select_by": train_cfg.select_by,
         "class_weights": train_cfg.class_weights,
         **evaluation.scores,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from attnserve.training.cli import main
 
@@ -122,3 +123,20 @@ def test_stars_csv_trains_three_ordered_classes_with_reports(
     warnings = json.loads((short / "metrics.json").read_text())["warnings"]
     assert any("poorly calibrated" in w for w in warnings), warnings
     assert "poorly calibrated" in capsys.readouterr().err
+
+
+def test_data_seed_keeps_the_data_while_seed_changes_the_weights(tmp_path: Path) -> None:
+    def train(name: str, *seeds: str) -> tuple[str, dict[str, Any], Any]:
+        out = tmp_path / name
+        args = ["--task", "greetings-food", "--model", "mean_pool", "--epochs", "1", "--no-progress"]
+        assert main([*args, *seeds, "--out", str(out)]) == 0
+        state = torch.load(out / "checkpoint.pt", weights_only=True)["state_dict"]
+        return (out / "eval.jsonl").read_text(), json.loads((out / "metrics.json").read_text()), state
+
+    val, metrics, weights = train("a", "--seed", "0")
+    same_val, same_metrics, other_weights = train("b", "--seed", "1", "--data-seed", "0")
+    other_val, _, _ = train("c", "--seed", "1")
+    assert same_val == val and other_val != val  # the validation split follows --data-seed
+    assert any(not torch.equal(weights[k], other_weights[k]) for k in weights)  # the weights follow --seed
+    assert metrics["seeds"] == {"data": 0, "weights": 0}
+    assert same_metrics["seeds"] == {"data": 0, "weights": 1}
