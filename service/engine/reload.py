@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnserve.service.bundle import Fingerprint, fingerprint, scan
-from attnserve.service.engine.model import LoadError
+from attnserve.service.engine.model import LoadedModel, LoadError
 from attnserve.service.engine.repository import Repository
 from attnserve.service.errors import NotFound
 from attnserve.service.settings import Settings
@@ -114,10 +114,11 @@ class Reloader:
                 raise NotFound(f"model: no loaded model named {name!r}")
             self._held.add(name)
             report = ModelReport(name, removed=sorted(entry.versions))
-            await self._repository.withdraw(name)
+            withdrawn = self._repository.withdraw(name)
             self._forget(name, report.removed)
-            log.info("model %s unloaded (versions %s) by the admin API", name, report.removed)
             await self._on_change(name, False)
+            await self._retire(withdrawn)
+            log.info("model %s unloaded (versions %s) by the admin API", name, report.removed)
             return report
 
     async def _reconcile(self, name: str, disk: dict[int, Fingerprint]) -> ModelReport:
@@ -152,16 +153,23 @@ class Reloader:
                 break
         current = self._repository.models.get(name)
         gone = [v for v in (current.versions if current else {}) if v not in disk]
-        if gone:
-            await self._repository.withdraw(name, gone)
-            log.info("model %s: versions %s unloaded (their folders are gone)", name, gone)
+        withdrawn = self._repository.withdraw(name, gone) if gone else []
         after = self._repository.models.get(name)
         report.serving = sorted(after.versions) if after else []
         report.removed = sorted(set(served) - set(report.serving))
         self._forget(name, report.removed)
         if (before is None) != (after is None):
             await self._on_change(name, after is not None)
+        if withdrawn:
+            await self._retire(withdrawn)
+            log.info("model %s: versions %s unloaded (their folders are gone)", name, gone)
         return report
+
+    async def _retire(self, withdrawn: Sequence[LoadedModel]) -> None:
+        """Let withdrawn versions finish their accepted calls, after health has followed the
+        routing table: while they drain, new calls already get NOT_FOUND."""
+        for model in withdrawn:
+            await self._repository.retire(model)
 
     def _forget(self, name: str, versions: Sequence[int]) -> None:
         for version in versions:

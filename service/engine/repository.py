@@ -161,12 +161,13 @@ class Repository:
         for old in retired:
             await self.retire(old)
 
-    async def withdraw(self, name: str, versions: Collection[int] | None = None) -> None:
-        """Stop serving `versions` of a model (all of them: the model) in one step; their
-        accepted calls finish, later calls get NOT_FOUND."""
+    def withdraw(self, name: str, versions: Collection[int] | None = None) -> list[LoadedModel]:
+        """Stop routing to `versions` of a model (all of them: the model) in one step: later
+        calls get NOT_FOUND. Returns the withdrawn versions, whose accepted calls are still
+        running: `retire` each of them."""
         current = self._models.get(name)
         if current is None:
-            return
+            return []
         kept = {v: m for v, m in current.versions.items() if versions is not None and v not in versions}
         table = dict(self._models)
         if kept:
@@ -174,8 +175,7 @@ class Repository:
         else:
             del table[name]
         self._models = MappingProxyType(table)
-        for version in sorted(set(current.versions) - set(kept)):
-            await self.retire(current.versions[version])
+        return [current.versions[version] for version in sorted(set(current.versions) - set(kept))]
 
     @staticmethod
     async def retire(model: LoadedModel) -> None:
