@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from attnserve.training.checkpoint import LoadedRun, load_run
 from attnserve.training.data import Example, load_task
 from attnserve.training.tokenizer import encode_batch, load_tokenizer
 
 
-def probabilities(run: LoadedRun, texts: list[str]) -> torch.Tensor:
-    """[N, C] class probabilities of `run` for `texts`."""
-    encoded = encode_batch(load_tokenizer(run.tokenizer_path), texts, run.max_len, run.truncation)
+def probabilities(run: LoadedRun, tokenizer: Tokenizer, texts: list[str]) -> torch.Tensor:
+    """[N, C] class probabilities of `run` (whose tokenizer is `tokenizer`) for `texts`."""
+    encoded = encode_batch(tokenizer, texts, run.max_len, run.truncation)
     with torch.no_grad():
         logits = run.model.logits(
             torch.from_numpy(encoded.input_ids), torch.from_numpy(encoded.attention_mask)
@@ -35,10 +36,12 @@ def probabilities(run: LoadedRun, texts: list[str]) -> torch.Tensor:
 
 def scores(runs: list[LoadedRun], splits: dict[str, list[Example]]) -> dict[str, list[float]]:
     """Per split: each run's accuracy, then the accuracy of their mean probabilities."""
+    tokenizers = [load_tokenizer(run.tokenizer_path) for run in runs]  # read once, used per split
     table = {}
     for name, examples in splits.items():
         gold = torch.tensor([e.label for e in examples])  # [N]
-        probs = [probabilities(run, [e.text for e in examples]) for run in runs]
+        texts = [e.text for e in examples]
+        probs = [probabilities(run, tok, texts) for run, tok in zip(runs, tokenizers, strict=True)]
         mean = torch.stack(probs).mean(0)  # [N, C]
         table[name] = [float((p.argmax(-1) == gold).float().mean()) for p in [*probs, mean]]
     return table
