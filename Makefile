@@ -23,7 +23,7 @@ setup: $(BIN)/.installed
 # Train and export the built-in car-order model unless the repository already holds one.
 model: setup
 	@if [ -z "$$(ls -A $(REPO)/$(MODEL) 2>/dev/null)" ]; then \
-		echo "== training the default car-order model (two to three minutes on one core)"; \
+		echo "== training the default car-order model (two to three minutes on 2 cores)"; \
 		$(BIN)/attnserve-train --task car-order --model transformer --out runs/$(MODEL) && \
 		echo "== exporting it to $(REPO)/$(MODEL)" && \
 		$(BIN)/attnserve-export runs/$(MODEL) --repository $(REPO) --name $(MODEL); \
