@@ -1,4 +1,5 @@
-# attnserve: `make serve` (set up, train + export the default model if needed, serve) and `make test`.
+# attnserve: `make serve` (set up, train + export the default model if needed, serve), `make check`
+# (the inner loop: lint, types, fast tests) and `make test` (everything; what CI runs).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -7,8 +8,11 @@ MODEL  ?= car-order
 PORT   ?= 50051
 METRICS_PORT ?= 9100
 SERVE_ARGS ?=   # more attnserve-serve flags, e.g. make serve SERVE_ARGS=--admin
+PYTEST_ARGS ?=  # more pytest arguments, e.g. make check PYTEST_ARGS="-k batcher"
+# The markers `make check` leaves out (pyproject.toml [tool.pytest.ini_options], tests/conftest.py).
+FAST_TESTS := not slow and not images and not e2e and not cuda
 
-.PHONY: serve setup model test test-deps lint pytest proto compare compare-reviews bench loadtest clean
+.PHONY: serve setup model check test test-deps lint pytest proto compare compare-reviews bench loadtest clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,7 +49,11 @@ lint: setup
 	bash scripts/typecheck.sh
 
 pytest: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The inner loop: no Debian packages, no images, no long documented commands; minutes on 2 cores.
+check: lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 test: test-deps lint pytest
 

@@ -1,1 +1,1 @@
-"""attnserve's benchmarks: `python -m bench` (see bench/cli.py)."""
+"""attnserve's benchmarks: `python -m bench` (bench/cli.py; sections listed in bench/sections.py)."""

@@ -1,200 +1,35 @@
-"""`python -m bench`: every benchmark in one run, side by side, to a folder of markdown + PNG.
+"""`python -m bench`: every benchmark of attnserve, one command with a section for each.
 
-    python -m bench --quick                       # a few minutes
-    python -m bench                               # the full run (about 30 minutes on 2 cores)
+    python -m bench --quick                       # the serving suite in a few minutes
+    python -m bench                               # the full suite (about 30 minutes on 2 cores)
     python -m bench --tiny --sections native      # seconds: what CI runs
-    python -m bench --publish docs                # also update docs/benchmarks.md and docs/img/
-    python -m bench training-speed                # training throughput, old path vs new (own flags)
-    python -m bench training-memory               # peak RSS of a training run (own flags)
-    python -m bench data-parallel                 # car-order steps/s, 1 process vs 2 (own flags)
+    python -m bench peers                         # a section of its own (own flags: --help)
+    python -m bench training-speed --tiny         # any section at its tiny size
+    python -m bench list                          # every section, what it measures, its --tiny
 
-Sections: ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via perf_analyzer and
-the own generator), naive (hand-written baseline server), mlserver (MLServer in its own
-environment), memory (RSS idle / after N calls / soak), seqlen (cost against text length),
-profile (py-spy). Every server runs on 127.0.0.1 and every load is bounded in time.
-Exit status 1 when a section failed (the report says which and why).
+Exit status 1 when a measurement failed, 2 for a bad command line or a missing model.
 """
 
 from __future__ import annotations
 
-import argparse
-import subprocess
+import importlib
 import sys
-import time
-import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import cast
 
-from attnserve.service.bundle import read_bundle
-from bench import ceiling, compare, machine, memory, plots, profiling, report, seqlen, sweep
-from bench.mlserver import Unavailable, mlserver_env
-from bench.perf_analyzer_sweep import PERF_ANALYZER
-from bench.plan import PLANS, SECTIONS, Plan
-from bench.publish import publish
-from bench.results import Results
-from bench.texts import mixed_texts
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Skip(Exception):
-    """A section that cannot run here; the message says why."""
-
-
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="a few minutes")
-    mode.add_argument("--tiny", dest="mode", action="store_const", const="tiny", help="seconds (CI)")
-    parser.set_defaults(mode="full")
-    parser.add_argument("--repository", type=Path, default=ROOT / "models")
-    parser.add_argument("--model", default="car-order")
-    parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
-    parser.add_argument(
-        "--sections", default=",".join(SECTIONS), help="comma-separated subset of: " + ", ".join(SECTIONS)
-    )
-    parser.add_argument(
-        "--strict", action="store_true", help="a section that cannot run (missing tool) fails the run"
-    )
-    parser.add_argument(
-        "--no-mlserver-setup",
-        action="store_true",
-        help="do not create .venv-mlserver when it is missing (skip the MLServer comparison)",
-    )
-    parser.add_argument(
-        "--publish", type=Path, metavar="DOCS", help="write DOCS/benchmarks.md tables and DOCS/img/"
-    )
-    parser.add_argument(
-        "--from", dest="source", type=Path, metavar="RUN_DIR",
-        help="measure nothing: render (and --publish) the results.json of an earlier run",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    unknown = set(args.sections.split(",")) - set(SECTIONS)
-    if unknown:
-        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
-    return args
-
-
-def perf_analyzer_ready() -> None:
-    done = subprocess.run(
-        ["bash", str(PERF_ANALYZER), "--locate"], capture_output=True, text=True, timeout=60
-    )
-    if done.returncode != 0:
-        raise Skip(f"perf_analyzer is not usable ({done.stderr.strip()}); run tools/triton-env.sh")
-
-
-def model_facts(bundle_dir: Path) -> dict[str, Any]:
-    manifest = read_bundle(bundle_dir).manifest
-    spec = manifest.attention
-    attention = spec.kind + (f" {spec.layers}x{spec.heads}" if spec.kind in ("layers", "self") else "")
-    return {"name": manifest.name, "version": manifest.version, "family": manifest.family,
-            "attention": attention, "max_len": manifest.max_len, "kind": spec.kind}  # fmt: skip
-
-
-def render(results: Results, out: Path, saturation: int, docs: Path | None) -> None:
-    results.write(out / "results.json")
-    plots.draw_all(results, out)
-    (out / "report.md").write_text(report.render(results, saturation))
-    if docs is not None:
-        publish(results, out, docs, saturation)
-    print(f"wrote {out / 'report.md'}, results.json and {len(report.PLOTS)} PNGs", file=sys.stderr)
+from bench.sections import BY_NAME, expand_tiny, listing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["training-speed"]:
-        from bench import training_speed
-
-        return training_speed.main(argv[1:])
-    if argv[:1] == ["training-memory"]:
-        from bench import training_memory
-
-        return training_memory.main(argv[1:])
-    if argv[:1] == ["data-parallel"]:
-        from bench import data_parallel
-
-        return data_parallel.main(argv[1:])
-    args = parse(argv)
-    if args.source is not None:
-        earlier = Results.read(args.source / "results.json")
-        render(earlier, args.source, PLANS[earlier.mode].saturation, args.publish)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["list"], ["--list"]):
+        print(listing())
         return 0
-    plan: Plan = PLANS[args.mode]
-    wanted = [s for s in SECTIONS if s in args.sections.split(",")]
-    try:
-        bundle_dir = ceiling.bundle_dir(args.repository, args.model)
-    except (FileNotFoundError, NotADirectoryError):
-        print(f"bench: no model {args.model!r} in {args.repository}; train and export one first "
-              "(`make model`), or pass --repository/--model", file=sys.stderr)  # fmt: skip
-        return 2
-    out = args.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    facts = model_facts(bundle_dir)
-    results = Results(args.mode, time.strftime("%Y-%m-%d %H:%M"), machine.describe(), facts)
-    texts = mixed_texts(512, facts["max_len"])
-    has_attention = facts["kind"] != "none"
-    bundle = read_bundle(bundle_dir)
-    repo, model = args.repository, args.model
+    section = BY_NAME.get(args[0]) if args else None
+    if section is None:  # the serving suite: its flags or none
+        from bench.serving.suite import main as suite
 
-    def run_sweep() -> None:
-        perf = "v2" in wanted
-        if perf:
-            try:
-                perf_analyzer_ready()
-            except Skip as exc:
-                if args.strict:
-                    raise
-                results.skipped["v2 (perf_analyzer)"] = str(exc)
-                perf = False
-        results.points += sweep.run(
-            repo, model, texts, plan, native="native" in wanted, v2="v2" in wanted, perf_analyzer=perf,
-            has_attention=has_attention, work_dir=out,
-        )  # fmt: skip
-
-    def run_mlserver() -> None:
-        try:
-            python = mlserver_env(create=not args.no_mlserver_setup)
-        except Unavailable as exc:
-            raise Skip(str(exc)) from None
-        results.points += compare.mlserver_points(python, bundle_dir, model, texts, plan)
-
-    threads = sorted({1, int(results.machine["cores"] or 1)})
-    steps: dict[str, Callable[[], None]] = {
-        "ceiling": lambda: results.ceiling.extend(
-            ceiling.measure(bundle, texts, plan.ceiling_batches, threads, plan.ceiling_seconds)
-        ),
-        "native": run_sweep,
-        "naive": lambda: results.points.extend(
-            compare.naive_points(bundle_dir, model, texts, plan, has_attention=has_attention)
-        ),
-        "mlserver": run_mlserver,
-        "memory": lambda: setattr(results, "memory", memory.measure(repo, model, texts, plan)),
-        "seqlen": lambda: setattr(results, "seqlen", seqlen.measure(repo, model, texts, plan)),
-        "profile": lambda: setattr(results, "profile", profiling.profile(repo, model, texts, plan, out)),
-    }
-    if "v2" in wanted and "native" not in wanted:
-        steps["v2"] = run_sweep
-    failed = False
-    for section in wanted:
-        step = steps.get(section)
-        if step is None:  # v2 runs inside the native sweep, on the same servers
-            continue
-        print(f"== {section} ({plan.name})", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        try:
-            step()
-        except Skip as exc:
-            if args.strict:
-                results.skipped[section] = f"failed: {exc}"
-                failed = True
-            else:
-                results.skipped[section] = str(exc)
-            print(f"   {section}: {exc}", file=sys.stderr)
-        except Exception as exc:  # one broken section must not hide the others' results
-            traceback.print_exc()
-            results.skipped[section] = f"failed: {type(exc).__name__}: {exc}"
-            failed = True
-        results.seconds[section] = time.monotonic() - started
-    render(results, out, plan.saturation, args.publish)
-    return 1 if failed else 0
+        return suite(args)
+    module = importlib.import_module(section.module)
+    run = cast(Callable[[list[str]], int], module.main)
+    return run(expand_tiny(section, args[1:]))

@@ -11,6 +11,13 @@ bundles the product itself produces:
 
 Built once per test session (car's training is capped at 150 s); tests that modify a bundle
 copy it first.
+
+Test tiers: `make check` runs the tests not marked `slow`, `images` or `e2e` (unit and fast
+integration tests, minutes on 2 cores); `make test` runs everything. Marks come from the
+test's own decorators and from `pytest_collection_modifyitems` below, which marks by what a
+test needs: `model_repository` (the 150 s training above) or the torch.export-based exporter
+makes a test slow, and PATH_MARKS names the files and tests that build container images, run
+documented commands end to end, or train for 10 s and more.
 """
 
 from __future__ import annotations
@@ -28,9 +35,41 @@ from attnserve.training.data import DEFAULTS as TASK_DEFAULTS
 pytest_plugins = ["tests.support.runs"]
 
 MAX_LEN = 48
+# Tests by the fixture they use: one of these costs more than the inner loop can wait for.
+SLOW_FIXTURES = frozenset({"model_repository"})
+# Parametrized tests by a parameter's value: the torch.export-based exporter takes seconds a graph.
+SLOW_PARAMS = frozenset({"dynamo"})
+# Test files by path (relative to the repository), or one test as PATH::NAME, and their marks.
+PATH_MARKS: dict[str, tuple[str, ...]] = {
+    "tests/deploy/test_images.py": ("images", "slow"),  # builds and runs the container images
+    "tests/deploy/test_compose_stack.py": ("images", "slow"),  # the compose stack on those images
+    "tests/deploy/test_rehearsal.py": ("e2e", "slow"),  # compose services as processes + Prometheus
+    "tests/test_docs.py::test_documented_command_runs": ("e2e", "slow"),  # each documented command
+    "tests/test_packaging.py": ("e2e", "slow"),  # wheels built and installed in fresh venvs
+    # Trainings of 10 s and more (measured by `make check PYTEST_ARGS=--durations=30`).
+    "tests/training/test_compare.py::test_compare_writes_a_page_with_reports_time_and_memory": ("slow",),
+    "tests/training/test_cli.py::test_stars_csv_trains_three_ordered_classes_with_reports": ("slow",),
+    "tests/training/test_car_order.py::"
+    "test_load_task_splits_by_bucket_and_never_trains_on_held_out_material": ("slow",),
+}
+ROOT = Path(__file__).resolve().parents[1]
 # Servers started by tests (in process or as `attnserve-serve` processes) would all take the
 # default HTTP port 8000 and collide; tests that serve HTTP pass a free port explicitly.
 os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop."""
+    for item in items:
+        path = item.path.resolve()
+        where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
+        name = getattr(item, "originalname", item.name)
+        for mark in (*PATH_MARKS.get(where, ()), *PATH_MARKS.get(f"{where}::{name}", ())):
+            item.add_marker(mark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        slow_param = any(isinstance(v, str) and v in SLOW_PARAMS for v in params.values())
+        if slow_param or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @dataclass(frozen=True)

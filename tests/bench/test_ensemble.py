@@ -1,4 +1,4 @@
-"""bench.ensemble on toy runs trained here: each run's accuracy and their average's."""
+"""`python -m bench ensemble` on toy runs trained here: each run's accuracy and their average's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ import pytest
 from attnserve.training.checkpoint import load_run
 from attnserve.training.cli import main as train
 from attnserve.training.data import load_task
-from bench.ensemble import main, scores
+from bench.cli import main as bench
+from bench.training.ensemble import main, scores
+
+# Three trainings build the fixture: about 10 s on a busy 2-core machine.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +51,12 @@ def test_a_table_row_per_split(runs: dict[str, Path], capsys: pytest.CaptureFixt
 def test_runs_of_other_data_are_refused(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(runs["a"]), str(runs["other"])]) == 2
     assert "differ in task or data seed" in capsys.readouterr().err
+
+
+def test_tiny_scores_the_first_texts_of_each_split(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert bench(["ensemble", "--tiny", str(runs["a"]), str(runs["b"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("| test (")
+    assert all(int(line.split("(")[1].split(")")[0]) <= 64 for line in lines[2:])

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.service.client import Client
-from bench.servers import naive
+from bench.serving.systems.naive_server import naive
 from tests.support.servers import RunningServer, make_settings
 
 TEXTS = [
@@ -18,10 +18,10 @@ TEXTS = [
 ]
 
 
-def test_naive_server_answers_as_attnserve_does(model_repository: Path) -> None:
+def test_naive_server_answers_as_attnserve_does(bench_repository: Path) -> None:
     with (
-        RunningServer(make_settings(model_repository)) as served,
-        naive(model_repository / "car" / "1") as base,
+        RunningServer(make_settings(bench_repository)) as served,
+        naive(bench_repository / "car" / "1") as base,
         Client(served.target) as ours,
         Client(base.target) as theirs,
     ):

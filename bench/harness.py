@@ -1,0 +1,189 @@
+"""What every benchmark that starts a server shares: free ports, launching, readiness, stopping,
+and the CPU and memory of a server's process tree.
+
+Every server is a subprocess on 127.0.0.1 whose output goes to a log file, quoted when it
+exits or is not ready in time. attnserve is started one way only (`attnserve()`: the
+`attnserve-serve` entry point with metrics on a free port); the other systems start through
+`spawn()` and wait with a probe of their protocol (`health_serving`, `v2_ready`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import psutil
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from attnserve.service.proto.inference import grpc_service_pb2 as v2_pb
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on at this moment (the kernel's pick for port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _process_tree(pid: int) -> list[psutil.Process]:
+    """Process `pid` and all its descendants; empty once it has exited."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` and its descendants (`--workers N` forks N; 0 once gone)."""
+    total = 0
+    for process in _process_tree(pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += process.memory_info().rss
+    return total
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its descendants, from /proc."""
+    total = 0.0
+    for process in _process_tree(pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def health_serving(target: str, connections: int = 1, timeout: float = 2.0) -> bool:
+    """True when `connections` fresh connections all report SERVING (grpc.health.v1). With
+    SO_REUSEPORT each lands on one worker, so several probes make it likely every worker answered."""
+    for index in range(connections):
+        options = [("grpc.use_local_subchannel_pool", 1), ("bench.probe", index)]
+        with grpc.insecure_channel(target, options=options) as channel:
+            try:
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=timeout
+                )
+            except grpc.RpcError:
+                return False
+            if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                return False
+    return True
+
+
+def v2_ready(target: str, model: str | None = None, timeout: float = 2.0) -> bool:
+    """V2 `ModelReady` of `model`, or `ServerReady` without one (servers without grpc.health)."""
+    method = "ModelReady" if model else "ServerReady"
+    body = v2_pb.ModelReadyRequest(name=model) if model else v2_pb.ServerReadyRequest()
+    with grpc.insecure_channel(target) as channel:
+        call = channel.unary_unary(
+            f"/inference.GRPCInferenceService/{method}", request_serializer=None, response_deserializer=None
+        )
+        try:
+            reply: bytes = call(body.SerializeToString(), timeout=timeout)
+        except grpc.RpcError:
+            return False
+    # ModelReadyResponse and ServerReadyResponse are both `bool ready = 1`.
+    return bool(v2_pb.ModelReadyResponse.FromString(reply).ready)
+
+
+@dataclass
+class Launched:
+    """A server started from a command line; `target` is its gRPC address."""
+
+    process: subprocess.Popen[bytes]
+    target: str
+    metrics_url: str | None = None
+    log: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, probe: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not probe():
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{what} exited with status {self.process.returncode} before it was ready{self._tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} was not ready after {timeout:.0f}s{self._tail()}")
+            time.sleep(0.25)
+
+    def _tail(self) -> str:
+        if self.log is None or not self.log.is_file():
+            return ""
+        return ":\n" + self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def spawn(
+    command: Sequence[str], target: str, log: Path, *, env: dict[str, str] | None = None, cwd: Path = ROOT,
+    metrics_url: str | None = None,
+) -> Launched:  # fmt: skip
+    """Start `command` with its output in `log` (quoted if it fails to start)."""
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            list(command), cwd=cwd, env={**os.environ, **(env or {})}, stdout=sink, stderr=subprocess.STDOUT
+        )
+    return Launched(process, target, metrics_url, log)
+
+
+@contextlib.contextmanager
+def launched(
+    command: Sequence[str], target: str, probe: Callable[[str], bool], what: str, *,
+    log: Path | None = None, env: dict[str, str] | None = None, cwd: Path = ROOT,
+    metrics_url: str | None = None, timeout: float = READY_TIMEOUT_S,
+) -> Iterator[Launched]:  # fmt: skip
+    """Start `command`, wait until `probe(target)` holds, stop it (SIGTERM) on the way out."""
+    with contextlib.ExitStack() as cleanup:
+        if log is None:
+            log = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-bench-"))) / "log"
+        server = spawn(command, target, log, env=env, cwd=cwd, metrics_url=metrics_url)
+        try:
+            server.wait_ready(lambda: probe(target), what, timeout)
+            yield server
+        finally:
+            server.stop()
+
+
+@contextlib.contextmanager
+def attnserve(
+    repository: Path, flags: Sequence[str] = (), *, workers: int = 1, log: Path | None = None
+) -> Iterator[Launched]:
+    """attnserve-serve on a free port with `flags` (later flags win), metrics on another free
+    port, HTTP off unless `flags` turn it on; every worker ready on return."""
+    port, metrics_port = free_port(), free_port()
+    command = [
+        sys.executable, "-m", "attnserve.service.cli", "--repository", str(repository),
+        "--host", "127.0.0.1", "--port", str(port), "--http-port", "0", "--log-level", "warning",
+        "--metrics", "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port),
+        "--workers", str(workers), *flags,
+    ]  # fmt: skip
+    probes = 4 * workers if workers > 1 else 1
+    with launched(
+        command, f"127.0.0.1:{port}", lambda target: health_serving(target, probes), "attnserve",
+        log=log, env={"GRPC_VERBOSITY": "ERROR"}, metrics_url=f"http://127.0.0.1:{metrics_port}/metrics",
+    ) as server:  # fmt: skip
+        yield server

@@ -1,0 +1,92 @@
+"""The sections of `python -m bench`: what each measures, where it lives, what `--tiny` means for it.
+
+The serving suite (`python -m bench [--tiny|--quick] [--sections ...]`) runs its parts on
+shared servers into one report (bench/serving/suite.py). Every other section is a command of
+its own, `python -m bench NAME [flags]`, whose `main(argv)` is imported only when it runs, so
+a serving-only install never imports torch. `--tiny` before or among a section's flags stands
+for the flags below: seconds of work, figures that mean nothing, every output written (CI runs
+each section this way); flags given after it override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    module: str  # has `main(argv: list[str] | None) -> int`
+    summary: str
+    tiny: tuple[str, ...]  # the flags `--tiny` stands for
+
+
+SERVING_PARTS = ("ceiling", "native", "v2", "naive", "mlserver", "memory", "seqlen", "profile")
+
+SECTIONS: tuple[Section, ...] = (
+    Section("peers", "bench.serving.peers",
+            "attnserve beside the gRPC floor, PyTriton and MLServer: calls/s, latency, CPU per call",
+            ("--levels", "2", "--seconds", "0.2", "--systems", "floor,v2-w1,native-w1",
+             "--workloads", "text16", "--modes", "unary")),
+    Section("inprocess", "bench.serving.inprocess",
+            "attnserve's own CPU per call with gRPC taken out: the engine and the V2 handler",
+            ("--levels", "1,4", "--calls", "60")),
+    Section("http", "bench.serving.http",
+            "the HTTP port beside gRPC: native gRPC, the JSON API and V2 REST on one server",
+            ("--seconds", "0.2", "--rounds", "1", "--concurrency", "1", "--per-call", "1", "32")),
+    Section("exporters", "bench.training.exporters",
+            "the ONNX exporters compared by the onnxruntime latency of their graphs",
+            ("--rounds", "1", "--budget", "0.02", "--exporter", "torchscript")),
+    Section("training-speed", "bench.training.speed",
+            "training throughput of the default transformer on long texts, old path against new",
+            ("--rows", "300", "--max-len", "64", "--steps", "1", "--rounds", "1")),
+    Section("training-memory", "bench.training.memory",
+            "peak RSS of a real training run on a large long-text corpus, against its budget",
+            ("--rows", "1500", "--max-len", "64", "--max-seconds", "1")),
+    Section("data-parallel", "bench.training.data_parallel",
+            "car-order training steps per second, one process against a batch split over two",
+            ("--steps", "2", "--rounds", "1", "--pairs", "200")),
+    Section("ensemble", "bench.training.ensemble",
+            "each trained run's accuracy on a built-in task beside the mean of their probabilities",
+            ("--limit", "64")),
+)  # fmt: skip
+BY_NAME: Mapping[str, Section] = {section.name: section for section in SECTIONS}
+
+
+def expand_tiny(section: Section, argv: list[str]) -> list[str]:
+    """`argv` with `--tiny` replaced by the section's tiny flags, in front so that later flags win."""
+    if "--tiny" not in argv:
+        return argv
+    return [*section.tiny, *(arg for arg in argv if arg != "--tiny")]
+
+
+def listing() -> str:
+    """Every section with what it measures and the flags of its --tiny."""
+    lines = [
+        "serving suite: python -m bench [--tiny|--quick] [--sections PARTS]",
+        f"  parts: {', '.join(SERVING_PARTS)}",
+        "",
+        "sections: python -m bench NAME [--tiny] [flags]",
+    ]
+    for section in SECTIONS:
+        lines += [f"  {section.name:<16} {section.summary}", f"  {'':<16} --tiny = {' '.join(section.tiny)}"]
+    return "\n".join(lines)
+
+
+def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """`python -m bench NAME`'s parser: the module docstring's first paragraph, defaults in --help."""
+    return argparse.ArgumentParser(
+        prog=f"python -m bench {name}", description=(doc or "").split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )  # fmt: skip
+
+
+def require_at_least(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, least: Mapping[str, int]
+) -> None:
+    """Exit with status 2 and one line naming the first flag below its bound."""
+    for flag, bound in least.items():
+        if getattr(args, flag) < bound:
+            parser.error(f"--{flag} must be at least {bound}")

@@ -1,0 +1,243 @@
+"""The HTTP port next to gRPC, on one server in one run: the same texts through each path.
+
+    python -m bench http --repository models --model car-order
+
+Paths: the native gRPC API (attnserve.v1 Classify), the JSON API (POST
+/v1/models/{name}:classify) and KServe V2 REST (POST /v2/models/{name}/infer, JSON request,
+binary outputs as tritonclient asks for them). Each runs closed-loop at 1 and 8 concurrent
+callers, with 1 and 32 texts per call, attention off; the three paths take turns for
+`--rounds` rounds, so load from elsewhere on the host falls on all of them alike, and each
+row sums its rounds. The HTTP callers use a minimal
+keep-alive HTTP/1.1 client on asyncio streams, so the client's own cost stays near that of
+the gRPC client. Prints a markdown table with texts/s, p50/p99 latency and the HTTP/gRPC
+throughput ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnserve.service.client import AsyncClient
+from bench.harness import ROOT, attnserve, free_port
+
+PATHS = ("grpc native", "http json", "http v2 rest")
+SENTENCES = [
+    "the white car is on the left and the black car is on the right.",
+    "there is a black car on the left and a white car on the right near the park.",
+    "on the left stands the white car, and on the right the black car.",
+    "the black car waits to the left of the white car in the street.",
+    "we parked the old white car on the right and the new black car on the left.",
+    "a white car",
+    "in the black and white picture, the white car is on the left of the black car.",
+    "the car on the left is black and the car on the right is white.",
+]
+
+
+class HttpConnection:
+    """One keep-alive HTTP/1.1 connection: POST a body, read the reply (Content-Length framed)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self._reader is not None
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
+        self._writer.write(head.encode() + body)
+        status = await self._reader.readline()
+        length = 0
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        data = await self._reader.readexactly(length)
+        if b" 200 " not in status:
+            raise RuntimeError(f"{status.decode().strip()}: {data[:200]!r}")
+        return data
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+@dataclass
+class Row:
+    path: str
+    per_call: int
+    concurrency: int
+    texts_per_s: float
+    p50_ms: float
+    p99_ms: float
+    latencies: list[float]
+    seconds: float
+
+
+def combine(rounds: list[Row]) -> Row:
+    """One row from a path's rounds: texts over the summed time, percentiles over every call."""
+    first = rounds[0]
+    latencies = [x for r in rounds for x in r.latencies]
+    seconds = sum(r.seconds for r in rounds)
+    return Row(
+        first.path,
+        first.per_call,
+        first.concurrency,
+        first.per_call * len(latencies) / seconds,
+        1e3 * float(np.percentile(latencies, 50)),
+        1e3 * float(np.percentile(latencies, 99)),
+        latencies,
+        seconds,
+    )
+
+
+Call = Callable[[int, list[str]], Awaitable[object]]
+
+
+def _callers(
+    target: str, http_port: int, model: str, path: str, concurrency: int
+) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    if path == "grpc native":
+        clients = [AsyncClient(target, timeout=30) for _ in range(min(concurrency, 8))]
+
+        async def grpc_call(index: int, texts: list[str]) -> object:
+            return await clients[index % len(clients)].classify(texts, model=model)
+
+        async def grpc_close() -> None:
+            for client in clients:
+                await client.close()
+
+        return grpc_call, grpc_close
+    connections = [HttpConnection(http_port) for _ in range(concurrency)]
+    if path == "http json":
+        url, headers = f"/v1/models/{model}:classify", {"Content-Type": "application/json"}
+
+        def body(texts: list[str]) -> bytes:
+            return json.dumps({"texts": texts}).encode()
+    else:
+        url, headers = f"/v2/models/{model}/infer", {"Content-Type": "application/json"}
+
+        def body(texts: list[str]) -> bytes:
+            return json.dumps(
+                {
+                    "inputs": [
+                        {"name": "TEXT", "datatype": "BYTES", "shape": [len(texts), 1], "data": texts}
+                    ],
+                    "outputs": [
+                        {"name": name, "parameters": {"binary_data": True}}
+                        for name in ("LABEL", "PROBABILITIES")
+                    ],
+                }
+            ).encode()
+
+    async def http_call(index: int, texts: list[str]) -> object:
+        return await connections[index].post(url, body(texts), headers)
+
+    async def http_close() -> None:
+        for connection in connections:
+            await connection.close()
+
+    return http_call, http_close
+
+
+async def measure(
+    target: str, http_port: int, model: str, path: str, concurrency: int, per_call: int, seconds: float
+) -> Row:
+    call, close = _callers(target, http_port, model, path, concurrency)
+    latencies: list[float] = []
+    for index in range(concurrency):  # connect and warm up before measuring
+        await call(index, SENTENCES[:per_call])
+    stop = time.perf_counter() + seconds
+
+    async def caller(index: int) -> None:
+        i = index
+        while time.perf_counter() < stop:
+            texts = [SENTENCES[(i + j) % len(SENTENCES)] for j in range(per_call)]
+            started = time.perf_counter()
+            await call(index, texts)
+            latencies.append(time.perf_counter() - started)
+            i += 1
+
+    began = time.perf_counter()
+    await asyncio.gather(*(caller(i) for i in range(concurrency)))
+    elapsed = time.perf_counter() - began
+    await close()
+    return Row(
+        path,
+        per_call,
+        concurrency,
+        per_call * len(latencies) / elapsed,
+        1e3 * float(np.percentile(latencies, 50)),
+        1e3 * float(np.percentile(latencies, 99)),
+        latencies,
+        elapsed,
+    )
+
+
+def table(rows: list[Row]) -> str:
+    grpc = {(r.per_call, r.concurrency): r.texts_per_s for r in rows if r.path == "grpc native"}
+    lines = [
+        "| path | texts per call | callers | texts/s | p50 ms | p99 ms | throughput vs gRPC |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = r.texts_per_s / grpc[(r.per_call, r.concurrency)]
+        lines.append(
+            f"| {r.path} | {r.per_call} | {r.concurrency} | {r.texts_per_s:.0f} | {r.p50_ms:.2f} | "
+            f"{r.p99_ms:.2f} | {ratio:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench http", description=__doc__.splitlines()[0])
+    parser.add_argument("--repository", type=Path, default=ROOT / "models", help="model repository")
+    parser.add_argument("--model", default="car-order", help="model name (default: car-order)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measurement per round (default: 3)")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each path takes (default: 3)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers (default: 1 8)")
+    parser.add_argument(
+        "--per-call", type=int, nargs="+", default=[1, 32], help="texts per call (default: 1 32)"
+    )
+    args = parser.parse_args(argv)
+    http_port = free_port()
+    rows = []
+    with attnserve(args.repository, ["--http-port", str(http_port)]) as server:
+        for per_call in args.per_call:
+            for concurrency in args.concurrency:
+                turns: dict[str, list[Row]] = {path: [] for path in PATHS}
+                for _ in range(args.rounds):
+                    for path in PATHS:
+                        turns[path].append(
+                            asyncio.run(
+                                measure(
+                                    server.target,
+                                    http_port,
+                                    args.model,
+                                    path,
+                                    concurrency,
+                                    per_call,
+                                    args.seconds,
+                                )
+                            )
+                        )
+                for path in PATHS:
+                    row = combine(turns[path])
+                    rows.append(row)
+                    print(
+                        f"  {path} x{per_call} c={concurrency}: {row.texts_per_s:.0f} texts/s",
+                        file=sys.stderr,
+                    )
+    print(table(rows))
+    return 0

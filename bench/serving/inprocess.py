@@ -1,0 +1,211 @@
+"""attnserve's own cost per single-text call with gRPC taken out: the engine and the V2 handler.
+
+    .venv/bin/python -m bench inprocess --repository models --model car-order
+    .venv/bin/python -m bench inprocess --levels 8 --calls 2000        # seconds
+
+The peer comparison (`python -m bench peers`) measures whole servers, where gRPC's per-call cost and
+attnserve's own are one figure. This serves the same bundle in this process through a
+`Server` that never listens, and drives two layers with `--levels` concurrent asyncio callers,
+one 16-token text per call:
+
+- `engine`: `Core.classify` (validation, tokenization, the batcher and its threads, the
+  model, the call's rows gathered back), the part every front end shares;
+- `v2`: the V2 `ModelInfer` method handler exactly as grpc.aio calls it, request bytes in and
+  reply bytes out, every output declared (as perf_analyzer asks): admission, parsing, the
+  engine, the reply and the call's metrics.
+
+Each point reports calls/s, the CPU milliseconds per call of the event-loop thread and of
+the other threads (the batcher's, which run the model) from /proc (psutil), the model's
+share at the mean batch the engine formed (bench/serving/model_cost.py, which fetches the attention
+output as the V2 layer does, so for the engine it is an upper bound), and that mean batch. Set
+beside the floor's CPU per call in a peers run, it bounds what a Python front end
+on grpc.aio can reach: gRPC's cost plus this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import grpc
+
+from attnserve.service.bundle.layout import RepositoryError
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.classify import Inputs
+from attnserve.service.errors import ServiceError
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from attnserve.service.server import Server
+from attnserve.service.settings import Settings
+from bench.harness import ROOT
+from bench.serving.model_cost import model_cpu_per_text
+from bench.serving.profiling import thread_cpu
+from bench.serving.texts import exact_length_texts
+
+MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+TEXTS = 32
+TOKENS = 16
+Call = Callable[[int], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Point:
+    layer: str
+    concurrency: int
+    calls: int
+    calls_per_s: float
+    loop_ms: float  # event-loop thread, CPU ms per call
+    others_ms: float  # every other thread (the batcher's run the model)
+    model_ms: float  # the model's share of it, at the mean batch
+    mean_batch: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.loop_ms + self.others_ms
+
+
+class _Context:
+    """What the V2 handler reads of a grpc.aio context on the success path; an error is a bug here."""
+
+    def time_remaining(self) -> None:
+        return None
+
+    def set_code(self, code: object) -> None:
+        raise RuntimeError(f"the handler answered {code}")
+
+    def set_details(self, details: str) -> None:
+        raise RuntimeError(details)
+
+
+class _Details:
+    method = MODEL_INFER
+    invocation_metadata = ()
+
+
+def infer_request(model: str, text: str) -> bytes:
+    request = pb.ModelInferRequest(model_name=model)
+    tensor = request.inputs.add(name="TEXT", datatype="BYTES")
+    tensor.shape.extend([1, 1])
+    tensor.contents.bytes_contents.append(text.encode())
+    data: bytes = request.SerializeToString()
+    return data
+
+
+def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
+    """(rows, batches) the model has run so far, from its batch-size histogram."""
+    labels = {"model": model.name, "version": str(model.version)}
+    rows = server.registry.get_sample_value("attnserve_batch_size_sum", labels)
+    batches = server.registry.get_sample_value("attnserve_batch_size_count", labels)
+    if rows is None or batches is None:
+        raise RuntimeError("the model's attnserve_batch_size histogram is missing")
+    return rows, batches
+
+
+async def measure(
+    repository: Path, name: str, levels: list[int], calls: int, layers: list[str]
+) -> list[Point]:
+    # a dict: mypy, without pydantic's plugin, reads every field as a required argument
+    values: dict[str, Any] = {"repository": repository, "metrics": False}
+    server = Server(Settings(**values), serve_metrics=False)
+    await server.load()
+    try:
+        model = server.core.repository.resolve(name)
+        texts = exact_length_texts(model.bundle.tokenizer_path, TOKENS, TEXTS)
+        (v2,) = [api for api in server.apis if api.service_name.startswith("inference.")]
+        method = v2.handler().service(cast(grpc.HandlerCallDetails, _Details()))
+        if method is None or method.unary_unary is None:
+            raise RuntimeError("the V2 API has no unary ModelInfer handler")
+        # grpc's stubs type the sync signature; grpc.aio calls the same handler and awaits it
+        handler = cast(Callable[[bytes, object], Awaitable[bytes]], method.unary_unary)
+        raws = [infer_request(name, text) for text in texts]
+        context = _Context()
+
+        async def engine_call(index: int) -> None:
+            await server.core.classify(model, Inputs(texts=[texts[index % TEXTS]]))
+
+        async def v2_call(index: int) -> None:
+            reply = await handler(raws[index % TEXTS], context)
+            if not isinstance(reply, bytes):
+                raise RuntimeError("the V2 handler returned no reply bytes")
+
+        calls_of: dict[str, Call] = {"engine": engine_call, "v2": v2_call}
+        points = []
+        for layer in layers:
+            for concurrency in levels:
+                await _run(calls_of[layer], concurrency, min(calls, 200))  # warm
+                points.append(await _point(server, model, layer, calls_of[layer], concurrency, calls, texts))
+                print(_line(points[-1]), flush=True)
+        return points
+    finally:
+        await server.shutdown(0)
+
+
+async def _run(call: Call, concurrency: int, calls: int) -> None:
+    counter = iter(range(calls))  # shared: each caller takes the next call's index
+
+    async def caller() -> None:
+        for index in counter:
+            await call(index)
+
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+
+
+async def _point(
+    server: Server, model: LoadedModel, layer: str, call: Call, concurrency: int, calls: int, texts: list[str]
+) -> Point:
+    loop_thread = threading.get_native_id()
+    rows0, batches0 = _batches(server, model)
+    before, started = thread_cpu(os.getpid()), time.perf_counter()
+    await _run(call, concurrency, calls)
+    after, elapsed = thread_cpu(os.getpid()), time.perf_counter() - started
+    rows1, batches1 = _batches(server, model)
+    loop = after.get(loop_thread, 0.0) - before.get(loop_thread, 0.0)
+    others = sum(v - before.get(tid, 0.0) for tid, v in after.items() if tid != loop_thread)
+    mean = (rows1 - rows0) / max(batches1 - batches0, 1.0)
+    model_s = model_cpu_per_text(model.bundle.root, tuple(texts), max(round(mean), 1))
+    return Point(
+        layer,
+        concurrency,
+        calls,
+        calls / elapsed,
+        1e3 * loop / calls,
+        1e3 * others / calls,
+        1e3 * model_s,
+        mean,
+    )
+
+
+def _line(p: Point) -> str:
+    return (
+        f"  {p.layer:6s} c={p.concurrency:<3d} {p.calls_per_s:7.0f} calls/s  cpu {p.total_ms:.3f} ms/call "
+        f"(event loop {p.loop_ms:.3f}, other threads {p.others_ms:.3f}; model {p.model_ms:.3f} "
+        f"at a mean batch of {p.mean_batch:.1f})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench inprocess", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repository", type=Path, default=ROOT / "models")
+    parser.add_argument("--model", default="car-order")
+    parser.add_argument("--levels", default="1,8,32", help="comma-separated concurrencies")
+    parser.add_argument("--calls", type=int, default=5000, help="calls a point")
+    parser.add_argument("--layers", default="engine,v2", help="subset of: engine, v2")
+    args = parser.parse_args(argv)
+    levels = [int(level) for level in args.levels.split(",")]
+    layers = [layer for layer in args.layers.split(",") if layer]
+    unknown = set(layers) - {"engine", "v2"}
+    if unknown:
+        parser.error(f"--layers: unknown {', '.join(sorted(unknown))} (engine, v2)")
+    try:
+        asyncio.run(measure(args.repository, args.model, levels, args.calls, layers))
+    except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
+        print(f"bench inprocess: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,232 @@
+"""The peer comparison as markdown (tables and the goal ratios) and a PNG, and its page in the
+docs (`python -m bench peers --from RUN/peers.json [--before EARLIER/peers.json] --publish docs`)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.publish import write_between
+
+Results = dict[str, Any]
+Point = dict[str, Any]
+W1, W2, FLOOR, TRITON, MLSERVER = "attnserve w1", "attnserve w2", "floor", "PyTriton", "MLServer"
+BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
+PAGE = Path("results") / "peers.md"
+
+
+def find(
+    results: Results,
+    system: str,
+    *,
+    api: str = "v2",
+    generator: str = "perf_analyzer",
+    workload: str = "text16",
+    mode: str = "unary",
+    c: int,
+) -> Point | None:
+    for point in results["points"]:
+        if (
+            point["system"],
+            point["api"],
+            point["generator"],
+            point["workload"],
+            point["mode"],
+            point["concurrency"],
+        ) == (system, api, generator, workload, mode, c):
+            found: Point = point
+            return found
+    return None
+
+
+def ratio(a: Point | None, b: Point | None, key: str = "calls_per_s") -> float:
+    if a is None or b is None or not b[key] or a[key] is None:
+        return math.nan
+    return float(a[key]) / float(b[key])
+
+
+def goals(results: Results) -> list[tuple[str, str, bool | None]]:
+    """(goal, figure, met) for every ratio the performance goals name; met None: not measured."""
+    rows: list[tuple[str, str, bool | None]] = []
+
+    def add(goal: str, value: float, test: Callable[[float], bool], unit: str = "x") -> None:
+        met = None if math.isnan(value) else test(value)
+        rows.append((goal, "n/a" if met is None else f"{value:.2f}{unit}", met))
+
+    def f(system: str, **kw: Any) -> Point | None:
+        return find(results, system, **kw)
+
+    for c in (8, 32):
+        add(f"V2 TEXT w1 / floor, c={c} (>= 0.6)", ratio(f(W1, c=c), f(FLOOR, c=c)), lambda v: v >= 0.6)
+    one, floor_one = f(W1, c=1), f(FLOOR, c=1)
+    gap = one["p50_ms"] - floor_one["p50_ms"] if one and floor_one else math.nan
+    add("V2 TEXT w1 p50 - floor p50, c=1 (<= 0.25 ms)", gap, lambda v: v <= 0.25, " ms")
+    add("V2 TEXT w1 / PyTriton, c=32 (>= 2)", ratio(f(W1, c=32), f(TRITON, c=32)), lambda v: v >= 2)
+    for c in results["levels"]:
+        own = ratio(f(W1, generator="own", c=c), f(MLSERVER, generator="own", c=c))
+        add(f"V2 TEXT w1 / MLServer, own generator, c={c} (>= 5)", own, lambda v: v >= 5)
+    for c in results["levels"]:
+        native = ratio(f(W1, api="native", generator="own", c=c), f(W1, generator="own", c=c))
+        add(f"native / V2, w1, own generator, c={c} (>= 1)", native, lambda v: v >= 1)
+    for c in results["levels"]:
+        add(
+            f"V2 TEXT w1 streaming / unary, c={c} (>= 1)",
+            ratio(f(W1, mode="streaming", c=c), f(W1, c=c)),
+            lambda v: v >= 1,
+        )
+    add("V2 TEXT w2 / w1, c=64 (>= 1.6)", ratio(f(W2, c=64), f(W1, c=64)), lambda v: v >= 1.6)
+    for c in results["levels"]:
+        ours, floor = f(W1, c=c), f(FLOOR, c=c)  # the floor runs no model: all its CPU counts
+        cpu = ours["cpu_ms_per_call_no_model"] / floor["cpu_ms_per_call"] if ours and floor else math.nan
+        add(f"CPU per call w/o model, V2 TEXT w1 / floor, c={c} (<= 1.5)", cpu, lambda v: v <= 1.5)
+    multi = [p for p in results["points"] if p["workload"] == "text16x32" and p["system"] == W1]
+    if multi and results.get("raw_32_texts_per_s"):
+        best = max(p["calls_per_s"] * p["texts_per_call"] for p in multi)
+        add(
+            "32 texts per call / raw onnxruntime + tokenization (>= 0.85)",
+            best / results["raw_32_texts_per_s"],
+            lambda v: v >= 0.85,
+        )
+    return rows
+
+
+def _cell(point: Point | None) -> str:
+    if point is None:
+        return "–"
+    return f"{point['calls_per_s']:,.0f} ({point['p50_ms']:.2f} / {point['p99_ms']:.2f})"
+
+
+def _cpu(point: Point | None) -> str:
+    if point is None:
+        return "–"
+    without = point["cpu_ms_per_call_no_model"]
+    return f"{point['cpu_ms_per_call']:.3f}" + ("" if without is None else f" ({without:.3f})")
+
+
+def tables(results: Results) -> str:
+    points = results["points"]
+    systems = list(dict.fromkeys(p["system"] for p in points))
+    load = results.get("load_average")
+    lines = [
+        f"Run: {results['when']}{' — ' + results['label'] if results['label'] else ''}"
+        + (f", load average {', '.join(map(str, load))}" if load else "")
+        + f". Command: `{results['command']}`.",
+        "",
+    ]
+    keys = list(dict.fromkeys((p["api"], p["generator"], p["workload"], p["mode"]) for p in points))
+    for title, cell in (
+        ("calls/s (p50 / p99 ms)", _cell),
+        ("server CPU ms per call (without the model)", _cpu),
+    ):
+        lines += [
+            f"**{title}**",
+            "",
+            "| api | generator | workload | mode | c | " + " | ".join(systems) + " |",
+            "|---|---|---|---|---:|" + "---:|" * len(systems),
+        ]
+        for api, generator, workload, mode in keys:
+            for c in sorted({*results["levels"], *([1, 4] if workload == "text16x32" else [])}):
+                row = [
+                    find(results, s, api=api, generator=generator, workload=workload, mode=mode, c=c)
+                    for s in systems
+                ]
+                if any(row):
+                    lines.append(
+                        f"| {api} | {generator} | {workload} | {mode} | {c} | "
+                        + " | ".join(cell(p) for p in row)
+                        + " |"
+                    )
+        lines.append("")
+    if results.get("raw_32_texts_per_s"):
+        lines += [
+            f"Raw onnxruntime in-process, 32 texts per run, tokenization included: "
+            f"{results['raw_32_texts_per_s']:,.0f} texts/s.",
+            "",
+        ]
+    lines += [f"Not measured: {note}" for note in results["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def goal_table(results: Results, before: Results | None = None) -> str:
+    now = goals(results)
+    earlier = {goal: figure for goal, figure, _ in goals(before)} if before else {}
+    head = (
+        "| goal | before | after | met |\n|---|---:|---:|:-:|"
+        if before
+        else "| goal | figure | met |\n|---|---:|:-:|"
+    )
+    lines = [head]
+    for goal, figure, met in now:
+        mark = "–" if met is None else ("yes" if met else "**no**")
+        lines.append(
+            f"| {goal} | {earlier.get(goal, '–')} | {figure} | {mark} |"
+            if before
+            else f"| {goal} | {figure} | {mark} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, panes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for pane, mode in zip(panes, ("unary", "streaming"), strict=True):
+        for system in dict.fromkeys(p["system"] for p in results["points"]):
+            series = [(c, find(results, system, mode=mode, c=c)) for c in results["levels"]]
+            xs = [c for c, p in series if p]
+            if xs:
+                pane.plot(xs, [p["calls_per_s"] for _, p in series if p], marker="o", label=system)
+        pane.set_xscale("log", base=2)
+        pane.set_xlabel("concurrency")
+        pane.set_ylabel("calls/s (one 16-token TEXT per call)")
+        pane.set_title(f"V2 ModelInfer, perf_analyzer, {mode}", fontsize=10)
+        pane.grid(alpha=0.3)
+        if pane.lines:  # a mode no system was measured in has nothing to name
+            pane.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+INTRO = """\
+`python -m bench peers` serves the same bundle from every system at once on 127.0.0.1 and
+measures them in turn at every point, so machine noise hits them alike: **floor**
+(bench/serving/systems/floor_server.py: a grpc.aio server that replays attnserve's own recorded replies,
+the upper bound for a Python server), **PyTriton** (Triton 2.51 from the nvidia-pytriton
+wheel on CPU, onnxruntime and the bundle's tokenizer in its Python function, dynamic
+batching on), **MLServer** 1.7 (adaptive batching) and attnserve with `--workers 1` and
+`2`. perf_analyzer drives every V2 point (one text per request; TEXT of exactly 16 and 64
+tokens, INPUT_IDS of 16; unary `--async` and `--streaming`; three 1-second windows). The
+project's generator drives what perf_analyzer cannot: attnserve.v1 `Classify`, and
+MLServer (its metadata declares no tensors), beside attnserve V2 under the same generator.
+CPU per call is the server's whole process tree from /proc over the run; the figure in
+brackets takes out the model's share (the session's CPU per text at the server's mean
+batch size, measured in the benchmark process). The machine is shared by several jobs
+on 2 cores: absolute figures swing from window to window; read ratios within one run and
+CPU per call.
+
+"""
+
+
+def render(results: Results, out: Path, before: Results | None = None) -> str:
+    text = INTRO + "### Goals\n\n" + goal_table(results, before) + "\n### Measurements\n\n" + tables(results)
+    if before is not None:
+        text += "\n### Before (same command)\n\n" + tables(before)
+    (out / "peers.md").write_text(text)
+    plot(results, out / "peers.png")
+    return text
+
+
+def publish(results: Results, out: Path, docs: Path, before: Results | None = None) -> Path:
+    """Replace the generated part of `docs/results/peers.md` with this run's report and plot."""
+    text = render(results, out, before)
+    (docs / "img").mkdir(parents=True, exist_ok=True)
+    shutil.copy(out / "peers.png", docs / "img" / "bench_peers.png")
+    body = f"![peers](../img/bench_peers.png)\n\n{text}"
+    return write_between(docs / PAGE, BEGIN, END, body, "attnserve beside its peers: latest published run")

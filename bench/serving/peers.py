@@ -1,0 +1,217 @@
+"""attnserve beside the servers a user would pick instead, in one run, under one load generator.
+
+    python -m bench peers --repository models --model car-order            # about 10 minutes
+    python -m bench peers --levels 8 --seconds 0.5 --systems floor,v2-w1    # seconds
+    python -m bench peers --publish docs                                    # also docs/results/peers.md
+    python -m bench peers --from RUN/peers.json --before EARLIER/peers.json --publish docs
+
+Systems, all serving the same bundle at once on 127.0.0.1 and measured in turn at every
+point (interleaved, so machine noise hits them alike): `floor` (systems/floor_server.py, a
+grpc.aio server replaying attnserve's own replies), `pytriton` (Triton from the
+nvidia-pytriton wheel, systems/pytriton_server.py), `mlserver` (systems/mlserver.py), and
+attnserve with `--workers 1` and `2`. perf_analyzer drives every V2 point (unary `--async`
+and `--streaming`; TEXT of 16 and 64 tokens, INPUT_IDS of 16), one sentence per request.
+The project's own generator drives what perf_analyzer cannot: attnserve.v1 `Classify`, and
+MLServer (whose metadata declares no tensors), beside attnserve V2 under the same generator.
+Each point records throughput, p50/p99 and the server processes' CPU seconds per call
+(/proc, the whole process tree; for attnserve also with the model's time taken out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from attnserve.service.bundle import read_bundle
+from bench.harness import ROOT, attnserve
+from bench.serving import ceiling
+from bench.serving.peer_points import System, loadgen_point, perf_point
+from bench.serving.peer_report import publish, render
+from bench.serving.results import PeerPoint
+from bench.serving.systems.floor_server import floor_server
+from bench.serving.systems.mlserver import Unavailable, mlserver, mlserver_env
+from bench.serving.systems.pytriton_env import pytriton_python, pytriton_server
+from bench.serving.texts import exact_length_texts
+
+SYSTEMS = ("floor", "pytriton", "mlserver", "v2-w1", "v2-w2", "native-w1", "native-w2")
+WORKLOADS = ("text16", "text64", "ids16")
+SENTENCES = 32  # distinct requests per workload
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench peers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repository", type=Path, default=ROOT / "models")
+    parser.add_argument("--model", default="car-order")
+    parser.add_argument("--levels", default="1,8,32,64", help="comma-separated concurrencies")
+    parser.add_argument("--seconds", type=float, default=1.0, help="perf_analyzer window (3 windows a point)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help="subset of: " + ", ".join(WORKLOADS) + " (empty: only the 32-text calls)",
+    )
+    parser.add_argument("--modes", default="unary,streaming")
+    parser.add_argument("--out", type=Path, help="results folder (default bench/results/peers-<time>)")
+    parser.add_argument("--label", default="", help="a name for this run in the report (e.g. before/after)")
+    parser.add_argument(
+        "--publish", type=Path, metavar="DOCS", help="write the tables into DOCS/results/peers.md"
+    )
+    parser.add_argument(
+        "--from", dest="source", type=Path, metavar="PEERS_JSON",
+        help="measure nothing: render (and --publish) the peers.json of an earlier run",
+    )  # fmt: skip
+    parser.add_argument(
+        "--before", type=Path, metavar="PEERS_JSON", help="an earlier run of the same command"
+    )
+    args = parser.parse_args(argv)
+    for flag, allowed in (("systems", SYSTEMS), ("workloads", WORKLOADS), ("modes", ("unary", "streaming"))):
+        unknown = set(getattr(args, flag).split(",")) - set(allowed) - {""}
+        if unknown:
+            parser.error(f"--{flag}: unknown {sorted(unknown)}; choose from {', '.join(allowed)}")
+    return args
+
+
+def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, Path]:
+    """perf_analyzer input files: TEXT of exactly 16 and 64 tokens, and the 16-token ids."""
+    bundle = read_bundle(bundle_dir)
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(bundle.tokenizer_path))
+    longest = min(64, bundle.manifest.max_len)
+    texts = {n: exact_length_texts(bundle.tokenizer_path, n, SENTENCES, seed=n) for n in (16, longest)}
+    files = {}
+    for name, entries in (
+        ("text16", [{"TEXT": [t]} for t in texts[16]]),
+        ("text64", [{"TEXT": [t]} for t in texts[longest]]),
+        (
+            "ids16",
+            [
+                {
+                    "INPUT_IDS": {"content": ids, "shape": [len(ids)]},
+                    "ATTENTION_MASK": {"content": [1] * len(ids), "shape": [len(ids)]},
+                }
+                for ids in (tokenizer.encode(t).ids for t in texts[16])
+            ],
+        ),
+    ):
+        files[name] = folder / f"{name}.json"
+        files[name].write_text(json.dumps({"data": entries}))
+    (folder / "texts16.txt").write_text("\n".join(texts[16]))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    before = json.loads(args.before.read_text()) if args.before else None
+    if args.source is not None:
+        earlier = json.loads(args.source.read_text())
+        if args.publish is not None:
+            publish(earlier, args.source.parent, args.publish, before)
+        else:
+            print(render(earlier, args.source.parent, before))
+        return 0
+    try:
+        bundle_dir = ceiling.bundle_dir(args.repository, args.model)
+    except (FileNotFoundError, NotADirectoryError):
+        print(f"bench peers: no model {args.model!r} in {args.repository}", file=sys.stderr)
+        return 2
+    out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    results = measure(args, bundle_dir, out, argv)
+    (out / "peers.json").write_text(json.dumps(results, indent=1))
+    render(results, out, before)
+    if args.publish is not None:
+        publish(results, out, args.publish, before)
+    print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
+    return 0
+
+
+def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[str] | None) -> dict[str, Any]:
+    """Every wanted system at every point; the run as peers.json holds it."""
+    wanted = args.systems.split(",")
+    levels = [int(level) for level in args.levels.split(",")]
+    load = [round(x, 2) for x in os.getloadavg()]
+    inputs = write_inputs(bundle_dir, out)
+    texts16 = (out / "texts16.txt").read_text().splitlines()
+    bundle = read_bundle(bundle_dir)
+    points: list[PeerPoint] = []
+    notes: list[str] = []
+    # Size the queue to the largest offered load: the sweep measures speed, not shedding.
+    flags = ["--max-queue", str(max(1024, 64 * max(levels)))]
+    with contextlib.ExitStack() as stack:
+        systems: list[System] = []
+        w1 = stack.enter_context(attnserve(args.repository, flags, workers=1))
+        if "v2-w1" in wanted or "native-w1" in wanted or "floor" in wanted:
+            systems.append(System.attnserve("w1", w1, args.model))
+        if "v2-w2" in wanted or "native-w2" in wanted:
+            systems.append(
+                System.attnserve(
+                    "w2", stack.enter_context(attnserve(args.repository, flags, workers=2)), args.model
+                )
+            )
+        if "floor" in wanted:
+            floor = stack.enter_context(floor_server(w1.target, args.model, inputs, out / "floor.log"))
+            systems.append(System.peer("floor", floor, args.model, f"{args.model}", streaming=True))
+        if "pytriton" in wanted:
+            try:
+                python = pytriton_python()
+                server = stack.enter_context(
+                    pytriton_server(python, bundle_dir, args.model, out / "pytriton.log")
+                )
+                systems.append(
+                    System.peer("PyTriton", server, args.model, f"{args.model}_ids", streaming=True)
+                )
+            except (Unavailable, RuntimeError) as exc:
+                notes.append(f"PyTriton not measured: {exc}")
+        mlserver_system = None
+        if "mlserver" in wanted:
+            try:
+                launched = stack.enter_context(mlserver(mlserver_env(create=False), bundle_dir, args.model))
+                mlserver_system = System.peer("MLServer", launched, args.model, None, streaming=False)
+            except (Unavailable, RuntimeError) as exc:
+                notes.append(f"MLServer not measured: {exc}")
+        v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
+        for workload in [w for w in args.workloads.split(",") if w]:
+            for mode in args.modes.split(","):
+                for c in levels:
+                    for system in v2:
+                        point = perf_point(
+                            system, workload, mode, c, inputs[workload], args.seconds, bundle_dir
+                        )
+                        if point is not None:
+                            points.append(point)
+        # The own generator: native Classify, V2 and MLServer on the same 16-token sentences.
+        own = [s for s in systems if s.tag is not None]
+        for c in levels if args.workloads else []:
+            for system in own:
+                for api in ("native", "v2"):
+                    if f"{api}-{system.tag}" in wanted:
+                        points.append(loadgen_point(system, api, texts16, 1, c, args.seconds, bundle_dir))
+            if mlserver_system is not None:
+                points.append(loadgen_point(mlserver_system, "v2", texts16, 1, c, args.seconds, bundle_dir))
+        # 32 texts per call against raw onnxruntime in this process (tokenization included),
+        # measured right before and after them while the servers are idle.
+        raw: list[float] = []
+        if "native-w1" in wanted:
+            for c in (1, 4):
+                raw.append(
+                    ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included
+                )
+                points.append(loadgen_point(systems[0], "native", texts16, 32, c, args.seconds, bundle_dir))
+            raw.append(ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included)
+    return {
+        "label": args.label,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average": load,
+        "levels": levels,
+        "points": [p.as_dict() for p in points],
+        "notes": notes,
+        "raw_32_texts_per_s": sum(raw) / len(raw) if raw else None,
+        "command": " ".join(["python -m bench peers", *(argv or sys.argv[1:])]),
+    }

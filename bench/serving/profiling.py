@@ -1,0 +1,208 @@
+"""Where the server's CPU goes under load: py-spy samples attnserve while the benchmark drives it.
+
+The server (one worker, default settings) takes closed-loop single-text calls at the
+saturation concurrency while `py-spy record` samples every thread of it, and the CPU time
+of each thread is read from /proc before and after. Written to the output folder: the
+collapsed stacks (`profile.txt`, the input of any flame-graph tool), a flame graph
+(`profile.svg`, from a second recording of the same load) and `profile.md`: CPU seconds by
+thread, samples by kind of work, and the functions with the most samples.
+
+py-spy sees Python frames only: time spent in a C extension shows as the Python frame that
+called it. grpc.aio's call handling is Cython code run by asyncio's task steps, so its
+time lands on `Handle._run` (asyncio/events.py) with no Python frame above it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.harness import attnserve
+from bench.serving.loadgen import Measurement, Requests, run_closed
+from bench.serving.plan import Plan
+from bench.serving.texts import prepared
+
+_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
+
+
+def py_spy() -> str | None:
+    found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return found if Path(found).is_file() else None
+
+
+def record(tool: str, pid: int, seconds: float, out: Path, fmt: str) -> subprocess.Popen[bytes]:
+    command = [tool, "record", "--pid", str(pid), "--duration", f"{max(1, round(seconds))}", "--rate", "250",
+               "--threads", "--nonblocking", "--format", fmt, "--output", str(out)]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def frame_name(frame: str) -> str:
+    """'run_batch (service/model.py:97)' -> 'run_batch (service/model.py)'; site-packages trimmed."""
+    match = _FRAME.match(frame.strip())
+    if match is None:
+        return frame.strip()
+    path = match["file"].split("site-packages/")[-1].split("/work/main/")[-1]
+    return f"{match['name']} ({path})"
+
+
+KINDS = (  # (kind, test on (thread, frame names)); the first that matches wins
+    ("onnxruntime Session.run (inference thread)", lambda t, f: f[-1].startswith("Session.run ")),
+    ("tokenization (tokenizers, Rust)", lambda t, f: any(n.startswith("TextEncoder.encode ") for n in f)),
+    ("gRPC poller thread", lambda t, f: "_poll_wrapper" in t),
+    ("grpc.aio call handling (Cython) and asyncio task steps", lambda t, f: f[-1].startswith("Handle._run ")),
+    ("event loop waiting in epoll", lambda t, f: f[-1].startswith("EpollSelector.select ")),
+    ("attnserve Python code (service/)", lambda t, f: any("(service/" in n for n in f)),
+)
+
+
+def kind_of(thread: str, names: Sequence[str]) -> str:
+    for kind, test in KINDS:
+        if test(thread, names):
+            return kind
+    return "other (asyncio, prometheus_client, threads)"
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each thread of `pid`, by thread id."""
+    return {thread.id: thread.user_time + thread.system_time for thread in psutil.Process(pid).threads()}
+
+
+def thread_names(collapsed: str) -> dict[int, str]:
+    """Thread id -> Python thread name, from py-spy's 'thread (TID): NAME;...' stack prefixes."""
+    names: dict[int, str] = {}
+    for match in re.finditer(r"^thread \((?:0x)?(\w+)\): ([^;]*);", collapsed, re.MULTILINE):
+        raw, name = match.groups()
+        tid = int(raw, 16) if match.group(0).startswith("thread (0x") else int(raw)
+        names[tid] = name
+    return names
+
+
+def named_cpu(
+    pid: int, before: dict[int, float], after: dict[int, float], names: dict[int, str]
+) -> dict[str, float]:
+    """CPU seconds each thread spent between two `thread_cpu` readings, by readable name."""
+    out: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = names.get(tid) or _comm(pid, tid)
+        out[f"{name} ({tid})"] = seconds - before.get(tid, 0.0)
+    return out
+
+
+def _comm(pid: int, tid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()  # grpc's threads name themselves
+    except OSError:
+        return "?"
+
+
+def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
+    """Samples by thread, and the functions with the most samples on top of the stack (self)
+    and anywhere in it (inclusive), as shares of all samples."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        thread, frames = (
+            (frames[0], frames[1:]) if frames[0].startswith(("thread", "process")) else ("", frames)
+        )
+        names = [frame_name(f) for f in frames] or ["(no Python frame)"]
+        total += count
+        threads[thread or "(all)"] += count
+        own[names[-1]] += count
+        kinds[kind_of(thread, names)] += count
+        for name in set(names):
+            inclusive[name] += count
+    if total == 0:
+        return {"samples": 0, "threads": {}, "kinds": {}, "self": [], "inclusive": []}
+
+    def share(counter: Counter[str]) -> list[tuple[str, float]]:
+        return [(name, count / total) for name, count in counter.most_common(top)]
+
+    return {
+        "samples": total,
+        "threads": dict(share(threads)),
+        "kinds": dict(share(kinds)),
+        "self": share(own),
+        "inclusive": share(inclusive),
+    }
+
+
+def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None = None, calls: int = 0) -> str:
+    lines = [f"### {title}", ""]
+    if cpu:
+        busy = sorted(((n, s) for n, s in cpu.items() if s > 0), key=lambda item: -item[1])
+        lines += [f"{calls:,} calls answered during the recording.", ""]
+        lines += ["| thread | CPU seconds during the recording | CPU ms per call |", "|---|---:|---:|"]
+        for name, seconds in busy:
+            per_call = f"{1000 * seconds / calls:.3f}" if calls else "n/a"
+            lines.append(f"| {name} | {seconds:.2f} | {per_call} |")
+        lines.append("")
+    lines += [f"{summary['samples']} samples.", "", "| kind of work | share |", "|---|---:|"]
+    lines += [f"| {name} | {value:.1%} |" for name, value in summary["kinds"].items()]
+    lines += ["", "| thread | share |", "|---|---:|"]
+    lines += [f"| {name} | {value:.1%} |" for name, value in summary["threads"].items()]
+    for key, heading in (("self", "on top of the stack (self)"), ("inclusive", "anywhere in the stack")):
+        lines += ["", f"| function, {heading} | share |", "|---|---:|"]
+        lines += [f"| `{name}` | {value:.1%} |" for name, value in summary[key]]
+    return "\n".join(lines) + "\n"
+
+
+def _drive(
+    target: str, requests: Requests, concurrency: int, seconds: float, into: list[Measurement]
+) -> None:
+    into.append(run_closed(target, requests, concurrency, seconds, warmup=0.0))
+
+
+def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out: Path) -> dict[str, Any]:
+    tool = py_spy()
+    if tool is None:
+        raise FileNotFoundError("py-spy is not installed in this environment (pip install py-spy)")
+    single = prepared("native", model, texts, 1, False)
+    results: dict[str, Any] = {}
+    with attnserve(repository) as server:
+        formats = [("raw", out / "profile.txt")] + (
+            [("flamegraph", out / "profile.svg")] if plan.name != "tiny" else []
+        )
+        readings: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        calls = 0
+        for fmt, path in formats:
+            before = thread_cpu(server.pid)
+            recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
+            measured: list[Measurement] = []
+            load = threading.Thread(
+                target=_drive,
+                args=(server.target, single, plan.saturation, plan.profile_seconds + 1.0, measured),
+            )
+            load.start()
+            _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
+            load.join()
+            if fmt == "raw":
+                readings = (before, thread_cpu(server.pid))
+                calls = measured[0].calls if measured else 0
+            if recorder.returncode != 0 or not path.is_file():
+                raise RuntimeError(
+                    f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
+                )
+            results[fmt] = str(path)
+        collapsed = (out / "profile.txt").read_text()
+        cpu = named_cpu(server.pid, *readings, thread_names(collapsed))
+    summary = summarize(collapsed)
+    title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
+    (out / "profile.md").write_text(markdown(summary, title, cpu, calls))
+    return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu, "calls": calls}

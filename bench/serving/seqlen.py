@@ -1,0 +1,42 @@
+"""Cost against text length: texts of exactly T tokens, T from 8 to max_len.
+
+Raw onnxruntime at batch 32 shows the model's own curve (attention grows with T^2); the
+service at a fixed concurrency shows what reaches a client. The padding comparison runs
+the load test's mixed lengths through onnxruntime in batches of 32 three ways: grouped by
+length (what the service's length buckets approximate), in arrival order padded to each
+batch's longest, and every batch padded to max_len. The service itself has no setting to
+turn its bucketing off, so that comparison is made in-process on the same bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from attnserve.service.bundle import read_bundle
+from bench.harness import attnserve
+from bench.serving import ceiling
+from bench.serving.plan import Plan, lengths
+from bench.serving.results import SeqLen
+from bench.serving.sweep import NATIVE, closed_point, log_point
+from bench.serving.texts import exact_length_texts
+
+BATCH = 32
+
+
+def measure(repository: Path, model: str, mixed: Sequence[str], plan: Plan) -> SeqLen:
+    bundle = read_bundle(ceiling.bundle_dir(repository, model))
+    result = SeqLen()
+    by_length = {
+        length: exact_length_texts(bundle.tokenizer_path, length, 64)
+        for length in lengths(bundle.manifest.max_len, plan.seqlen_points)
+    }
+    result.raw_texts_per_s = ceiling.length_curve(bundle, by_length, BATCH, plan.ceiling_seconds)
+    result.padding = ceiling.padding_rows(bundle, mixed, BATCH, plan.ceiling_seconds)
+    with attnserve(repository) as server:
+        for length, texts in by_length.items():
+            point = closed_point(server, "native", model, texts, 1, False, plan.seqlen_concurrency, plan,
+                                 system=NATIVE, batching=True, workers=1)  # fmt: skip
+            result.service[length] = point
+            log_point(point)
+    return result

@@ -1,0 +1,132 @@
+"""attnserve under closed-loop load: the native API and V2 (own generator and perf_analyzer).
+
+One server is started per (workers, batching) setup; on it run, for each texts-per-request
+and concurrency: the native sweep (attention off and on), V2 ModelInfer from the project's
+own generator (attention off: the figure compared with MLServer), and V2 through NVIDIA's
+perf_analyzer (it asks for every declared output, ATTENTION included, so its sweep is the
+attention-on one). Batching off is `--max-batch-size 1`: every text is its own model call.
+The queue is sized to the sweep's largest offered load (`--max-queue`), so no call is shed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.harness import Launched, attnserve
+from bench.serving import perf_analyzer
+from bench.serving.loadgen import run_closed
+from bench.serving.plan import Plan
+from bench.serving.results import Point
+from bench.serving.texts import prepared
+
+NATIVE, V2, PERF = "attnserve native", "attnserve V2", "attnserve V2 (perf_analyzer)"
+
+
+def batch_totals(url: str | None) -> tuple[float, float]:
+    """(texts, model calls) so far, from the server's attnserve_batch_size histogram."""
+    if url is None:
+        return (0.0, 0.0)
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    total = count = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "attnserve_batch_size_sum":
+                total += sample.value
+            elif sample.name == "attnserve_batch_size_count":
+                count += sample.value
+    return total, count
+
+
+def _mean_batch(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    calls = after[1] - before[1]
+    return (after[0] - before[0]) / calls if calls > 0 else None
+
+
+def closed_point(
+    server: Launched, api: str, model: str, texts: Sequence[str], n: int, attention: bool, concurrency: int,
+    plan: Plan, **setup: object,
+) -> Point:  # fmt: skip
+    requests = prepared(api, model, texts, n, attention)
+    before = batch_totals(server.metrics_url)
+    measured = run_closed(server.target, requests, concurrency, plan.seconds, warmup=plan.warmup,
+                          channels=8 if setup.get("workers", 1) != 1 else 4)  # fmt: skip
+    mean = _mean_batch(before, batch_totals(server.metrics_url))
+    return Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup)
+
+
+def perf_point(
+    target: str, model: str, data: Path, n: int, concurrency: int, plan: Plan, **setup: object
+) -> Point:
+    """One perf_analyzer run (--async, C++ client); a failed run is a point with no throughput."""
+    done = perf_analyzer.run(target, model, data, concurrency, interval_ms=plan.perf_interval_ms,
+                             trials=max(3, plan.perf_trials), flags=("--async", "-b", str(n)))  # fmt: skip
+    if done.row is None:
+        print(f"perf_analyzer failed at b={n} c={concurrency}: {done.output[-600:]}", file=sys.stderr)
+        nan = math.nan
+        return Point(texts=n, concurrency=concurrency, rps=nan, texts_per_s=nan,
+                     p50_ms=nan, p95_ms=nan, p99_ms=nan, error_share=1.0, errors={"perf_analyzer": 1},
+                     **setup)  # type: ignore[arg-type]  # fmt: skip
+    texts_per_s = float(done.row["Inferences/Second"])
+    return Point(
+        texts=n, concurrency=concurrency, rps=texts_per_s / n, texts_per_s=texts_per_s,
+        p50_ms=done.ms("p50 latency"), p95_ms=done.ms("p95 latency"), p99_ms=done.ms("p99 latency"),
+        error_share=0.0, **setup,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def run(
+    repository: Path, model: str, texts: Sequence[str], plan: Plan, *, native: bool, v2: bool,
+    perf_analyzer: bool, has_attention: bool, work_dir: Path,
+) -> list[Point]:  # fmt: skip
+    data = work_dir / "perf_analyzer_texts.json"
+    data.write_text(json.dumps({"data": [{"TEXT": [text]} for text in texts[:256]]}))
+    points: list[Point] = []
+    attentions = (False, True) if has_attention else (False,)
+    # The queue holds every text the sweep can offer at once (concurrency x texts per call):
+    # the sweep measures throughput and latency, not load shedding (the default of 1024
+    # texts would answer most calls at 64 x 32 RESOURCE_EXHAUSTED).
+    queue = ["--max-queue", str(max(1024, max(plan.concurrencies) * max(plan.texts_per_request)))]
+    for workers in plan.workers:
+        for batching in (True, False):
+            flags = queue if batching else [*queue, "--max-batch-size", "1"]
+            setup = {"batching": batching, "workers": workers}
+            with attnserve(repository, flags, workers=workers) as server:
+                for n in plan.texts_per_request:
+                    for c in plan.concurrencies:
+                        if native:
+                            for attention in attentions:
+                                point = closed_point(server, "native", model, texts, n, attention, c, plan,
+                                                     system=NATIVE, **setup)  # fmt: skip
+                                points.append(point)
+                                log_point(point)
+                        if v2 and workers == 1 and batching:
+                            point = closed_point(
+                                server, "v2", model, texts, n, False, c, plan, system=V2, **setup
+                            )
+                            points.append(point)
+                            log_point(point)
+                        if perf_analyzer and (plan.perf_every_setup or (workers, batching) == (1, True)):
+                            point = perf_point(server.target, model, data, n, c, plan, system=PERF,
+                                               attention=has_attention, **setup)  # fmt: skip
+                            points.append(point)
+                            log_point(point)
+    return points
+
+
+def log_point(point: Point) -> None:
+    print(
+        f"  {point.system:<30} w={point.workers} batching={'on ' if point.batching else 'off'} "
+        f"attention={'on ' if point.attention else 'off'} texts={point.texts:<2} c={point.concurrency:<3} "
+        f"{point.texts_per_s:8.0f} texts/s  p50 {point.p50_ms:7.2f} ms  p99 {point.p99_ms:7.2f} ms"
+        f"  errors {point.error_share:.1%}",
+        file=sys.stderr,
+        flush=True,
+    )

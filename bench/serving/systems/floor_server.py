@@ -1,0 +1,197 @@
+"""The floor: a grpc.aio V2 server that replays attnserve's own replies and does no work.
+
+    python -m bench.serving.systems.floor_server --record-from 127.0.0.1:50051 --model car-order \
+        --input-data texts.json --port 50060
+
+At start it asks a running attnserve for its server/model metadata, config, readiness and
+statistics replies, and sends it one `ModelInfer` per entry of the perf_analyzer input file
+(every declared output, as perf_analyzer asks). It then serves those reply bytes on
+127.0.0.1, unary and streaming: a request is parsed, matched to its recorded reply by its
+input tensors' bytes, and answered with those bytes and its own id appended (a client
+matches replies to requests by id). Wire traffic is attnserve's; the CPU spent is Python
+gRPC's and one protobuf parse: the upper bound for any Python server on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from bench.harness import Launched, free_port, launched, v2_ready
+
+SERVICE = "inference.GRPCInferenceService"
+Key = tuple[bytes, ...]
+
+
+def requests_of(model: str, data: Path) -> list[pb.ModelInferRequest]:
+    """The ModelInfer requests perf_analyzer builds from its --input-data file (batch 1)."""
+    built = []
+    for entry in json.loads(data.read_text())["data"]:
+        request = pb.ModelInferRequest(model_name=model)
+        for name, value in entry.items():
+            if name == "TEXT":
+                raw = b"".join(len(t.encode()).to_bytes(4, "little") + t.encode() for t in value)
+                request.inputs.add(name=name, datatype="BYTES", shape=[1, len(value)])
+            else:
+                content, shape = value["content"], value["shape"]
+                raw = np.asarray(content, dtype="<i8").tobytes()
+                request.inputs.add(name=name, datatype="INT64", shape=[1, *shape])
+            request.raw_input_contents.append(raw)
+        built.append(request)
+    return built
+
+
+def key_of(request: pb.ModelInferRequest) -> Key:
+    """The input tensors' bytes in name order (clients list inputs in any order)."""
+    pairs = sorted(zip((i.name for i in request.inputs), request.raw_input_contents, strict=True))
+    return tuple(part for pair in pairs for part in (pair[0].encode(), pair[1]))
+
+
+class Recording:
+    """attnserve's replies, by method (fixed) and by input bytes (inference)."""
+
+    def __init__(self, target: str, model: str, data: Path) -> None:
+        with grpc.insecure_channel(target) as channel:
+
+            def ask(method: str, request: object) -> bytes:
+                call = channel.unary_unary(
+                    f"/{SERVICE}/{method}", request_serializer=None, response_deserializer=None
+                )
+                reply: bytes = call(request.SerializeToString(), timeout=30)  # type: ignore[attr-defined]
+                return reply
+
+            self.fixed = {
+                "ServerLive": ask("ServerLive", pb.ServerLiveRequest()),
+                "ServerReady": ask("ServerReady", pb.ServerReadyRequest()),
+                "ServerMetadata": ask("ServerMetadata", pb.ServerMetadataRequest()),
+                "ModelReady": ask("ModelReady", pb.ModelReadyRequest(name=model)),
+                "ModelMetadata": ask("ModelMetadata", pb.ModelMetadataRequest(name=model)),
+                "ModelConfig": ask("ModelConfig", pb.ModelConfigRequest(name=model)),
+                "ModelStatistics": ask("ModelStatistics", pb.ModelStatisticsRequest(name=model)),
+            }
+            self.infer = {key_of(request): ask("ModelInfer", request) for request in requests_of(model, data)}
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (appending one overrides an earlier scalar)."""
+    tag, size, head = (number << 3) | 2, len(payload), bytearray()
+    head.append(tag)
+    while size >= 0x80:
+        head.append((size & 0x7F) | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + payload
+
+
+def reply_for(table: dict[Key, bytes], raw: bytes, stream: bool) -> bytes:
+    """The recorded reply with the request's id (clients match replies to requests by id)."""
+    request = pb.ModelInferRequest.FromString(raw)
+    found = table.get(key_of(request))
+    if found is None:
+        print(f"floor: no recorded reply for {str(request)[:600]}", file=sys.stderr)
+        raise KeyError("no recorded reply for this request")
+    reply = found + _field(3, request.id.encode()) if request.id else found
+    return _field(2, reply) if stream else reply
+
+
+def handlers(recording: Recording) -> grpc.GenericRpcHandler[bytes, bytes]:
+    methods: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {}
+    for name, reply in recording.fixed.items():
+
+        async def fixed(raw: bytes, context: object, reply: bytes = reply) -> bytes:
+            return reply
+
+        methods[name] = grpc.unary_unary_rpc_method_handler(fixed)
+    table = recording.infer
+    served = [0]
+    template = pb.ModelStatisticsResponse.FromString(recording.fixed["ModelStatistics"])
+
+    async def model_infer(raw: bytes, context: object) -> bytes:
+        served[0] += 1
+        return reply_for(table, raw, stream=False)
+
+    async def stream_infer(requests: AsyncIterator[bytes], context: object) -> AsyncIterator[bytes]:
+        async for raw in requests:
+            served[0] += 1
+            yield reply_for(table, raw, stream=True)
+
+    async def statistics(raw: bytes, context: object) -> bytes:
+        # perf_analyzer reads the requests served from the counts' growth between two reads.
+        reply = pb.ModelStatisticsResponse()
+        reply.CopyFrom(template)
+        for stats in reply.model_stats:
+            stats.inference_count = stats.execution_count = served[0]
+            stats.last_inference = int(time.time() * 1000)
+            timed = stats.inference_stats
+            for part in (
+                timed.success,
+                timed.queue,
+                timed.compute_input,
+                timed.compute_infer,
+                timed.compute_output,
+            ):
+                part.count = served[0]
+        data: bytes = reply.SerializeToString()
+        return data
+
+    methods["ModelStatistics"] = grpc.unary_unary_rpc_method_handler(statistics)
+
+    methods["ModelInfer"] = grpc.unary_unary_rpc_method_handler(model_infer)
+    methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(stream_infer)
+    return grpc.method_handlers_generic_handler(SERVICE, methods)
+
+
+async def serve(recording: Recording, port: int) -> None:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handlers(recording),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    await server.wait_for_termination()
+
+
+@contextlib.contextmanager
+def floor_server(source: str, model: str, inputs: Mapping[str, Path], log: Path) -> Iterator[Launched]:
+    """The floor, recorded from the attnserve at `source`, in a subprocess; ready on return."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.serving.systems.floor_server", "--record-from", source,
+               "--model", model, "--port", str(port)]  # fmt: skip
+    command += [flag for path in inputs.values() for flag in ("--input-data", str(path))]
+    with launched(command, f"127.0.0.1:{port}", v2_ready, "the floor server", log=log) as server:
+        yield server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record-from", required=True, help="host:port of a running attnserve")
+    parser.add_argument("--model", required=True)
+    parser.add_argument(
+        "--input-data",
+        type=Path,
+        action="append",
+        required=True,
+        help="perf_analyzer input files whose requests are recorded (repeatable)",
+    )
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    recordings = [Recording(args.record_from, args.model, data) for data in args.input_data]
+    merged = recordings[0]
+    for other in recordings[1:]:
+        merged.infer.update(other.infer)
+    print(f"floor: {len(merged.infer)} replies recorded; serving 127.0.0.1:{args.port}", file=sys.stderr)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(merged, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

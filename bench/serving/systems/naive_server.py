@@ -1,0 +1,132 @@
+"""The baseline: the gRPC server a user would write by hand around the same bundle.
+
+    python -m bench.serving.systems.naive_server --bundle models/car-order/1 --port 50061
+
+One request -> one tokenization -> one `session.run` -> one reply, on grpc's synchronous
+server with a thread pool (the layout of grpc's own Python examples). It speaks the same
+attnserve.v1 `Classify` (label, probabilities, logits, tokens, and pooled attention when
+asked), so the benchmark drives it with the very requests it sends to attnserve. No
+batching across requests, no length bucketing, no admission control: onnxruntime's
+defaults (one intra-op thread per core) and the sessions shared by the pool's threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import onnxruntime as ort
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from tokenizers import Tokenizer
+
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from bench.harness import Launched, free_port, health_serving, launched
+
+SERVICE = "attnserve.v1.Classifier"
+
+
+class NaiveClassifier:
+    def __init__(self, bundle: Path, intra_op_threads: int) -> None:
+        manifest = json.loads((bundle / "bundle.json").read_text())
+        self.name = str(manifest["name"])
+        self.version = int(manifest["version"])
+        self.labels = [str(label) for label in manifest["labels"]]
+        self.kind = str(manifest["attention"]["kind"])
+        self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=int(manifest["max_len"]))
+        self.tokenizer.enable_padding(pad_id=int(manifest["pad_id"]))
+        options = ort.SessionOptions()
+        if intra_op_threads:
+            options.intra_op_num_threads = intra_op_threads
+        self.session = ort.InferenceSession(
+            str(bundle / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+
+    def classify(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        request = pb.ClassifyRequest.FromString(raw)
+        if request.model not in ("", self.name):
+            context.abort(grpc.StatusCode.NOT_FOUND, f"model {request.model!r} is not served")
+        if not request.texts:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "texts: at least one text is required")
+        encodings = self.tokenizer.encode_batch(list(request.texts))
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)  # [B, T]
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)  # [B, T]
+        attention = request.attention not in (pb.ATTENTION_MODE_UNSPECIFIED, pb.ATTENTION_MODE_NONE)
+        names = ["logits", "attention"] if attention and self.kind != "none" else ["logits"]
+        outputs = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
+        logits = outputs[0]  # [B, C]
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probabilities = shifted / shifted.sum(axis=1, keepdims=True)  # [B, C]
+        reply = pb.ClassifyResponse(model=self.name, version=self.version, request_id=request.request_id)
+        for i, encoding in enumerate(encodings):
+            n = int(mask[i].sum())
+            label_id = int(logits[i].argmax())
+            result = reply.results.add(
+                label=self.labels[label_id], label_id=label_id, probabilities=probabilities[i].tolist(),
+                logits=logits[i].tolist(), tokens=encoding.tokens[:n], truncated=bool(encoding.overflowing),
+            )  # fmt: skip
+            if len(outputs) > 1:
+                weights = self._pooled(outputs[1][i], n)
+                result.attention.shape.extend(weights.shape)
+                result.attention.data = np.ascontiguousarray(weights, dtype="<f4").tobytes()
+        data: bytes = reply.SerializeToString()
+        return data
+
+    def _pooled(self, attention: Any, n: int) -> np.ndarray:
+        """The pooling weights ([n]) or the last layer averaged over heads ([n, n])."""
+        if self.kind == "pool":
+            return np.asarray(attention[:n])
+        if self.kind == "layers":  # [L, H, T, T]
+            return np.asarray(attention[-1].mean(axis=0)[:n, :n])
+        return np.asarray(attention[:n, :n])  # self-attention [T, T]
+
+
+@contextlib.contextmanager
+def naive(bundle: Path, *, threads: int = 10) -> Iterator[Launched]:
+    """This server on `bundle` in a subprocess on a free port; ready on return."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.serving.systems.naive_server", "--bundle", str(bundle),
+               "--port", str(port), "--threads", str(threads)]  # fmt: skip
+    with launched(command, f"127.0.0.1:{port}", health_serving, "the naive server") as server:
+        yield server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", type=Path, required=True, help="a bundle folder: models/<name>/<version>")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=10, help="grpc thread pool size")
+    parser.add_argument("--intra-op-threads", type=int, default=0, help="0: onnxruntime's default")
+    args = parser.parse_args(argv)
+    classifier = NaiveClassifier(args.bundle, args.intra_op_threads)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.threads))
+    handler = grpc.unary_unary_rpc_method_handler(classifier.classify)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Classify": handler}),))
+    status = health.HealthServicer()
+    status.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(status, server)
+    if server.add_insecure_port(f"{args.host}:{args.port}") == 0:
+        print(f"naive_server: cannot listen on {args.host}:{args.port}", file=sys.stderr)
+        return 1
+    server.start()
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop(grace=5).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

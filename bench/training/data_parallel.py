@@ -1,0 +1,175 @@
+"""car-order's training steps per second: one process, against each batch split over several.
+
+    python -m bench data-parallel                          # 90 steps x 2 rounds, about a minute
+    python -m bench data-parallel --tiny                   # seconds (CI)
+
+The task's recipe (its model settings, batch of 128, AdamW at lr 1e-3, one torch thread a
+process) on its own training data, batches grouped by length as the trainer groups them.
+With P processes each takes every P-th row of a batch, the processes sum their gradients
+over loopback (one gloo all_reduce of a flat buffer) and each then takes the same clipped
+step, so all of them hold the same weights. Every process draws the same batches and the
+same word dropout, so the step is the one-process step up to the order of float additions;
+the figure reports how far the weights moved apart. A trainer on this plan would gain what
+the steps per second gain: the car-order trainer itself runs one process (docs/training.md).
+Settings take turns within a round, so a busy machine slows them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import queue
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
+from attnserve.training.data.tasks import DEFAULTS, load_task
+from attnserve.training.models import build_model
+from attnserve.training.run import encode
+from attnserve.training.tokenizer import UNK_ID, build_tokenizer
+from attnserve.training.trainer import TrainConfig, make_optimizer
+from bench import sections
+from bench.harness import free_port
+
+TASK = "car-order"
+MAX_LEN = 64  # the transformer's default, which car-order's recipe keeps: the ids' width and the model's
+
+
+def task_data(pairs: int) -> tuple[Split, dict[str, object], TrainConfig]:
+    """car-order's training split, its model config and its trainer settings."""
+    defaults = DEFAULTS[TASK]
+    ds = load_task(TASK, seed=0, n_pairs=pairs)
+    tokenizer = build_tokenizer([e.text for e in ds.train])
+    config: dict[str, object] = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels),
+                                 "max_len": MAX_LEN, **dict(defaults.model)}  # fmt: skip
+    overrides: dict[str, Any] = dict(defaults.training)  # field names and values of TrainConfig
+    cfg = replace(TrainConfig(), **overrides)
+    return encode(tokenizer, ds.train, MAX_LEN, "head"), config, cfg
+
+
+def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object], TrainConfig],
+           steps: int, results: mp.Queue[tuple[float, np.ndarray]]) -> None:  # fmt: skip
+    """Train `steps` steps (after 3 warm-up steps) as process `rank` of `world`; rank 0 reports."""
+    split, config, cfg = data
+    torch.set_num_threads(1)
+    if world > 1:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = build_model("transformer", config)
+    model.train()
+    opt, _ = make_optimizer(model, cfg, steps=steps + 3)
+    rng = np.random.default_rng(0)  # the same in every process: the same batches and word dropout
+    plan = training_batches(split, cfg.batch_size, rng, by_length=True)
+    augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
+    device = torch.device("cpu")
+
+    def step(rows: np.ndarray) -> None:
+        ids, mask, labels = batch_tensors(split, rows, device, augment=augment)  # [B, T], [B, T], [B]
+        mine = slice(rank, None, world)
+        opt.zero_grad(set_to_none=True)
+        logits = model.logits(ids[mine], mask[mine])  # [B / world, C]
+        # Summed over this share and divided by the whole batch: the shares add up to its mean.
+        (F.cross_entropy(logits, labels[mine], reduction="sum") / len(rows)).backward()  # type: ignore[no-untyped-call]
+        if world > 1:
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            flat = parameters_to_vector(grads)
+            dist.all_reduce(flat)
+            vector_to_parameters(flat, grads)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+
+    try:
+        for i in range(steps + 3):
+            if i == 3:
+                started = time.perf_counter()
+            step(plan[i % len(plan)])
+        seconds = time.perf_counter() - started
+        if rank == 0:
+            weights = parameters_to_vector(model.parameters()).detach().numpy()
+            results.put((steps / seconds, weights))
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def measure(args: argparse.Namespace) -> dict[int, tuple[list[float], float]]:
+    """Steps per second per round for each process count, and the weights' largest difference
+    from one process's after the same steps."""
+    data = task_data(args.pairs)
+    context = mp.get_context("fork")  # the children share the encoded data instead of pickling it
+    rates: dict[int, list[float]] = {n: [] for n in (1, args.processes)}
+    apart: dict[int, float] = {}
+    for round_ in range(args.rounds):
+        reference: np.ndarray | None = None
+        for world in rates:
+            results: mp.Queue[tuple[float, np.ndarray]] = context.Queue()
+            port = free_port()
+            procs = [context.Process(target=worker, args=(r, world, port, data, args.steps, results))
+                     for r in range(world)]  # fmt: skip
+            for p in procs:
+                p.start()
+            rate, weights = _result(results, procs, world)
+            for p in procs:
+                p.join(timeout=60)
+                if p.exitcode != 0:
+                    raise RuntimeError(f"a training process of {world} exited with {p.exitcode}")
+            rates[world].append(rate)
+            reference = weights if reference is None else reference
+            apart[world] = float(np.abs(weights - reference).max())
+            print(f"round {round_ + 1}/{args.rounds}  {world} process(es): {rate:.1f} steps/s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    return {n: (r, apart[n]) for n, r in rates.items()}
+
+
+def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: Sequence[mp.process.BaseProcess],
+            world: int) -> tuple[float, np.ndarray]:  # fmt: skip
+    """Rank 0's report; a process that dies first ends the wait (its peers would wait on it)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            return results.get(timeout=1)
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a training process of {world} exited with {failed[0]}") from None
+    for p in procs:
+        p.kill()
+    raise RuntimeError(f"{world} training process(es) gave no figure within 600 s")
+
+
+def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:
+    one = statistics.median(result[1][0])
+    lines = [f"car-order's recipe, {steps} steps of 128 texts per round, one torch thread a process.", "",
+             "| processes | steps/s (median) | rounds | speed-up | weights apart from 1 process |",
+             "|---:|---:|---|---:|---:|"]  # fmt: skip
+    for n, (rates, apart) in result.items():
+        median = statistics.median(rates)
+        rounds = ", ".join(f"{r:.1f}" for r in rates)
+        lines.append(f"| {n} | {median:.1f} | {rounds} | {median / one:.2f}x | {apart:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = sections.parser("data-parallel", __doc__)
+    parser.add_argument("--steps", type=int, default=90, help="timed steps per setting and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=2, help="the split setting's process count")
+    parser.add_argument("--pairs", type=int, default=DEFAULTS[TASK].size, help="car-order pairs generated")
+    args = parser.parse_args(argv)
+    sections.require_at_least(parser, args, {"steps": 1, "rounds": 1, "processes": 2, "pairs": 100})
+    print(render(measure(args), args.steps))
+    return 0

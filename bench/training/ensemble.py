@@ -1,0 +1,86 @@
+"""How an average of several trained runs reads a built-in task, against each run alone.
+
+python -m bench ensemble runs/m0 runs/m1 runs/m2
+
+The runs must share their task and data seed (`attnserve-train --data-seed`), so that they
+were trained and are tested on the same draw of data; their `--seed`s differ. For every
+test split the task has (held-out pairs, templates, phrasings, the hand-written sets), it
+prints each run's accuracy and that of the mean of their probabilities. Nothing here is
+served: the service runs one model a bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+
+from attnserve.training.checkpoint import LoadedRun, load_run
+from attnserve.training.data import Example, load_task
+from attnserve.training.tokenizer import encode_batch, load_tokenizer
+
+
+def probabilities(run: LoadedRun, tokenizer: Tokenizer, texts: list[str]) -> torch.Tensor:
+    """[N, C] class probabilities of `run` (whose tokenizer is `tokenizer`) for `texts`."""
+    encoded = encode_batch(tokenizer, texts, run.max_len, run.truncation)
+    with torch.no_grad():
+        logits = run.model.logits(
+            torch.from_numpy(encoded.input_ids), torch.from_numpy(encoded.attention_mask)
+        )
+    return logits.softmax(-1)  # [N, C]
+
+
+def scores(runs: list[LoadedRun], splits: dict[str, list[Example]]) -> dict[str, list[float]]:
+    """Per split: each run's accuracy, then the accuracy of their mean probabilities."""
+    tokenizers = [load_tokenizer(run.tokenizer_path) for run in runs]  # read once, used per split
+    table = {}
+    for name, examples in splits.items():
+        gold = torch.tensor([e.label for e in examples])  # [N]
+        texts = [e.text for e in examples]
+        probs = [probabilities(run, tok, texts) for run, tok in zip(runs, tokenizers, strict=True)]
+        mean = torch.stack(probs).mean(0)  # [N, C]
+        table[name] = [float((p.argmax(-1) == gold).float().mean()) for p in [*probs, mean]]
+    return table
+
+
+def _data_seed(run: LoadedRun) -> int:
+    seeds = run.metrics.get("seeds")
+    if not isinstance(seeds, dict) or "data" not in seeds:
+        raise ValueError(f"{run.run_dir}: no data seed recorded (trained before --data-seed existed)")
+    return int(seeds["data"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench ensemble",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories of attnserve-train")
+    parser.add_argument(
+        "--limit", type=int, default=0, help="score only the first N texts of each split (0: all of them)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        runs = [load_run(path) for path in args.runs]
+        tasks, seeds = {run.task for run in runs}, {_data_seed(run) for run in runs}
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"bench ensemble: {exc}", file=sys.stderr)
+        return 2
+    if len(tasks) > 1 or len(seeds) > 1:
+        print(f"bench ensemble: the runs differ in task or data seed ({tasks}, {seeds})", file=sys.stderr)
+        return 2
+    dataset = load_task(tasks.pop(), seed=seeds.pop())
+    splits = {"test": dataset.test, **{k: v for k, v in dataset.extra.items() if v}}
+    if args.limit > 0:
+        splits = {name: examples[: args.limit] for name, examples in splits.items()}
+    names = [path.name for path in args.runs]
+    print("| split | " + " | ".join(names) + " | mean of probabilities |")
+    print("|---" * (len(names) + 2) + "|")
+    for split, row in scores(runs, splits).items():
+        print(f"| {split} ({len(splits[split])}) | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+    return 0
