@@ -31,8 +31,16 @@ from attnserve.export.onnx import (
 )
 from attnserve.export.optimize import optimize_graph
 from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
+from attnserve.export.profile import measure_profile
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
-from attnserve.service.bundle import MODEL_FILE, TOKENIZER_FILE, GoldenCase, ParityReport, QuantizationInfo
+from attnserve.service.bundle import (
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    DataProfile,
+    GoldenCase,
+    ParityReport,
+    QuantizationInfo,
+)
 from attnserve.training.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
@@ -79,6 +87,7 @@ class Built:
     quantization: QuantizationInfo | None
     opset: int
     contract: GraphContract
+    profile: DataProfile | None = None
 
 
 def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
@@ -132,12 +141,17 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         seen = golden_deviation(cpu_session(graph), golden, bundle_dir / TOKENIZER_FILE, run.max_len)
         widened = max(golden_tolerance, 2 * seen)
         golden = [case.model_copy(update={"tolerance": widened}) for case in golden]
+    # What the shipped graph predicts on the validation texts: the server's drift reference.
+    profile = measure_profile(
+        cpu_session(graph), bundle_dir / TOKENIZER_FILE, eval_set, run.labels, run.max_len, run.metrics
+    )
     return Built(
         parity=parity.report(),
         golden=golden,
         quantization=quantization,
         opset=graph_opset(onnx.load(str(graph))),
         contract=contract,
+        profile=profile,
     )
 
 

@@ -127,6 +127,7 @@ def _finish(
         parity=built.parity,
         golden=built.golden,
         quantization=built.quantization,
+        data_profile=built.profile,
     )
     write_manifest(bundle_dir, manifest)
     try:

@@ -34,6 +34,7 @@ from attnserve.service.bundle.manifest import (
     sha256_file,
     write_manifest,
 )
+from attnserve.service.bundle.profile import DataProfile, Histogram, TrainingFigures, profile_texts
 from attnserve.service.bundle.reader import Bundle, SessionLike, check_io, read_bundle, read_manifest
 
 __all__ = [
@@ -49,20 +50,24 @@ __all__ = [
     "Bundle",
     "BundleError",
     "BundleManifest",
+    "DataProfile",
     "Dim",
     "Fingerprint",
     "GoldenCase",
+    "Histogram",
     "ParityReport",
     "QuantizationInfo",
     "RepositoryError",
     "SessionLike",
     "TensorDType",
     "TensorSpec",
+    "TrainingFigures",
     "check_io",
     "confined",
     "fingerprint",
     "hash_files",
     "is_version_dir",
+    "profile_texts",
     "read_bundle",
     "read_manifest",
     "scan",

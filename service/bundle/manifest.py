@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from attnserve.service.bundle.layout import NAME_PATTERN
+from attnserve.service.bundle.profile import DataProfile
 
 SCHEMA_VERSION: Literal[1] = 1
 MANIFEST_FILE = "bundle.json"
@@ -128,6 +129,8 @@ class BundleManifest(_Strict):
     parity: ParityReport | None = None
     golden: list[GoldenCase] = Field(default_factory=list)
     quantization: QuantizationInfo | None = None
+    # What the model saw at training time (profile.py); absent from bundles written before it.
+    data_profile: DataProfile | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @field_validator("name")

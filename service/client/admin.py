@@ -12,6 +12,7 @@ from types import TracebackType
 from attnserve.service.client.channels import PLAINTEXT, Security, open_channel
 from attnserve.service.client.messages import rpc_errors
 from attnserve.service.client.stubs import unary
+from attnserve.service.client.tracecontext import with_trace
 from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
 
 ADMIN = pb.DESCRIPTOR.services_by_name["Admin"]
@@ -39,12 +40,14 @@ class AdminClient:
         """Reload the named models (none named: every model); what changed, per model."""
         with rpc_errors():
             request = pb.ReloadRequest(models=models)
-            reply = self._reload(request, timeout=self.timeout, metadata=self.metadata)
+            reply = self._reload(request, timeout=self.timeout, metadata=with_trace(self.metadata))
         return {change.model: _change(change) for change in reply.models}
 
     def unload(self, model: str) -> Change:
         with rpc_errors():
-            reply = self._unload(pb.UnloadRequest(model=model), timeout=self.timeout, metadata=self.metadata)
+            reply = self._unload(
+                pb.UnloadRequest(model=model), timeout=self.timeout, metadata=with_trace(self.metadata)
+            )
         return _change(reply.model)
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from attnserve.service.client.messages import (
 )
 from attnserve.service.client.stubs import bidi, health_name, unary
 from attnserve.service.client.sync import CLASSIFIER
+from attnserve.service.client.tracecontext import with_trace
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 
@@ -55,7 +56,9 @@ class AsyncClient:
     ) -> Classification:
         request = build_request(texts, model, version, attention, top_k, request_id)
         with rpc_errors():
-            reply = await self._classify(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            reply = await self._classify(
+                request, timeout=timeout or self.timeout, metadata=with_trace(self.metadata)
+            )
             return to_classification(reply)
 
     async def stream(
@@ -67,20 +70,24 @@ class AsyncClient:
         """ClassifyStream: one Classification per request, in order (build requests with
         `build_request`); a failed request's reply has `error` set."""
         source = requests if isinstance(requests, AsyncIterator) else iter(requests)
-        call = self._stream(source, timeout=timeout, metadata=self.metadata)
+        call = self._stream(source, timeout=timeout, metadata=with_trace(self.metadata))
         with rpc_errors():
             async for reply in call:
                 yield to_classification(reply)
 
     async def models(self) -> list[ModelInfo]:
         with rpc_errors():
-            reply = await self._list(pb.ListModelsRequest(), timeout=self.timeout, metadata=self.metadata)
+            reply = await self._list(
+                pb.ListModelsRequest(), timeout=self.timeout, metadata=with_trace(self.metadata)
+            )
         return [to_model_info(info) for info in reply.models]
 
     async def health(self, service: str = "") -> str:
         with rpc_errors():
             reply = await self._health.Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout, metadata=self.metadata
+                health_pb2.HealthCheckRequest(service=service),
+                timeout=self.timeout,
+                metadata=with_trace(self.metadata),
             )
         return health_name(reply.status)
 

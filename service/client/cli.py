@@ -19,6 +19,7 @@ import grpc
 
 from attnserve.service.client.channels import Security
 from attnserve.service.client.messages import ClientError
+from attnserve.service.client.tracecontext import environment_trace
 from attnserve.service.helpformat import DefaultsHelpFormatter
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
@@ -227,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        return _run(args, security)
+        with environment_trace():  # a shell script traced by its caller continues that trace
+            return _run(args, security)
     except ClientError as exc:
         print(_problem(exc, args), file=sys.stderr)
         return 1

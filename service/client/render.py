@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnserve.service.client.messages import Classification, ModelInfo, TextResult
-from attnserve.service.engine.attention import importance
+from attnserve.service.engine.request.attention import importance
 
 _LEGEND_STEPS = 5
 _BAR_WIDTH = 20
@@ -45,7 +45,7 @@ def _attention(out: Console, result: TextResult, mode: str) -> None:
     weights = importance(result.attention)
     if result.attention.ndim == 1:
         out.print("attention (pooling weight of each token):")
-    else:  # engine/attention.py `importance`: the last layer, mean over heads and query rows
+    else:  # engine/request/attention.py `importance`: the last layer, mean over heads and query rows
         out.print(f"attention ({mode}: the share each token receives, mean over heads and queries):")
     if out.is_terminal:
         line = Text()

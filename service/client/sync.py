@@ -25,6 +25,7 @@ from attnserve.service.client.messages import (
     to_model_info,
 )
 from attnserve.service.client.stubs import health_name, unary
+from attnserve.service.client.tracecontext import with_trace
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 CLASSIFIER = pb.DESCRIPTOR.services_by_name["Classifier"]
@@ -63,24 +64,30 @@ class Client:
     ) -> Classification:
         request = build_request(texts, model, version, attention, top_k, request_id)
         with rpc_errors():
-            reply = self._classify(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            reply = self._classify(
+                request, timeout=timeout or self.timeout, metadata=with_trace(self.metadata)
+            )
             return to_classification(reply)
 
     def models(self) -> list[ModelInfo]:
         with rpc_errors():
-            reply = self._list(pb.ListModelsRequest(), timeout=self.timeout, metadata=self.metadata)
+            reply = self._list(
+                pb.ListModelsRequest(), timeout=self.timeout, metadata=with_trace(self.metadata)
+            )
         return [to_model_info(info) for info in reply.models]
 
     def model(self, name: str = "", version: int = 0) -> ModelInfo:
         with rpc_errors():
             request = pb.GetModelRequest(model=name, version=version)
-            return to_model_info(self._get(request, timeout=self.timeout, metadata=self.metadata))
+            return to_model_info(self._get(request, timeout=self.timeout, metadata=with_trace(self.metadata)))
 
     def health(self, service: str = "") -> str:
         """ "SERVING", "NOT_SERVING", ... for the server ("") or one model name."""
         with rpc_errors():
             reply = self._health.Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout, metadata=self.metadata
+                health_pb2.HealthCheckRequest(service=service),
+                timeout=self.timeout,
+                metadata=with_trace(self.metadata),
             )
         return health_name(reply.status)
 

@@ -20,7 +20,8 @@ from tests.deploy.compose import (
 )
 from tests.deploy.conftest import REPO, require_tool
 
-SERVICES = {"trainer", "server", "prometheus", "grafana", "loadtest"}
+SERVICES = {"trainer", "server", "prometheus", "grafana", "loadtest", "otel-collector", "jaeger"}
+PROFILES = {"loadtest": ["load"], "otel-collector": ["tracing"], "jaeger": ["tracing"]}
 LONG_RUNNING = {"server", "prometheus", "grafana"}
 
 
@@ -41,7 +42,9 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in names}
 
 
-@pytest.mark.parametrize("profile", [None, "load"], ids=["default", "profile-load"])
+@pytest.mark.parametrize(
+    "profile", [None, "load", "tracing"], ids=["default", "profile-load", "profile-tracing"]
+)
 def test_docker_compose_validates_the_file(profile: str | None) -> None:
     binary = require_tool("docker-compose", "apt-get install docker-compose")
     args = [binary, "--project-directory", str(REPO), "-f", str(COMPOSE_FILE)]
@@ -53,11 +56,10 @@ def test_docker_compose_validates_the_file(profile: str | None) -> None:
     assert check.returncode == 0, check.stderr
 
 
-def test_only_the_load_test_sits_behind_a_profile(services: dict[str, Any]) -> None:
+def test_only_the_load_test_and_tracing_sit_behind_profiles(services: dict[str, Any]) -> None:
     # Checked here: Compose 1.29's `config --services` lists profiled services too.
     assert set(services) == SERVICES
-    assert services["loadtest"]["profiles"] == ["load"]
-    assert [name for name, svc in services.items() if "profiles" in svc] == ["loadtest"]
+    assert {name: svc["profiles"] for name, svc in services.items() if "profiles" in svc} == PROFILES
 
 
 def test_server_can_scale_out(services: dict[str, Any]) -> None:

@@ -1,0 +1,59 @@
+"""W3C trace context (`traceparent`, `tracestate`) read from and written to call metadata.
+
+gRPC metadata arrives as (key, value) pairs and HTTP headers as a mapping or ASGI's raw
+(bytes, bytes) pairs; both are reduced to the two header values the W3C propagator reads.
+A missing or malformed `traceparent` yields an empty context, so the call starts a trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.trace import set_span_in_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import NonRecordingSpan, SpanContext
+
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+_KEYS = (TRACEPARENT, TRACESTATE)
+_W3C = TraceContextTextMapPropagator()
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _carrier(pairs: Iterable[tuple[Any, Any]]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in pairs:
+        name = _text(key).lower()
+        if name in _KEYS and name not in found:
+            found[name] = _text(value)
+    return found
+
+
+def extract_metadata(metadata: Iterable[tuple[Any, Any]] | None) -> Context | None:
+    """The caller's context from gRPC invocation metadata; None when it sent none."""
+    carrier = _carrier(metadata or ())
+    return _W3C.extract(carrier) if TRACEPARENT in carrier else None
+
+
+def extract_headers(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) -> Context | None:
+    """The caller's context from HTTP headers (a mapping, or ASGI's raw header pairs)."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    carrier = _carrier(pairs)
+    return _W3C.extract(carrier) if TRACEPARENT in carrier else None
+
+
+def inject(span_context: SpanContext) -> dict[str, str]:
+    """`traceparent` (and `tracestate` when set) naming `span_context` as the parent."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier, set_span_in_context(NonRecordingSpan(span_context)))
+    return carrier
+
+
+def inject_metadata(span_context: SpanContext) -> list[tuple[str, str]]:
+    """The same as gRPC metadata pairs."""
+    return list(inject(span_context).items())
