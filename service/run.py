@@ -28,8 +28,8 @@ def run_server(
 ) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a clean shutdown, 1 when start-up fails."""
     from attnserve.service.bundle import RepositoryError
-    from attnserve.service.engine.model import LoadError
-    from attnserve.service.engine.runtime import DeviceError
+    from attnserve.service.engine.models.loading import LoadError
+    from attnserve.service.engine.models.runtime import DeviceError
     from attnserve.service.errors import StartupError
     from attnserve.service.server import Server
 

@@ -27,8 +27,7 @@ from typing import Protocol
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+from grpc_health.v1 import health_pb2
 from prometheus_client import CollectorRegistry, start_http_server
 
 from attnserve.service.api.admin import AdminApi, admin_off_handler
@@ -36,13 +35,16 @@ from attnserve.service.api.http.app import build_app
 from attnserve.service.api.http.transport import HttpTransport
 from attnserve.service.api.native import NativeApi
 from attnserve.service.api.v2.servicer import V2Api
-from attnserve.service.engine.core import Core, State
+from attnserve.service.calls.auth import load_tokens
+from attnserve.service.engine.admission import State
+from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
-from attnserve.service.engine.reload import Reloader
-from attnserve.service.engine.repository import Repository
-from attnserve.service.engine.runtime import check_device
-from attnserve.service.grpc.auth import guarded, load_tokens
-from attnserve.service.grpc.transport import Stopper, bind, grpc_options, reflection_handler
+from attnserve.service.engine.models.reload import Reloader
+from attnserve.service.engine.models.repository import Repository
+from attnserve.service.engine.models.runtime import check_device
+from attnserve.service.grpc.auth import guarded
+from attnserve.service.grpc.stock import Health, health_handler, reflection_handler
+from attnserve.service.grpc.transport import Stopper, bind, grpc_options
 from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
 
@@ -90,7 +92,7 @@ class Server:
         self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
-        self.health = HealthServicer()
+        self.health = Health()
         self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
         # A worker of --workers N shares its port: bound before its models are loaded, it
         # would take connections from the kernel only to answer UNAVAILABLE.
@@ -139,7 +141,7 @@ class Server:
             handlers.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
         server = grpc.aio.server(options=grpc_options(settings))
         server.add_generic_rpc_handlers(tuple(guarded(handlers, settings, self.metrics, admin)))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)  # open: probes carry no token
+        server.add_generic_rpc_handlers((health_handler(self.health),))  # open: probes carry no token
         self.port = bind(server, settings)
         await server.start()
         self._grpc = Stopper(server)
@@ -156,9 +158,9 @@ class Server:
 
     async def _listen_http(self) -> None:
         """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
-        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None) or V2Api(self.core)
+        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None)
         tokens = load_tokens(self.settings) if self.settings.auth else None
-        web = HttpTransport(build_app(v2, tokens), self.settings)
+        web = HttpTransport(build_app(self.core, tokens, v2.plane if v2 is not None else None), self.settings)
         self.http_port = await web.start()
         self._web = web
         log.info("HTTP on %s://%s:%d (explorer at /)", web.scheme, self.settings.host, self.http_port)

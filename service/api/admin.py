@@ -1,6 +1,6 @@
 """The admin API `attnserve.v1.Admin`: reload and unload models by name.
 
-Served only with `--admin`; under `--auth` only admin tokens may call it (service/auth.py).
+Served only with `--admin`; under `--auth` only admin tokens may call it (calls/auth.py).
 It never takes a path or URL: a model name must match `[A-Za-z0-9_.-]+`, contain no `..`
 and not start with `.`, and it resolves to a folder inside the repository root (a symlink
 leading outside is refused by the repository scan). The work is done by `Reloader`.
@@ -9,20 +9,23 @@ leading outside is refused by the repository scan). The work is done by `Reloade
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from attnserve.service.bundle import valid_model_name
+from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
-from attnserve.service.engine.reload import ModelReport, Reloader
+from attnserve.service.engine.models.reload import ModelReport, Reloader
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
-from attnserve.service.grpc.calls import CallRecord, Calls, Context
-from attnserve.service.grpc.status import grpc_code
+from attnserve.service.grpc.calls import Calls, Context, refuse
 from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
 MAX_NAMES = 256
+T = TypeVar("T")
 
 
 def check_name(field: str, name: str) -> str:
@@ -42,6 +45,20 @@ def _change(report: ModelReport) -> pb.ModelChange:
         removed=report.removed,
         serving=report.serving,
     )
+
+
+async def _shielded(work: Coroutine[Any, Any, T]) -> T:
+    """`work`, which a caller that gives up must not cut in half (a swap of versions). Its
+    outcome is retrieved even then: an error nobody awaits would be logged as "Task
+    exception was never retrieved"."""
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _bytes(message: Message) -> bytes:
@@ -68,24 +85,22 @@ class AdminApi:
             },
         )
 
-    async def reload(self, request: pb.ReloadRequest, context: Context, record: CallRecord) -> bytes:
+    async def reload(self, request: pb.ReloadRequest, context: Context, call: Call) -> bytes:
         if len(request.models) > MAX_NAMES:
             raise InvalidArgument(f"models: {len(request.models)} names; the limit is {MAX_NAMES}")
         names = [check_name(f"models[{i}]", name) for i, name in enumerate(request.models)]
-        # Shielded: a caller that gives up must not cut a swap in half.
-        reports = await asyncio.shield(self._reloader.reload(names or None))
+        reports = await _shielded(self._reloader.reload(names or None))
         return _bytes(pb.ReloadResponse(models=[_change(report) for report in reports]))
 
-    async def unload(self, request: pb.UnloadRequest, context: Context, record: CallRecord) -> bytes:
-        report = await asyncio.shield(self._reloader.unload(check_name("model", request.model)))
+    async def unload(self, request: pb.UnloadRequest, context: Context, call: Call) -> bytes:
+        report = await _shielded(self._reloader.unload(check_name("model", request.model)))
         return _bytes(pb.UnloadResponse(model=_change(report)))
 
 
 # Without --admin, grpc's own answer would be a bare "Method not found!".
-ADMIN_OFF = ServiceError(
+ADMIN_OFF_MESSAGE = (
     "the admin API is off on this server: start it with --admin (ATTNSERVE_ADMIN=true; "
-    "it needs --workers 1, and --auth unless the server listens on loopback only)",
-    Status.UNIMPLEMENTED,
+    "it needs --workers 1, and --auth unless the server listens on loopback only)"
 )
 
 
@@ -93,8 +108,7 @@ def admin_off_handler() -> grpc.GenericRpcHandler[bytes, bytes]:
     """Answers every `attnserve.v1.Admin` method, when the admin API is off, with how to turn it on."""
 
     async def off(raw: bytes, context: Context) -> bytes:
-        await context.abort(grpc_code(ADMIN_OFF.code), ADMIN_OFF.message)
-        raise AssertionError("abort returns by raising")
+        return refuse(context, ServiceError(ADMIN_OFF_MESSAGE, Status.UNIMPLEMENTED))
 
     methods = pb.DESCRIPTOR.services_by_name["Admin"].methods
     return grpc.method_handlers_generic_handler(

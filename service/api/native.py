@@ -8,12 +8,14 @@ from typing import cast
 import grpc
 import numpy as np
 
-from attnserve.service.engine.attention import AttentionMode, mode_shapes
-from attnserve.service.engine.classify import Inputs, Outputs
+from attnserve.service.api.models import ModelInfo, mode_name, model_info
+from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
-from attnserve.service.engine.model import LoadedModel
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument, ServiceError
-from attnserve.service.grpc.calls import CallRecord, Calls, Context, deadline_of
+from attnserve.service.grpc.calls import Calls, Context
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
@@ -74,43 +76,32 @@ def _response(
     )
 
 
-def model_info(core: Core, model: LoadedModel) -> pb.ModelInfo:
-    manifest = model.manifest
-    spec = manifest.attention
-    shapes = mode_shapes(spec.kind, spec.layers, spec.heads)
-    settings = core.settings
-    entry = core.repository.models.get(model.name)
-    metrics = {
-        f"{split}.{key}": float(value)
-        for split, values in manifest.training_metrics.items()
-        if isinstance(values, dict)
-        for key, value in values.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
+def model_info_message(info: ModelInfo) -> pb.ModelInfo:
+    limits = info.limits
     return pb.ModelInfo(
-        name=model.name,
-        version=model.version,
-        versions=sorted(entry.versions) if entry else [model.version],
-        family=manifest.family,
-        labels=manifest.labels,
-        max_len=manifest.max_len,
+        name=info.name,
+        version=info.version,
+        versions=info.versions,
+        family=info.family,
+        labels=info.labels,
+        max_len=info.max_len,
         attention=pb.AttentionInfo(
-            kind=spec.kind,
-            layers=spec.layers,
-            heads=spec.heads,
-            modes=[cast("pb.AttentionMode", int(mode)) for mode in shapes],
-            shapes={f"ATTENTION_MODE_{mode.name}": shape for mode, shape in shapes.items()},
+            kind=info.attention_kind,
+            layers=info.layers,
+            heads=info.heads,
+            modes=[cast("pb.AttentionMode", int(mode)) for mode in info.shapes],
+            shapes={mode_name(mode): shape for mode, shape in info.shapes.items()},
         ),
         limits=pb.Limits(
-            max_texts_per_request=settings.max_texts_per_request,
-            max_text_chars=settings.max_text_chars,
-            max_batch_size=settings.max_batch_size,
-            max_batch_tokens=settings.max_batch_tokens,
-            long_text=settings.long_text,
+            max_texts_per_request=limits.max_texts_per_request,
+            max_text_chars=limits.max_text_chars,
+            max_batch_size=limits.max_batch_size,
+            max_batch_tokens=limits.max_batch_tokens,
+            long_text=limits.long_text,
         ),
-        provider=model.provider,
-        metrics=metrics,
-        created_at=manifest.created_at.isoformat(),
+        provider=info.provider,
+        metrics=info.metrics,
+        created_at=info.created_at,
     )
 
 
@@ -128,23 +119,24 @@ class NativeApi:
         return calls.service(
             SERVICE_NAME,
             {
-                "Classify": calls.unary(pb.ClassifyRequest, self.classify),
-                "ClassifyStream": calls.stream(pb.ClassifyRequest, self.classify, self._stream_error),
+                "Classify": calls.unary(pb.ClassifyRequest, self.classify_call),
+                "ClassifyStream": calls.stream(pb.ClassifyRequest, self.classify_call, self._stream_error),
                 "ListModels": calls.unary(pb.ListModelsRequest, self.list_models, counted=False),
                 "GetModel": calls.unary(pb.GetModelRequest, self.get_model, counted=False),
             },
         )
 
-    async def classify(self, request: pb.ClassifyRequest, context: Context, record: CallRecord) -> bytes:
+    async def classify_call(self, request: pb.ClassifyRequest, context: Context, call: Call) -> bytes:
         started = time.perf_counter()
-        model = self.core.repository.resolve(request.model, request.version)
-        record.model = model.metrics
-        record.texts = len(request.texts)
+        model = self.core.resolve(request.model, request.version)
+        call.model = model.metrics
+        call.texts = len(request.texts)
         inputs = Inputs(
             texts=request.texts,
             mode=attention_mode(request.attention),
             top_k=request.top_k,
-            deadline=deadline_of(context),
+            deadline=call.deadline,
+            admission=call.admission,
         )
         out = await self.core.classify(model, inputs)
         reply: bytes = _response(model, out, request, started).SerializeToString()
@@ -163,12 +155,15 @@ class NativeApi:
         data: bytes = reply.SerializeToString()
         return data
 
-    async def list_models(self, request: pb.ListModelsRequest, context: Context, record: CallRecord) -> bytes:
-        models = [model_info(self.core, entry.latest) for entry in self.core.repository.models.values()]
+    async def list_models(self, request: pb.ListModelsRequest, context: Context, call: Call) -> bytes:
+        models = [
+            model_info_message(model_info(self.core, entry.latest))
+            for entry in self.core.repository.models.values()
+        ]
         reply: bytes = pb.ListModelsResponse(models=models).SerializeToString()
         return reply
 
-    async def get_model(self, request: pb.GetModelRequest, context: Context, record: CallRecord) -> bytes:
-        model = self.core.repository.resolve(request.model, request.version)
-        reply: bytes = model_info(self.core, model).SerializeToString()
+    async def get_model(self, request: pb.GetModelRequest, context: Context, call: Call) -> bytes:
+        model = self.core.resolve(request.model, request.version)
+        reply: bytes = model_info_message(model_info(self.core, model)).SerializeToString()
         return reply

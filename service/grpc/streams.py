@@ -18,12 +18,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import grpc
 
-from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable, detached
-from attnserve.service.grpc.calls import REFUSAL_READ_SECONDS, Context, Handler, M, refuse, refuse_stream
+from attnserve.service.allocator import release_after
+from attnserve.service.calls.call import Call, error_of
+from attnserve.service.engine.admission import Admission
+from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
+from attnserve.service.grpc.calls import (
+    REFUSAL_READ_SECONDS,
+    Context,
+    Handler,
+    M,
+    deadline_of,
+    parse,
+    refuse,
+    refuse_stream,
+)
 
 if TYPE_CHECKING:
     from attnserve.service.grpc.calls import Calls
@@ -41,19 +54,19 @@ def stream_handler(
     handler: Handler[M],
     error_reply: Callable[[bytes, ServiceError], bytes],
 ) -> grpc.RpcMethodHandler[bytes, bytes]:
-    gate = calls.core.gate
-    window = calls.core.settings.stream_window
+    core, layer = calls.core, calls.layer
+    gate = core.gate
+    window = core.settings.stream_window
 
-    async def one(raw: bytes, context: Context) -> bytes:
-        size = len(raw)
-        try:
-            gate.reserve(size)
-        except ServiceError as exc:
-            return error_reply(raw, detached(exc))
-        try:
-            result = await calls.run_one(message_type, handler, raw, context)
-        finally:
-            gate.unreserve(size)
+    async def work(raw: bytes, context: Context, call: Call) -> bytes:
+        call.admission.hold(len(raw))
+        return await handler(parse(message_type, raw), context, call)
+
+    async def one(raw: bytes, context: Context, stream: Admission) -> bytes:
+        """One request of the stream: a call of its own, admitted with the stream."""
+        call = layer.start(deadline=deadline_of(context), counted=True, within=stream)
+        result = await layer.serve(call, partial(work, raw, context))
+        release_after(len(raw))
         return result if isinstance(result, bytes) else error_reply(raw, result)
 
     async def read(
@@ -61,6 +74,7 @@ def stream_handler(
         context: Context,
         pending: asyncio.Queue[object],
         slots: asyncio.Semaphore,
+        stream: Admission,
     ) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -68,7 +82,7 @@ def stream_handler(
                 if gate.draining:  # read after the drain began: refused, not served
                     pending.put_nowait(error_reply(raw, Unavailable(SHUTTING_DOWN_MESSAGE)))
                     continue
-                pending.put_nowait(loop.create_task(one(raw, context)))
+                pending.put_nowait(loop.create_task(one(raw, context, stream)))
                 await slots.acquire()  # at most `window` requests in progress
         except Exception:  # the client's side of the stream broke; the call is over
             log.debug("stream read failed", exc_info=True)
@@ -83,14 +97,15 @@ def stream_handler(
         return True
 
     async def serve(requests: AsyncIterator[bytes], context: Context) -> None:
+        stream = core.admission()
         try:
-            gate.admit()
+            stream.admit()
         except ServiceError as exc:
-            await refuse_stream(requests, context, detached(exc))
+            await refuse_stream(requests, context, error_of(exc))
             return
         pending: asyncio.Queue[object] = asyncio.Queue()
         slots = asyncio.Semaphore(window - 1)
-        reader = asyncio.get_running_loop().create_task(read(requests, context, pending, slots))
+        reader = asyncio.get_running_loop().create_task(read(requests, context, pending, slots, stream))
 
         def on_drain() -> None:
             pending.put_nowait(_DRAINED)
@@ -133,6 +148,6 @@ def stream_handler(
                     leftover.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            gate.release()
+            stream.release()
 
     return grpc.stream_stream_rpc_method_handler(serve)

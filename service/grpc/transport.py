@@ -1,6 +1,5 @@
-"""The gRPC port: server options (message limit, SO_REUSEPORT, keepalive), binding it (over
-TLS when configured), and the reflection service as a plain generic handler (so that, like
-the APIs, it can sit behind token checks).
+"""The gRPC port: server options (message limit, SO_REUSEPORT, keepalive) and binding it
+(over TLS when configured). The stock health and reflection services are in `stock`.
 
 Keepalive (docs/reliability.md): the server pings a connection after `keepalive_time_s`
 without activity and closes it when the ping is not answered within
@@ -21,12 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
-from typing import Any
 
 import grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2
-from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from attnserve.service.grpc.tls import server_credentials
 from attnserve.service.ports import port_error
@@ -98,18 +93,3 @@ class Stopper:
             self._stopping = asyncio.ensure_future(self._server.stop(grace))
         # shielded: a cancelled caller must not cancel a stop that others wait on
         await asyncio.shield(self._stopping)
-
-
-def reflection_handler(service_names: Sequence[str]) -> grpc.GenericRpcHandler[Any, Any]:
-    """Server reflection for `service_names` (plus itself)."""
-    servicer = ReflectionServicer([*service_names, reflection.SERVICE_NAME])
-    return grpc.method_handlers_generic_handler(
-        reflection.SERVICE_NAME,
-        {
-            "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
-                servicer.ServerReflectionInfo,
-                request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
-                response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
-            )
-        },
-    )

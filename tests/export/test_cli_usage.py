@@ -9,7 +9,7 @@ import pytest
 
 from attnserve.export.cli import main
 from attnserve.service.bundle import read_bundle
-from attnserve.service.engine.tokenization import TextEncoder
+from attnserve.service.engine.request.tokenization import TextEncoder
 from attnserve.training.run import DataSpec, train_run
 from attnserve.training.trainer import TrainConfig
 

@@ -145,7 +145,7 @@ def test_sigterm_with_requests_in_flight_loses_none_and_exits_zero(model_reposit
 def test_device_auto_falls_back_to_cpu_and_says_so(
     model_repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="attnserve.service.engine.runtime")
+    caplog.set_level(logging.WARNING, logger="attnserve.service.engine.models.runtime")
     with RunningServer(make_settings(model_repository, device="auto")) as server:
         assert server.value("attnserve_cpu_fallback_total") == 3  # one per session: car, pool, bow
         with Client(server.target) as client:

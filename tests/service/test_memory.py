@@ -2,6 +2,10 @@
 invalid, over the in-flight byte budget) against `attnserve-serve` as its own process,
 whose resident memory is read from /proc before and after each round.
 
+300 refused 4 MB requests per round, on gRPC and HTTP, must add at most 50 MB each: the
+HTTP call layer detaches the refusal from its traceback (which held the body in a cycle),
+and the heap is trimmed after large requests (`service/allocator.py`).
+
 Before refusals stopped raising through `context.abort` (which keeps each request body in
 a reference cycle until the cyclic collector runs), 1,000 refused 4 MB requests took a
 server from 107 MB to 1,117 MB. The bound below is generous: allocator caching and grpc's
@@ -10,6 +14,8 @@ buffers account for some growth that is not a leak.
 
 from __future__ import annotations
 
+import asyncio
+import http.client
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,11 +24,13 @@ from pathlib import Path
 
 import grpc
 
+from attnserve.service.allocator import INTERVAL_S, LARGE_BYTES, Trimmer
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 from tests.support.load import record_figures
 from tests.support.methods import CLASSIFY, MODEL_INFER
 from tests.support.process import ServerProcess
+from tests.support.servers import free_port
 
 TOKEN = "inference-token-0123456789"
 BODY_BYTES = 2_000_000
@@ -118,3 +126,92 @@ def test_thousands_of_large_refused_requests_leave_memory_bounded(model_reposito
     over = seen["over the in-flight limit"]
     assert set(over) <= {"OK", "RESOURCE_EXHAUSTED"} and over["RESOURCE_EXHAUSTED"] > 0, over
     assert end - start < GROWTH_BOUND_MB, figures
+
+
+REFUSED = 300
+BODY_4MB = 4_000_000  # under the 4 MiB gRPC receive limit and the 4 MiB HTTP body limit
+REFUSAL_BOUND_MB = 50.0
+
+
+def _http_blast(port: int, path: str, body: bytes, count: int) -> Counter[str]:
+    def one(_: int) -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            return str(response.status)
+        except OSError as exc:  # a server may close as soon as it has answered
+            return type(exc).__name__
+        finally:
+            connection.close()
+
+    codes: Counter[str] = Counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        codes.update(pool.map(one, range(count)))
+    return codes
+
+
+def test_hundreds_of_refused_4mb_calls_leave_memory_bounded(model_repository: Path) -> None:
+    """300 refused 4 MB gRPC calls, then 300 refused 4 MB HTTP bodies: each round adds at
+    most REFUSAL_BOUND_MB to the server's resident memory."""
+    http_port = free_port()
+    with ServerProcess(model_repository, "--http-port", str(http_port)) as server:
+        target = server.target
+        _blast(
+            target, CLASSIFY, pb.ClassifyRequest(model="car", texts=["a car"]).SerializeToString(), None, 50
+        )
+        _http_blast(http_port, "/v1/models/car:classify", b'{"texts": ["a car"]}', 50)
+        figures: dict[str, object] = {"start_mb": round(rss_mb(server.pid), 1)}
+        rounds: list[tuple[str, Callable[[], Counter[str]]]] = [
+            ("gRPC native", lambda: _blast(target, CLASSIFY, b"\xff" * BODY_4MB, None, REFUSED)),
+            ("gRPC V2", lambda: _blast(target, MODEL_INFER, b"\xff" * BODY_4MB, None, REFUSED)),
+            (
+                "HTTP JSON API",
+                lambda: _http_blast(http_port, "/v1/models/car:classify", b"[" * BODY_4MB, REFUSED),
+            ),
+            ("HTTP V2", lambda: _http_blast(http_port, "/v2/models/car/infer", b"{" * BODY_4MB, REFUSED)),
+        ]
+        growth: dict[str, float] = {}
+        seen: dict[str, Counter[str]] = {}
+        for name, run in rounds:
+            before = rss_mb(server.pid)
+            seen[name] = run()
+            time.sleep(INTERVAL_S + 0.5)  # the heap is trimmed at most once per INTERVAL_S
+            after = rss_mb(server.pid)
+            growth[name] = after - before
+            figures[f"{name}: codes"] = dict(seen[name])
+            figures[f"{name}: rss_mb"] = round(after, 1)
+        record_figures("memory after 300 refused 4 MB requests per round (8 concurrent)", **figures)
+        assert server.process is not None and server.process.poll() is None
+    assert seen["gRPC native"] == {"INVALID_ARGUMENT": REFUSED}
+    assert seen["gRPC V2"] == {"INVALID_ARGUMENT": REFUSED}
+    assert seen["HTTP JSON API"] == {"400": REFUSED}
+    assert seen["HTTP V2"] == {"400": REFUSED}
+    for name, grown in growth.items():
+        assert grown < REFUSAL_BOUND_MB, (name, figures)
+
+
+def test_the_trimmer_trims_after_large_requests_at_most_once_per_interval() -> None:
+    calls: list[int] = []
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        return 1
+
+    async def scenario() -> None:
+        trimmer = Trimmer(interval_s=0.3, trim=trim)
+        trimmer.after(LARGE_BYTES - 1)  # small: nothing to give back
+        await asyncio.sleep(0.1)
+        assert calls == []
+        for _ in range(50):
+            trimmer.after(LARGE_BYTES)
+        await asyncio.sleep(0.1)
+        assert calls == [0]
+        trimmer.after(LARGE_BYTES)  # within the interval: waits for it
+        await asyncio.sleep(0.05)
+        assert calls == [0]
+        await asyncio.sleep(0.4)
+        assert calls == [0, 0] and trimmer.trims == 2
+
+    asyncio.run(scenario())

@@ -26,6 +26,8 @@ TINY: dict[str, dict[str, Any]] = {
     "self_attention": {"d_model": 8, "qk_dim": 4},
     "transformer": {"d_model": 8, "n_layers": 2, "n_heads": 2},
     "bow_mlp": {"hidden": 8},
+    "conv_attention": {"d_model": 8, "n_queries": 2, "conv_layers": 2},
+    "gru_attention": {"d_model": 8, "n_queries": 2},
 }
 FAMILIES = sorted(TINY)
 ATTENTION_FAMILIES = [family for family in FAMILIES if family != "bow_mlp"]

@@ -25,9 +25,10 @@ from attnserve.service.api.http.errors import (
 )
 from attnserve.service.api.http.openapi import openapi_schema
 from attnserve.service.api.http.v2 import V2Rest
-from attnserve.service.api.v2.servicer import V2Api
+from attnserve.service.api.v2.plane import DataPlane
+from attnserve.service.calls.auth import Tokens
+from attnserve.service.engine.core import Core
 from attnserve.service.errors import INTERNAL_MESSAGE, Internal, ServiceError
-from attnserve.service.grpc.auth import Tokens
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
@@ -77,10 +78,12 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return style(Internal(INTERNAL_MESSAGE))
 
 
-def build_app(v2: V2Api, tokens: Tokens | None) -> ASGIApp:
-    calls = HttpCalls(v2.core, tokens)
-    server_version = package_version("attnserve")
-    schema = openapi_schema(server_version)
+def build_app(core: Core, tokens: Tokens | None, plane: DataPlane | None = None) -> ASGIApp:
+    """The HTTP port's application; `plane` is the V2 data plane shared with gRPC (so both
+    count into one set of V2 statistics), a new one when the server has no gRPC V2 API."""
+    calls = HttpCalls(core, tokens)
+    plane = plane if plane is not None else DataPlane(core)
+    schema = openapi_schema(package_version("attnserve"))
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -96,7 +99,7 @@ def build_app(v2: V2Api, tokens: Tokens | None) -> ASGIApp:
         Route("/docs", docs),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        *V2Rest(calls, v2, server_version).routes(),
+        *V2Rest(calls, plane).routes(),
         *ClassifyApi(calls).routes(),
     ]
     app = Starlette(

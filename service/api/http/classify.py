@@ -12,76 +12,37 @@ and timings in microseconds. Errors are `{"error": {"code", "message"}}`.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from attnserve.service.api.http import engine
 from attnserve.service.api.http.calls import HttpCalls
 from attnserve.service.api.http.errors import api_error
-from attnserve.service.api.http.proto_json import to_json
-from attnserve.service.api.native import model_info
-from attnserve.service.engine.attention import AttentionMode
-from attnserve.service.engine.classify import Outputs
-from attnserve.service.engine.model import LoadedModel
+from attnserve.service.api.http.openapi import (
+    AttentionInfo,
+    ClassifyRequest,
+    ClassifyResponse,
+    LimitsInfo,
+    ModelInfo,
+    ModelList,
+    TextResult,
+    Timings,
+    TokenWeight,
+)
+from attnserve.service.api.models import ModelInfo as ModelFacts
+from attnserve.service.api.models import mode_name, model_info
+from attnserve.service.calls.call import Call
+from attnserve.service.edges import check_text, check_texts, parse_version
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument
-from attnserve.service.grpc.calls import CallRecord
 
-AttentionName = Literal["none", "pooled", "last_layer", "all", "rollout"]
+__all__ = ["ClassifyApi", "ClassifyRequest", "ClassifyResponse"]
 MODES: dict[str, AttentionMode] = {mode.name.lower(): mode for mode in AttentionMode}
-
-
-class ClassifyRequest(BaseModel):
-    """Texts to classify and what to return about them."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
-    attention: AttentionName = Field(
-        "none",
-        description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
-        "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
-    )
-    top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
-    version: int = Field(0, ge=0, description="Model version; 0 is the latest served.")
-    request_id: str = Field("", max_length=256, description="Echoed in the reply.")
-
-
-class TokenWeight(BaseModel):
-    index: int
-    token: str
-    weight: float
-
-
-class TextResult(BaseModel):
-    label: str
-    label_id: int
-    probabilities: list[float]
-    logits: list[float]
-    tokens: list[str]
-    truncated: bool
-    attention: Any = Field(None, description="Nested lists in the requested mode; null when none.")
-    top_tokens: list[TokenWeight] = []
-
-
-class Timings(BaseModel):
-    tokenize_us: int
-    queue_us: int
-    inference_us: int
-    total_us: int
-
-
-class ClassifyResponse(BaseModel):
-    model: str
-    version: int
-    labels: list[str]
-    attention: AttentionName
-    request_id: str
-    results: list[TextResult]
-    timings: Timings
 
 
 def parse_classify(document: object) -> ClassifyRequest:
@@ -98,53 +59,90 @@ def parse_classify(document: object) -> ClassifyRequest:
         raise InvalidArgument(f"{where}: {first['msg']}") from None
 
 
-def classified_json(
+def classified(
     model: LoadedModel, request: ClassifyRequest, out: Outputs, started: float
-) -> dict[str, Any]:
+) -> ClassifyResponse:
+    """The reply, built from the models the OpenAPI document describes (constructed, not
+    validated: every value comes from the engine, typed already)."""
     encoded = out.encoded
     label_ids = out.label_ids.tolist()
     logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
     results = []
     for i, label_id in enumerate(label_ids):
         tokens = encoded.tokens(i)
-        item: dict[str, Any] = {
-            "label": model.labels[label_id],
-            "label_id": label_id,
-            "probabilities": probabilities[i],
-            "logits": logits[i],
-            "tokens": tokens,
-            "truncated": encoded.truncated[i],
-            "attention": None if out.attention is None else out.attention[i].tolist(),
-            "top_tokens": [],
-        }
+        top: list[TokenWeight] = []
         if out.top_tokens is not None:
             index, weight = out.top_tokens[i]
-            item["top_tokens"] = [
-                {"index": j, "token": tokens[j], "weight": w}
+            top = [
+                TokenWeight.model_construct(index=j, token=tokens[j], weight=w)
                 for j, w in zip(index.tolist(), weight.tolist(), strict=True)
             ]
-        results.append(item)
-    return {
-        "model": model.name,
-        "version": model.version,
-        "labels": list(model.labels),
-        "attention": request.attention,
-        "request_id": request.request_id,
-        "results": results,
-        "timings": {
-            "tokenize_us": int(out.timings.tokenize * 1e6),
-            "queue_us": int(out.timings.queue * 1e6),
-            "inference_us": int(out.timings.inference * 1e6),
-            "total_us": int((time.perf_counter() - started) * 1e6),
-        },
-    }
+        results.append(
+            TextResult.model_construct(
+                label=model.labels[label_id],
+                label_id=label_id,
+                probabilities=probabilities[i],
+                logits=logits[i],
+                tokens=tokens,
+                truncated=encoded.truncated[i],
+                attention=None if out.attention is None else out.attention[i].tolist(),
+                top_tokens=top,
+            )
+        )
+    timings = out.timings
+    return ClassifyResponse.model_construct(
+        model=model.name,
+        version=model.version,
+        labels=list(model.labels),
+        attention=request.attention,
+        request_id=request.request_id,
+        results=results,
+        timings=Timings.model_construct(
+            tokenize_us=int(timings.tokenize * 1e6),
+            queue_us=int(timings.queue * 1e6),
+            inference_us=int(timings.inference * 1e6),
+            total_us=int((time.perf_counter() - started) * 1e6),
+        ),
+    )
+
+
+def described(info: ModelFacts) -> ModelInfo:
+    """A model's description, field for field as the attnserve.v1 `ModelInfo` message."""
+    limits = info.limits
+    return ModelInfo.model_construct(
+        name=info.name,
+        version=info.version,
+        versions=info.versions,
+        family=info.family,
+        labels=info.labels,
+        max_len=info.max_len,
+        attention=AttentionInfo.model_construct(
+            kind=info.attention_kind,
+            layers=info.layers,
+            heads=info.heads,
+            modes=[mode_name(mode) for mode in info.shapes],
+            shapes={mode_name(mode): shape for mode, shape in info.shapes.items()},
+        ),
+        limits=LimitsInfo.model_construct(
+            max_texts_per_request=limits.max_texts_per_request,
+            max_text_chars=limits.max_text_chars,
+            max_batch_size=limits.max_batch_size,
+            max_batch_tokens=limits.max_batch_tokens,
+            long_text=limits.long_text,
+        ),
+        provider=info.provider,
+        metrics=info.metrics,
+        created_at=info.created_at,
+    )
+
+
+def _json(reply: BaseModel) -> Response:
+    """The reply serialized by pydantic's own (compiled) serializer, straight to bytes."""
+    return Response(reply.model_dump_json(), media_type="application/json")
 
 
 def _version(request: Request) -> int:
-    value = request.query_params.get("version", "0")
-    if not value.isdigit():
-        raise InvalidArgument(f"version: {value[:32]!r} is not a version number (0 = latest)")
-    return int(value)
+    return parse_version(request.query_params.get("version", ""), field="version")
 
 
 class ClassifyApi:
@@ -156,7 +154,9 @@ class ClassifyApi:
         return [
             Route("/v1/models", self._endpoint(self.list_models, counted=False)),
             Route(
-                "/v1/models/{name}:classify", self._endpoint(self.classify, counted=True), methods=["POST"]
+                "/v1/models/{name}:classify",
+                self._endpoint(self.classify_route, counted=True),
+                methods=["POST"],
             ),
             Route("/v1/models/{name}", self._endpoint(self.get_model, counted=False)),
         ]
@@ -167,23 +167,30 @@ class ClassifyApi:
 
         return endpoint
 
-    async def list_models(self, request: Request, record: CallRecord) -> Response:
+    async def list_models(self, request: Request, call: Call) -> Response:
         models = [
-            to_json(model_info(self.core, entry.latest)) for entry in self.core.repository.models.values()
+            described(model_info(self.core, entry.latest)) for entry in self.core.repository.models.values()
         ]
-        return JSONResponse({"models": models})
+        return _json(ModelList.model_construct(models=models))
 
-    async def get_model(self, request: Request, record: CallRecord) -> Response:
-        model = engine.resolve(self.core, str(request.path_params["name"]), _version(request))
-        return JSONResponse(to_json(model_info(self.core, model)))
+    async def get_model(self, request: Request, call: Call) -> Response:
+        model = self.core.resolve(str(request.path_params["name"]), _version(request))
+        return _json(described(model_info(self.core, model)))
 
-    async def classify(self, request: Request, record: CallRecord) -> Response:
+    async def classify_route(self, request: Request, call: Call) -> Response:
         started = time.perf_counter()
-        body = parse_classify(await self.calls.json(request))
-        model = engine.resolve(self.core, str(request.path_params["name"]), body.version)
-        record.model = model.metrics
-        record.texts = len(body.texts)
-        result = await engine.classify(
-            self.core, model, body.texts, MODES[body.attention], body.top_k, self.calls.deadline(request)
+        body = parse_classify(await self.calls.json(request, call))
+        check_texts(body.texts, field="texts")
+        check_text(body.request_id, field="request_id")
+        model = self.core.resolve(str(request.path_params["name"]), body.version)
+        call.model = model.metrics
+        call.texts = len(body.texts)
+        inputs = Inputs(
+            texts=body.texts,
+            mode=MODES[body.attention],
+            top_k=body.top_k,
+            deadline=call.deadline,
+            admission=call.admission,
         )
-        return JSONResponse(classified_json(model, body, result, started))
+        result = await self.core.classify(model, inputs)
+        return _json(classified(model, body, result, started))

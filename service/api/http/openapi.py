@@ -1,30 +1,248 @@
-"""The OpenAPI 3.1 description of the HTTP port, served at /openapi.json (and read by /docs).
+"""The HTTP port's bodies, and the OpenAPI 3.1 document built from them (served at
+/openapi.json, read by /docs, and the schema the test suite checks every reply against).
 
-The JSON API's bodies come from the pydantic models that parse and describe them; the V2
-routes are described by path and purpose (their tensors follow the KServe V2 protocol).
+One source: the JSON API's request and reply types are the pydantic models below, which
+the routes build their replies from, and the V2 metadata, configuration and statistics
+replies are described from the protocol's own messages (`grpc_service.proto`, in the JSON
+form the routes write: 64-bit integers as numbers, enums by name, bytes as base64).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal, cast
 
-from attnserve.service.api.http.classify import ClassifyRequest, ClassifyResponse
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from pydantic import BaseModel, ConfigDict, Field
 
-_ERROR = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string", "examples": ["INVALID_ARGUMENT"]},
-                "message": {"type": "string"},
-            },
-            "required": ["code", "message"],
-        }
-    },
-    "required": ["error"],
+from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
+
+AttentionName = Literal["none", "pooled", "last_layer", "all", "rollout"]
+V2Datatype = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES",
+]  # fmt: skip
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- the JSON API ------------------------------------------------------------------------------
+class ClassifyRequest(BaseModel):
+    """Texts to classify and what to return about them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
+    attention: AttentionName = Field(
+        "none",
+        description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
+        "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
+    )
+    top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
+    version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
+    request_id: str = Field("", max_length=256, description="Echoed in the reply.")
+
+
+class TokenWeight(_Reply):
+    index: int
+    token: str
+    weight: float
+
+
+class TextResult(_Reply):
+    label: str
+    label_id: int
+    probabilities: list[float]
+    logits: list[float]
+    tokens: list[str]
+    truncated: bool
+    attention: Any = Field(None, description="Nested lists in the requested mode; null when none.")
+    top_tokens: list[TokenWeight] = []
+
+
+class Timings(_Reply):
+    tokenize_us: int
+    queue_us: int
+    inference_us: int
+    total_us: int
+
+
+class ClassifyResponse(_Reply):
+    model: str
+    version: int
+    labels: list[str]
+    attention: AttentionName
+    request_id: str
+    results: list[TextResult]
+    timings: Timings
+
+
+class AttentionInfo(_Reply):
+    kind: str
+    layers: int
+    heads: int
+    modes: list[str] = Field(description="attnserve.v1 AttentionMode names, e.g. ATTENTION_MODE_POOLED.")
+    shapes: dict[str, str] = Field(
+        description="Per mode, its shape per text; n stands for the text's tokens."
+    )
+
+
+class LimitsInfo(_Reply):
+    max_texts_per_request: int
+    max_text_chars: int
+    max_batch_size: int
+    max_batch_tokens: int
+    long_text: str
+
+
+class ModelInfo(_Reply):
+    """A served model version, field for field as the attnserve.v1 `ModelInfo` message."""
+
+    name: str
+    version: int
+    versions: list[int]
+    family: str
+    labels: list[str]
+    max_len: int
+    attention: AttentionInfo
+    limits: LimitsInfo
+    provider: str
+    metrics: dict[str, float]
+    created_at: str = Field(description="ISO 8601")
+
+
+class ModelList(_Reply):
+    models: list[ModelInfo]
+
+
+class ErrorDetail(_Reply):
+    code: str = Field(examples=["INVALID_ARGUMENT"])
+    message: str
+
+
+class Error(_Reply):
+    error: ErrorDetail
+
+
+# --- KServe V2 REST ----------------------------------------------------------------------------
+class V2Error(_Reply):
+    error: str
+
+
+class ServerMetadata(_Reply):
+    name: str
+    version: str
+    extensions: list[str]
+
+
+class InferInput(BaseModel):
+    name: str = Field(min_length=1)
+    datatype: V2Datatype
+    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=8)
+    data: list[Any] | None = Field(
+        None, description="Flat or nested row-major; absent with binary_data_size."
+    )
+    parameters: dict[str, Any] | None = None
+
+
+class InferRequestedOutput(BaseModel):
+    name: str = Field(min_length=1)
+    parameters: dict[str, Any] | None = None
+
+
+class InferRequest(BaseModel):
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    inputs: list[InferInput] = Field(min_length=1)
+    outputs: list[InferRequestedOutput] | None = None
+
+
+class InferOutput(_Reply):
+    name: str
+    datatype: str
+    shape: list[int]
+    data: list[Any] | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class InferResponse(_Reply):
+    model_name: str
+    model_version: str
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    outputs: list[InferOutput]
+
+
+class RepositoryIndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ready: bool = False
+
+
+MODELS: tuple[type[BaseModel], ...] = (
+    ClassifyRequest,
+    ClassifyResponse,
+    ModelInfo,
+    ModelList,
+    Error,
+    V2Error,
+    ServerMetadata,
+    InferRequest,
+    InferResponse,
+    RepositoryIndexRequest,
+)
+# The V2 replies the routes write from the protocol's messages (a bare list for the index).
+MESSAGES: tuple[Descriptor, ...] = tuple(
+    cast(Descriptor, message.DESCRIPTOR)
+    for message in (
+        v2pb.ModelMetadataResponse,
+        v2pb.ModelStatisticsResponse,
+        v2pb.ModelConfig,
+        v2pb.RepositoryIndexResponse.ModelIndex,
+    )
+)
+_SCALARS: dict[int, dict[str, Any]] = {
+    FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
+    FieldDescriptor.TYPE_STRING: {"type": "string"},
+    FieldDescriptor.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
+    FieldDescriptor.TYPE_FLOAT: {"type": "number"},
+    FieldDescriptor.TYPE_DOUBLE: {"type": "number"},
 }
-_V2_ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def message_schema(descriptor: Descriptor, schemas: dict[str, Any]) -> dict[str, str]:
+    """A reference to the JSON schema of `descriptor`'s messages (added to `schemas` with
+    the messages it holds), in the JSON form the V2 routes write."""
+    name = descriptor.full_name
+    if name not in schemas:
+        schemas[name] = {}  # placeholder first: messages may hold themselves
+        properties = {field.name: _field_schema(field, schemas) for field in descriptor.fields}
+        schemas[name] = {"type": "object", "properties": properties, "additionalProperties": False}
+    return _ref(name)
+
+
+def _field_schema(field: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
+    entry = field.message_type
+    if entry is not None and entry.GetOptions().map_entry:
+        return {"type": "object", "additionalProperties": _single(entry.fields_by_name["value"], schemas)}
+    if field.is_repeated:
+        return {"type": "array", "items": _single(field, schemas)}
+    return _single(field, schemas)
+
+
+def _single(field: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
+    if field.message_type is not None:
+        return message_schema(field.message_type, schemas)
+    if field.enum_type is not None:
+        return {"anyOf": [{"enum": list(field.enum_type.values_by_name)}, {"type": "integer"}]}
+    return _SCALARS.get(field.type, {"type": "integer"})
+
+
 _STATUSES = {
     "400": "invalid argument",
     "401": "missing or unknown bearer token",
@@ -46,89 +264,113 @@ _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "str
 _VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
-def _errors(ref: str) -> dict[str, Any]:
-    content = {"application/json": {"schema": {"$ref": ref}}}
-    return {code: {"description": text, "content": content} for code, text in _STATUSES.items()}
+def _content(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
 
 
-def _json(ref: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": ref}}}}
+def _responses(ok: dict[str, Any], description: str, error: str) -> dict[str, Any]:
+    errors = {
+        code: {"description": text, "content": _content(_ref(error))} for code, text in _STATUSES.items()
+    }
+    return {"200": {"description": description, "content": _content(ok)}, **errors}
 
 
-def _v2(
-    summary: str, method: str = "get", *, parameters: list[dict[str, Any]] | None = None
+def _operation(
+    tag: str,
+    summary: str,
+    responses: dict[str, Any],
+    parameters: list[dict[str, Any]] | None = None,
+    body: str | None = None,
 ) -> dict[str, Any]:
     operation: dict[str, Any] = {
-        "tags": ["KServe V2"],
+        "tags": [tag],
         "summary": summary,
         "parameters": parameters or [],
-        "responses": {"200": {"description": "OK"}, **_errors("#/components/schemas/V2Error")},
+        "responses": responses,
     }
-    return {method: operation}
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": _content(_ref(body))}
+    return operation
+
+
+def _probe(summary: str, parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    # The protocol's health answers carry no body: 200 for true, 400 for false.
+    responses = {"200": {"description": "true"}, "400": {"description": "false"}}
+    return {"get": _operation("KServe V2", summary, responses, parameters)}
+
+
+def _v2(summary: str, ok: dict[str, Any], parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"get": _operation("KServe V2", summary, _responses(ok, "OK", "V2Error"), parameters)}
 
 
 def openapi_schema(server_version: str) -> dict[str, Any]:
-    schemas: dict[str, Any] = {"Error": _ERROR, "V2Error": _V2_ERROR}
-    for model in (ClassifyRequest, ClassifyResponse):
+    schemas: dict[str, Any] = {}
+    for model in MODELS:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
-    api_errors = _errors("#/components/schemas/Error")
+    metadata, statistics, config, index = (message_schema(message, schemas) for message in MESSAGES)
+    api = "JSON API"
     paths: dict[str, Any] = {
         "/v1/models": {
-            "get": {
-                "tags": ["JSON API"],
-                "summary": "Every served model (latest version): labels, attention modes, limits",
-                "responses": {"200": {"description": "OK"}, **api_errors},
-            }
+            "get": _operation(
+                api,
+                "Every served model (latest version): labels, attention modes, limits",
+                _responses(_ref("ModelList"), "OK", "Error"),
+            )
         },
         "/v1/models/{name}": {
-            "get": {
-                "tags": ["JSON API"],
-                "summary": "One model",
-                "parameters": [
-                    _NAME,
-                    {"name": "version", "in": "query", "required": False, "schema": {"type": "integer"}},
-                ],
-                "responses": {"200": {"description": "OK"}, **api_errors},
-            }
+            "get": _operation(
+                api,
+                "One model",
+                _responses(_ref("ModelInfo"), "OK", "Error"),
+                [_NAME, {"name": "version", "in": "query", "required": False, "schema": {"type": "string"}}],
+            )
         },
         "/v1/models/{name}:classify": {
-            "post": {
-                "tags": ["JSON API"],
-                "summary": "Classify texts; optionally return attention and top tokens",
-                "parameters": [_NAME, _TIMEOUT],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/ClassifyRequest"}}
-                    },
-                },
-                "responses": {
-                    "200": _json("#/components/schemas/ClassifyResponse", "One result per text"),
-                    **api_errors,
-                },
-            }
+            "post": _operation(
+                api,
+                "Classify texts; optionally return attention and top tokens",
+                _responses(_ref("ClassifyResponse"), "One result per text", "Error"),
+                [_NAME, _TIMEOUT],
+                "ClassifyRequest",
+            )
         },
-        "/v2/health/live": _v2("Live: 200, else 400 (no token needed)"),
-        "/v2/health/ready": _v2("Ready: 200 when serving, else 400 (no token needed)"),
-        "/v2": _v2("Server metadata: name, version, extensions"),
-        "/v2/models/stats": _v2("Statistics of every model version"),
-        "/v2/repository/index": _v2("Models and versions of the repository", "post"),
+        "/v2/health/live": _probe("Live: 200, else 400 (no token needed)"),
+        "/v2/health/ready": _probe("Ready: 200 when serving, else 400 (no token needed)"),
+        "/v2": _v2("Server metadata: name, version, extensions", _ref("ServerMetadata")),
+        "/v2/models/stats": _v2("Statistics of every model version", statistics),
+        "/v2/repository/index": {
+            "post": _operation(
+                "KServe V2",
+                "Models and versions of the repository",
+                _responses({"type": "array", "items": index}, "OK", "V2Error"),
+                body="RepositoryIndexRequest",
+            )
+        },
     }
     for base, parameters in (
         ("/v2/models/{name}", [_NAME]),
         ("/v2/models/{name}/versions/{version}", [_NAME, _VERSION]),
     ):
-        paths[base] = _v2("Model metadata: tensors and versions", parameters=parameters)
-        paths[f"{base}/ready"] = _v2("Model ready: 200, else 400", parameters=parameters)
-        paths[f"{base}/config"] = _v2("Model configuration (Triton's form)", parameters=parameters)
-        paths[f"{base}/stats"] = _v2("Model statistics", parameters=parameters)
-        paths[f"{base}/infer"] = _v2(
-            "Inference: JSON tensors, or JSON then binary data (Inference-Header-Content-Length)",
-            "post",
-            parameters=[*parameters, _TIMEOUT],
-        )
+        paths[base] = _v2("Model metadata: tensors and versions", metadata, parameters)
+        paths[f"{base}/ready"] = _probe("Model ready: 200, else 400", parameters)
+        paths[f"{base}/config"] = _v2("Model configuration (Triton's form)", config, parameters)
+        paths[f"{base}/stats"] = _v2("Model statistics", statistics, parameters)
+        infer = _responses(_ref("InferResponse"), "OK", "V2Error")
+        # outputs asked for as binary: the JSON part, then the tensors (Inference-Header-Content-Length)
+        infer["200"]["content"]["application/octet-stream"] = {
+            "schema": {"type": "string", "format": "binary"}
+        }
+        paths[f"{base}/infer"] = {
+            "post": _operation(
+                "KServe V2",
+                "Inference: JSON tensors, or JSON then binary data (Inference-Header-Content-Length)",
+                infer,
+                [*parameters, _TIMEOUT],
+                "InferRequest",
+            )
+        }
     return {
         "openapi": "3.1.0",
         "info": {

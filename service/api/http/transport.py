@@ -1,6 +1,6 @@
 """The HTTP port on the server's own event loop: uvicorn serving the app from a socket we
 bind (SO_REUSEPORT with --workers N, as the gRPC port), over TLS/mTLS with the gRPC port's
-certificate settings.
+certificate settings, behind the connection bounds of `BoundedHttp`.
 
 uvicorn's `Server.serve()` installs its own signal handlers; the one `Server` of the
 process owns signals and the lifecycle, so only uvicorn's start-up, tick and shutdown
@@ -12,18 +12,200 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import socket
 import ssl
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from attnserve.service.allocator import release_after
 from attnserve.service.ports import IN_USE, port_error
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
+MAX_CONNECTIONS = 1024
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """What one connection may cost before it has sent a whole request head."""
+
+    max_header_bytes: int = MAX_HEADER_BYTES  # request line and headers together
+    header_timeout_s: float = 10.0  # from opening (or the last reply) to a complete head
+    max_connections: int = MAX_CONNECTIONS  # open at once, per process
+
+    @classmethod
+    def of(cls, settings: Settings) -> HttpLimits:
+        return cls(header_timeout_s=settings.http_read_timeout_s)
+
+
+def _reply(status: bytes, text: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: " + str(len(text)).encode() + b"\r\nconnection: close\r\n\r\n" + text
+    )
+
+
+HEAD_TOO_LARGE = _reply(b"431 Request Header Fields Too Large", b"request headers over the limit\n")
+HEAD_TIMEOUT = _reply(b"408 Request Timeout", b"request headers not received in time\n")
+BUSY = _reply(b"503 Service Unavailable", b"too many connections; retry shortly\n")
+
+
+async def _head_too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 431, "headers": headers})
+    await send({"type": "http.response.body", "body": b"request headers over the limit\n"})
+
+
+class BoundedHttp(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds it lacks.
+
+    httptools has no header size limit (uvicorn's h11 limit does not apply to it) and
+    uvicorn no header timeout, so a client could send megabytes of headers, or trickle
+    them a line at a time and hold a connection forever. Here a request head over
+    `max_header_bytes` is answered 431, a connection that has not sent a whole head within
+    `header_timeout_s` of opening (or of its last reply) is closed (408 if it started one),
+    and past `max_connections` the connection idle the longest (no request in progress) is
+    closed to make room, so slow clients cannot lock out a normal one. After a large body
+    the heap is trimmed (`allocator`)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        limits: HttpLimits,
+        idle: dict[BoundedHttp, None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits = limits
+        self._idle = idle  # shared by the server's connections; insertion order = idle the longest first
+        self._head_bytes: int | None = 0  # bytes of the request head so far; None inside a request
+        self._head_started = False
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_bytes = 0
+
+    # --- connection -------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._wait_for_head()
+        if len(self.connections) > self._limits.max_connections:
+            victim = next((c for c in self._idle if c is not self), None)
+            if victim is None:  # every other connection is mid-request: this one waits its turn elsewhere
+                transport.write(BUSY)
+                transport.close()
+            else:
+                victim._close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    def _close(self, reply: bytes = b"") -> None:
+        self._stop_waiting()
+        if not self.transport.is_closing():
+            if reply:
+                self.transport.write(reply)
+            self.transport.close()
+
+    def _wait_for_head(self) -> None:
+        self._idle[self] = None
+        self._head_bytes, self._head_started = 0, False
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self._limits.header_timeout_s, self._head_timeout)
+
+    def _stop_waiting(self) -> None:
+        self._idle.pop(self, None)
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        self._close(HEAD_TIMEOUT if self._head_started else b"")
+
+    # --- parsing ----------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        reading_head = self._head_bytes is not None
+        super().data_received(data)
+        # A head still incomplete after this chunk: count it (a chunk is at most 256 KiB, so
+        # the parser never holds more than that over the limit). A head completed inside
+        # the chunk is measured exactly in on_headers_complete.
+        if reading_head and self._head_bytes is not None:
+            self._head_bytes += len(data)
+            if self._head_bytes > self._limits.max_header_bytes:
+                self._close(HEAD_TOO_LARGE)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_started = True
+        self._body_bytes = 0
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_headers_complete(self) -> None:
+        self._stop_waiting()
+        self._head_bytes = None
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size <= self._limits.max_header_bytes:
+            super().on_headers_complete()
+            return
+        # uvicorn runs self.app for this request; the URL is not parsed (httptools refuses
+        # one over 64 KiB with a bare 400)
+        app, self.app, self.url = self.app, _head_too_large, b"/"
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app = app
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._head_bytes = 0  # what follows is the next request's head
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        release_after(self._body_bytes)  # a large body's buffers go back to the system
+        if self.timeout_keep_alive_task is not None:  # uvicorn armed its idle timer: no request in progress
+            self._wait_for_head()
+
+
+class _RelativeRedirects:
+    """A redirect's `Location` without scheme and host: Starlette builds it from the
+    client's own `Host` header, which a client (or a cache in between) may have forged."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def relative(message: Message) -> None:
+            if message["type"] == "http.response.start" and 300 <= message["status"] < 400:
+                message["headers"] = [
+                    (name, _relative(value) if name.lower() == b"location" else value)
+                    for name, value in message.get("headers", [])
+                ]
+            await send(message)
+
+        await self.app(scope, receive, relative)
+
+
+def _relative(location: bytes) -> bytes:
+    parts = urlsplit(location.decode("latin-1"))
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if path.startswith("//"):  # "//host/..." is itself an absolute reference
+        path = "/" + path.lstrip("/")
+    return path.encode("latin-1")
 
 
 def _socket(settings: Settings) -> socket.socket:
@@ -46,14 +228,16 @@ def _socket(settings: Settings) -> socket.socket:
     return sock
 
 
-def _config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
+def _config(app: ASGIApp, settings: Settings, limits: HttpLimits) -> uvicorn.Config:
     tls: dict[str, object] = {}
     if settings.tls_cert is not None and settings.tls_key is not None:
         tls = {"ssl_certfile": str(settings.tls_cert), "ssl_keyfile": str(settings.tls_key)}
         if settings.tls_client_ca is not None:
             tls |= {"ssl_ca_certs": str(settings.tls_client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    protocol = functools.partial(BoundedHttp, limits=limits, idle={})
     return uvicorn.Config(
-        app,
+        _RelativeRedirects(app),
+        http=cast("type[asyncio.Protocol]", protocol),  # uvicorn calls it with config, server_state, ...
         lifespan="off",
         log_config=None,
         access_log=False,
@@ -61,15 +245,15 @@ def _config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
         ws="none",
         timeout_keep_alive=int(max(1, round(settings.http_keepalive_s))),
         timeout_graceful_shutdown=None,
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         **tls,  # type: ignore[arg-type]
     )
 
 
 class HttpTransport:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, limits: HttpLimits | None = None) -> None:
         self.settings = settings
-        self._config = _config(app, settings)
+        self.limits = limits or HttpLimits.of(settings)
+        self._config = _config(app, settings, self.limits)
         self._server: uvicorn.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self.port = 0
@@ -91,6 +275,10 @@ class HttpTransport:
         self._server = server
         self._ticker = asyncio.get_running_loop().create_task(self._tick(server))
         return self.port
+
+    @property
+    def connections(self) -> int:
+        return 0 if self._server is None else len(self._server.server_state.connections)
 
     @staticmethod
     async def _tick(server: uvicorn.Server) -> None:

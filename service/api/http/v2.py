@@ -1,5 +1,6 @@
 """KServe V2 / Triton HTTP/REST: health, metadata, config, statistics, repository index and
-inference, on the same V2 servicer as gRPC (one set of per-model statistics for both).
+inference, a thin adapter around the V2 data plane (one set of per-model statistics with
+gRPC).
 
 Health answers 200 for true and 400 for false, as the protocol says; `/v2/health/*` needs
 no token (orchestrator probes). Errors are `{"error": "<message>"}` with the status's HTTP
@@ -9,40 +10,36 @@ code.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from attnserve.service.api.http.calls import HttpCalls, parse_json
+from attnserve.service.api.http import v2_codec as codec
+from attnserve.service.api.http import v2_replies as replies
+from attnserve.service.api.http.calls import HttpCalls
 from attnserve.service.api.http.errors import v2_error
-from attnserve.service.api.http.proto_json import to_json
-from attnserve.service.api.http.v2_codec import HEADER_LENGTH, encode_response, parse_request
-from attnserve.service.api.v2.schema import config, metadata, statistics
-from attnserve.service.api.v2.servicer import EXTENSIONS, SERVER_NAME, V2Api
-from attnserve.service.engine.core import State
-from attnserve.service.engine.model import LoadedModel
+from attnserve.service.api.v2.plane import DataPlane
+from attnserve.service.calls.call import Call
+from attnserve.service.edges import check_text
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, Status
-from attnserve.service.grpc.calls import CallRecord
-from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 # The binary tensor data extension is implemented in full on this port.
-REST_EXTENSIONS = (*EXTENSIONS, "binary_tensor_data")
+BINARY_EXTENSION = "binary_tensor_data"
 MODEL = "/v2/models/{name}"
 Endpoint = Callable[[Request], Awaitable[Response]]
 VERSIONED = "/v2/models/{name}/versions/{version}"
 
 
 def _path(request: Request, key: str) -> str:
-    return str(request.path_params.get(key, ""))
+    return check_text(str(request.path_params.get(key, "")), field=key)
 
 
 class V2Rest:
-    def __init__(self, calls: HttpCalls, api: V2Api, server_version: str) -> None:
+    def __init__(self, calls: HttpCalls, plane: DataPlane) -> None:
         self.calls = calls
-        self.api = api
-        self.core = api.core
-        self._server_version = server_version
+        self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [
@@ -63,7 +60,7 @@ class V2Rest:
         routes.append(Route("/v2/repository/models/{name}/{action}", self.unsupported, methods=["POST"]))
         return routes
 
-    # --- health: no token, no gate ----------------------------------------------------------
+    # --- health: no token, no admission -----------------------------------------------------
     @staticmethod
     def _open(check: Callable[[Request], bool]) -> Endpoint:
         async def endpoint(request: Request) -> Response:
@@ -75,84 +72,82 @@ class V2Rest:
         return True
 
     def ready(self, request: Request) -> bool:
-        return self.core.gate.state is State.SERVING
+        return self.plane.ready()
 
     def model_ready(self, request: Request) -> bool:
         try:
-            self.api.model(_path(request, "name"), _path(request, "version"))
+            return self.plane.model_ready(_path(request, "name"), _path(request, "version"))
         except ServiceError:
-            return False  # an unknown model or version is simply not ready
-        return self.ready(request)
+            return False
 
     # --- metadata ---------------------------------------------------------------------------
-    def _info(self, method: Callable[[Request], Awaitable[object]], *, gated: bool = True) -> Endpoint:
-        async def endpoint(request: Request) -> Response:
-            async def handle(request: Request, record: CallRecord) -> Response:
-                document = await method(request)
-                return JSONResponse(document)
+    def _info(self, method: Callable[[Request, Call], Awaitable[Any]], *, gated: bool = True) -> Endpoint:
+        async def handle(request: Request, call: Call) -> Response:
+            return JSONResponse(await method(request, call))
 
+        async def endpoint(request: Request) -> Response:
             return await self.calls.run(request, handle, v2_error, counted=False, gated=gated)
 
         return endpoint
 
-    def _model(self, request: Request) -> LoadedModel:
-        return self.api.model(_path(request, "name"), _path(request, "version"))
+    async def server_metadata(self, request: Request, call: Call) -> dict[str, object]:
+        metadata = self.plane.server_metadata()
+        return {
+            "name": metadata.name,
+            "version": metadata.version,
+            "extensions": [*metadata.extensions, BINARY_EXTENSION],
+        }
 
-    async def server_metadata(self, request: Request) -> dict[str, object]:
-        return {"name": SERVER_NAME, "version": self._server_version, "extensions": list(REST_EXTENSIONS)}
+    async def model_metadata(self, request: Request, call: Call) -> dict[str, object]:
+        return replies.model_metadata(
+            self.plane.model_metadata(_path(request, "name"), _path(request, "version"))
+        )
 
-    async def model_metadata(self, request: Request) -> dict[str, object]:
-        model = self._model(request)
-        return to_json(metadata(model, self.core.repository.models[model.name].versions))
+    async def model_config(self, request: Request, call: Call) -> dict[str, object]:
+        return replies.model_config(
+            self.plane.model_config(_path(request, "name"), _path(request, "version"))
+        )
 
-    async def model_config(self, request: Request) -> dict[str, object]:
-        return to_json(config(self._model(request), self.core.settings))
+    async def stats(self, request: Request, call: Call) -> dict[str, object]:
+        return replies.model_statistics(
+            self.plane.statistics(_path(request, "name"), _path(request, "version"))
+        )
 
-    async def stats(self, request: Request) -> dict[str, object]:
-        served = self.core.repository.models
-        name, version = _path(request, "name"), _path(request, "version")
-        if version:
-            models = [self._model(request)]
-        elif name:
-            entry = served[self._model(request).name]
-            models = [entry.versions[v] for v in sorted(entry.versions)]
-        else:
-            models = [entry.versions[v] for entry in served.values() for v in sorted(entry.versions)]
-        stats = [statistics(model, self.api.request_stats(model)) for model in models]
-        return to_json(pb.ModelStatisticsResponse(model_stats=stats))
-
-    async def repository_index(self, request: Request) -> list[dict[str, object]]:
-        body = await self.calls.body(request)
-        document = parse_json(body) if body.strip() else {}
+    async def repository_index(self, request: Request, call: Call) -> list[dict[str, object]]:
+        body = await self.calls.body(request, call)
+        document = codec.parse_json(body) if body.strip() else {}
         ready = document.get("ready", False) if isinstance(document, dict) else None
         if not isinstance(ready, bool):
             raise InvalidArgument('request body: expected {} or {"ready": true|false}')
-        index = await self.api.index(pb.RepositoryIndexRequest(ready=ready))
-        return [to_json(entry) for entry in index.models]  # a bare list, as Triton answers
+        return replies.repository_index(await self.plane.repository_index(ready=ready))
 
     async def unsupported(self, request: Request) -> Response:
-        action = _path(request, "action")
-        error = ServiceError(
-            f"model repository {action[:32]}: not supported; the server loads its repository at start "
-            "and with --repository-poll-seconds",
-            Status.UNIMPLEMENTED,
-        )
+        action = str(request.path_params.get("action", ""))
         if action not in ("load", "unload"):
-            error = NotFound(f"no such route: {request.url.path[:200]}")
-        return v2_error(error)
+            return v2_error(NotFound(f"no such route: {request.url.path[:200]}"))
+        return v2_error(
+            ServiceError(
+                f"model repository {action}: not supported; the server loads its repository at start "
+                "and with --repository-poll-seconds",
+                Status.UNIMPLEMENTED,
+            )
+        )
 
     # --- inference --------------------------------------------------------------------------
     async def infer(self, request: Request) -> Response:
         return await self.calls.run(request, self._infer, v2_error, counted=True)
 
-    async def _infer(self, request: Request, record: CallRecord) -> Response:
-        body = await self.calls.body(request)
-        rest = parse_request(
-            body, request.headers.get(HEADER_LENGTH), _path(request, "name"), _path(request, "version")
+    async def _infer(self, request: Request, call: Call) -> Response:
+        body = await self.calls.body(request, call)
+        rest = codec.parse_request(
+            body,
+            request.headers.get(codec.HEADER_LENGTH),
+            _path(request, "name"),
+            _path(request, "version"),
+            call.deadline,
         )
-        response = pb.ModelInferResponse()
-        await self.api.infer_into(rest.message, self.calls.deadline(request), record, response)
-        content, header_length = encode_response(response, rest)
+        del body
+        content, header_length = codec.encode_response(await self.plane.infer(rest.request, call), rest)
         if header_length is None:
             return Response(content, media_type="application/json")
         return Response(

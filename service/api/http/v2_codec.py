@@ -1,11 +1,12 @@
-"""V2 inference over HTTP/REST: JSON (and Triton's binary tensor extension) to and from the
-protocol's messages, so REST requests run exactly the gRPC V2 path.
+"""V2 REST bodies (JSON, and Triton's binary tensor extension) to and from the V2 data
+plane's types.
 
 Request body: a JSON object, optionally followed by binary tensor data when the
 `Inference-Header-Content-Length` header gives the JSON part's length. An input with the
 `binary_data_size` parameter takes that many bytes of the binary part, inputs in order;
-the others carry `data` (flat or nested row-major). Every input becomes raw little-endian
-tensor data, the form the V2 decoder checks against shape and datatype.
+the others carry `data` (flat or nested row-major). Numeric data becomes raw little-endian
+tensor data, BYTES data its elements, the forms the data plane checks against shape and
+datatype.
 
 Response: an output goes out as binary data when its request asked for `binary_data`
 (or the request for `binary_data_output`), else as a flat JSON `data` list.
@@ -20,21 +21,36 @@ from typing import Any
 
 import numpy as np
 
-from attnserve.service.api.http.calls import parse_json
-from attnserve.service.api.v2.codec import NUMERIC_DTYPES, encode_bytes, split_bytes
+from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
+from attnserve.service.api.v2.types import (
+    InferRequest,
+    InferResponse,
+    InputTensor,
+    OutputTensor,
+    RequestedOutput,
+)
+from attnserve.service.edges import check_text, parse_uint, quote
 from attnserve.service.errors import InvalidArgument
-from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 HEADER_LENGTH = "inference-header-content-length"
-MAX_RANK = 8
 _END = object()
 
 
 @dataclass(slots=True)
 class RestRequest:
-    message: pb.ModelInferRequest
+    request: InferRequest
     binary: dict[str, bool] = field(default_factory=dict)  # output name -> send as binary
     binary_default: bool = False  # for outputs the request did not list
+
+
+def parse_json(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise InvalidArgument("request body: JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InvalidArgument(f"request body: not valid JSON{where}") from None
 
 
 def _object(value: object, where: str) -> dict[str, Any]:
@@ -51,7 +67,7 @@ def _string(item: Mapping[str, Any], key: str, where: str, *, required: bool = T
     value = item.get(key, None if required else "")
     if not isinstance(value, str) or (required and not value):
         raise InvalidArgument(f"{where}.{key}: expected a {'non-empty ' if required else ''}string")
-    return value
+    return check_text(value, field=f"{where}.{key}")
 
 
 def _flatten(data: object, where: str) -> list[object]:
@@ -73,15 +89,19 @@ def _flatten(data: object, where: str) -> list[object]:
     return flat
 
 
-def _raw_from_json(data: object, datatype: str, where: str) -> bytes:
+def _tensor_from_json(
+    name: str, datatype: str, shape: tuple[int, ...], data: object, where: str
+) -> InputTensor:
     values = _flatten(data, where)
     if datatype == "BYTES":
         if not all(isinstance(v, str) for v in values):
             raise InvalidArgument(f"{where}.data: BYTES elements must be strings")
-        return encode_bytes([str(v).encode("utf-8", "surrogatepass") for v in values])
+        # surrogatepass: a lone surrogate reaches the UTF-8 check, which names the element
+        items = [str(v).encode("utf-8", "surrogatepass") for v in values]
+        return InputTensor(name, datatype, shape, values=items)
     dtype = NUMERIC_DTYPES.get(datatype)
     if dtype is None:
-        raise InvalidArgument(f"{where}.datatype: unknown datatype {datatype[:16]!r}")
+        raise InvalidArgument(f"{where}.datatype: unknown datatype {quote(datatype, 16)}")
     if datatype == "BOOL":
         valid = all(isinstance(v, bool) for v in values)
     elif dtype.kind in "iu":
@@ -94,34 +114,32 @@ def _raw_from_json(data: object, datatype: str, where: str) -> bytes:
         array = np.array(values, dtype=dtype)
     except (OverflowError, ValueError):
         raise InvalidArgument(f"{where}.data: a value is out of range for {datatype}") from None
-    return array.tobytes()
+    return InputTensor(name, datatype, shape, raw=array.tobytes())
 
 
-def parse_request(body: bytes, header_length: str | None, name: str, version: str) -> RestRequest:
-    """The protocol message for a REST inference request (model name and version from the URL)."""
+def parse_request(
+    body: bytes, header_length: str | None, name: str, version: str, deadline: float | None
+) -> RestRequest:
+    """The data plane's request for a REST inference call (model name and version from the URL)."""
     binary = b""
     if header_length is not None:
-        if not header_length.strip().isdigit() or int(header_length) > len(body):
-            raise InvalidArgument(
-                f"Inference-Header-Content-Length: {header_length[:20]!r} is not a length within the body"
-            )
-        split = int(header_length)
+        split = parse_uint(header_length.strip(), field="Inference-Header-Content-Length", maximum=len(body))
         body, binary = body[:split], body[split:]
     document = _object(parse_json(body), "request body")
-    message = pb.ModelInferRequest(model_name=name, model_version=version)
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise InvalidArgument("id: expected a string")
-    message.id = request_id
+    check_text(request_id, field="id")
     parameters = _parameters(document, "request")
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
         raise InvalidArgument("parameters.binary_data_output: expected true or false")
-    inputs = document.get("inputs")
-    if not isinstance(inputs, list) or not inputs:
+    items = document.get("inputs")
+    if not isinstance(items, list) or not items:
         raise InvalidArgument("inputs: expected a non-empty list of input tensors")
+    inputs: list[InputTensor] = []
     offset = 0
-    for index, raw_item in enumerate(inputs):
+    for index, raw_item in enumerate(items):
         where = f"inputs[{index}]"
         item = _object(raw_item, where)
         shape = item.get("shape")
@@ -133,65 +151,67 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
             raise InvalidArgument(
                 f"{where}.shape: expected a list of at most {MAX_RANK} non-negative integers"
             )
-        tensor = message.inputs.add(
-            name=_string(item, "name", where), datatype=_string(item, "datatype", where), shape=shape
-        )
+        input_name, datatype = _string(item, "name", where), _string(item, "datatype", where)
         size = _parameters(item, where).get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
                 raise InvalidArgument(
-                    f"{where}.parameters.binary_data_size: {str(size)[:20]} does not fit the "
+                    f"{where}.parameters.binary_data_size: {quote(size, 20)} does not fit the "
                     f"{len(binary) - offset} bytes of binary data left"
                 )
             if "data" in item:
                 raise InvalidArgument(f"{where}: has both data and binary_data_size")
-            message.raw_input_contents.append(binary[offset : offset + size])
+            inputs.append(InputTensor(input_name, datatype, tuple(shape), raw=binary[offset : offset + size]))
             offset += size
         elif "data" in item:
-            message.raw_input_contents.append(_raw_from_json(item["data"], tensor.datatype, where))
+            inputs.append(_tensor_from_json(input_name, datatype, tuple(shape), item["data"], where))
         else:
             raise InvalidArgument(f"{where}: no data (give data, or binary_data_size with binary data)")
     if offset != len(binary):
         raise InvalidArgument(f"request body: {len(binary) - offset} bytes of binary data belong to no input")
-    request = RestRequest(message, binary_default=binary_default)
-    outputs = document.get("outputs", [])
-    if not isinstance(outputs, list):
+    outputs_json = document.get("outputs", [])
+    if not isinstance(outputs_json, list):
         raise InvalidArgument("outputs: expected a list")
-    for index, raw_item in enumerate(outputs):
+    outputs: list[RequestedOutput] = []
+    binary_of: dict[str, bool] = {}
+    for index, raw_item in enumerate(outputs_json):
         where = f"outputs[{index}]"
         item = _object(raw_item, where)
-        output = message.outputs.add(name=_string(item, "name", where))
+        output_name = _string(item, "name", where)
         output_parameters = _parameters(item, where)
         wants_binary = output_parameters.get("binary_data", binary_default)
         if not isinstance(wants_binary, bool):
             raise InvalidArgument(f"{where}.parameters.binary_data: expected true or false")
-        request.binary[output.name] = wants_binary
-        if "classification" in output_parameters:
-            output.parameters["classification"].int64_param = 1  # refused by name downstream
-    return request
+        binary_of[output_name] = wants_binary
+        outputs.append(RequestedOutput(output_name, "classification" in output_parameters))
+    request = InferRequest(name, version, request_id, inputs, outputs, deadline=deadline)
+    return RestRequest(request, binary_of, binary_default)
 
 
-def _json_data(datatype: str, raw: bytes, name: str) -> list[Any]:
-    if datatype == "BYTES":
-        return [item.decode("utf-8", "replace") for item in split_bytes(raw, name)]
-    values: list[Any] = np.frombuffer(raw, dtype=NUMERIC_DTYPES[datatype]).tolist()
+def _json_data(tensor: OutputTensor) -> list[Any]:
+    if tensor.items is not None:
+        return [item.decode("utf-8", "replace") for item in tensor.items]
+    if tensor.array is None:
+        raise ValueError(f"output {tensor.name} holds no data")
+    values: list[Any] = tensor.array.reshape(-1).tolist()
     return values
 
 
-def encode_response(response: pb.ModelInferResponse, request: RestRequest) -> tuple[bytes, int | None]:
+def encode_response(response: InferResponse, rest: RestRequest) -> tuple[bytes, int | None]:
     """The REST reply body, and the JSON part's length when binary data follows it."""
     document: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
     if response.id:
         document["id"] = response.id
     outputs: list[dict[str, Any]] = []
     binary: list[bytes] = []
-    for tensor, raw in zip(response.outputs, response.raw_output_contents, strict=True):
+    for tensor in response.outputs:
         item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
-        if request.binary.get(tensor.name, request.binary_default):
+        if rest.binary.get(tensor.name, rest.binary_default):
+            raw = output_raw(tensor)
             item["parameters"] = {"binary_data_size": len(raw)}
             binary.append(raw)
         else:
-            item["data"] = _json_data(tensor.datatype, raw, tensor.name)
+            item["data"] = _json_data(tensor)
         outputs.append(item)
     document["outputs"] = outputs
     header = dumps(document)

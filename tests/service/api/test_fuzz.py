@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from attnserve.service.api.http.errors import HTTP_STATUS
@@ -24,7 +24,16 @@ from attnserve.service.api.v2.codec import encode_bytes
 from attnserve.service.errors import Status
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
-from tests.support.fuzzing import NATIVE_FIELDS, SEEN, SETTINGS, V2_FIELDS, call, check
+from tests.support.fuzzing import (
+    NATIVE_FIELDS,
+    SEEN,
+    SETTINGS,
+    V2_FIELDS,
+    call,
+    check,
+    hostile_text,
+    number_texts,
+)
 from tests.support.http import call as http_call
 from tests.support.load import record_figures
 from tests.support.methods import ALLOWED, CLASSIFY, MODEL_INFER
@@ -48,6 +57,8 @@ texts = st.one_of(
     st.text(max_size=120),
     st.sampled_from([" ", "\x00", "🚗", "x" * 10_001, "car " * 60]),
 )
+# JSON may carry what protobuf cannot (lone surrogates): the HTTP strategies add it.
+rest_texts = st.one_of(texts, hostile_text)
 
 
 @pytest.fixture(scope="module")
@@ -191,11 +202,7 @@ KEYS = {
 KEYS |= {"data", "parameters", "binary_data_size", "binary_data", "binary_data_output", "id"}
 ALLOWED_HTTP = {HTTP_STATUS[Status[code]] if code != "OK" else 200 for code in ALLOWED} | {404, 405, 413}
 json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=30),
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | hostile_text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=12,
 )
@@ -212,7 +219,11 @@ def _http(port: int, path: str, body: bytes, headers: dict[str, str] | None = No
     model=names,
     document=st.one_of(
         st.fixed_dictionaries(
-            {"texts": st.one_of(st.lists(texts, min_size=1, max_size=3), st.lists(texts, max_size=20))},
+            {
+                "texts": st.one_of(
+                    st.lists(rest_texts, min_size=1, max_size=3), st.lists(rest_texts, max_size=20)
+                )
+            },
             optional={
                 "attention": st.one_of(
                     st.sampled_from(["none", "pooled", "all", "rollout", "last_layer"]), json_values
@@ -254,10 +265,10 @@ def test_json_api_requests_get_allowed_statuses_and_clean_messages(
 @st.composite
 def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
     """A V2 REST inference body: JSON tensors, or binary ones after the JSON, usually sensible."""
-    items = draw(st.lists(texts, max_size=6))
+    items = draw(st.lists(rest_texts, max_size=6))
     shape = draw(st.one_of(st.just([len(items), 1]), st.lists(st.integers(-2, 24), max_size=3), json_values))
     tensor: dict[str, object] = {
-        "name": draw(tensor_names),
+        "name": draw(st.one_of(tensor_names, hostile_text)),
         "datatype": draw(st.one_of(datatypes, json_values)),
         "shape": shape,
     }
@@ -271,7 +282,7 @@ def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
     document: dict[str, object] = {"inputs": draw(st.one_of(st.just([tensor]), json_values))}
     if draw(st.booleans()):
         outputs = st.lists(
-            st.one_of(st.sampled_from(["LOGITS", "LABEL", "ATTENTION"]), st.text(max_size=10)), max_size=3
+            st.one_of(st.sampled_from(["LOGITS", "LABEL", "ATTENTION"]), hostile_text), max_size=3
         )
         document["outputs"] = [
             {"name": name, "parameters": {"binary_data": draw(st.one_of(st.booleans(), json_values))}}
@@ -285,9 +296,7 @@ def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
 @SETTINGS
 @given(
     model=names,
-    version=st.one_of(
-        st.just(""), st.just("1"), st.sampled_from(["2", "0", "-1", "01", "9" * 20]), st.text(max_size=10)
-    ),
+    version=st.one_of(st.just(""), st.just("1"), number_texts, st.text(max_size=10)),
     request=rest_documents(),
     # Printable ASCII: a header the HTTP framing itself refuses never reaches the application.
     header=st.one_of(
@@ -295,6 +304,7 @@ def rest_documents(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
         st.just("exact"),
         st.just("none"),
         st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=12),
+        number_texts.filter(lambda text: text.strip() == text and all(ord(c) < 256 for c in text)),
     ),
 )
 def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
@@ -338,3 +348,45 @@ def test_v2_rest_requests_get_allowed_statuses_and_clean_messages(
         [model, version, header, *strings],
         model_repository,
     )
+
+
+VERSIONED_GETS = (
+    "/v1/models/{model}?version={version}",
+    "/v2/models/{model}/versions/{version}",
+    "/v2/models/{model}/versions/{version}/config",
+    "/v2/models/{model}/versions/{version}/stats",
+    "/v2/models/{model}/versions/{version}/ready",
+)
+
+
+@SETTINGS
+@given(
+    model=st.sampled_from(["car", "pool", "ghost"]),
+    version=number_texts,
+    route=st.sampled_from(VERSIONED_GETS),
+)
+def test_versions_in_urls_are_ascii_numbers_on_every_route(
+    fuzz_server: RunningServer, model_repository: Path, model: str, version: str, route: str
+) -> None:
+    assume(version or route.startswith("/v1"))  # ".../versions//..." is no route at all
+    port = fuzz_server.server.http_port  # type: ignore[union-attr]
+    path = route.format(model=model, version=urllib.parse.quote(version, safe=""))
+    reply = http_call(port, "GET", path)
+    plain = version.isascii() and version.isdigit() and len(version) < 20 and int(version) <= 2**63 - 1
+    number = version in ("", "0") or (plain and version[0] != "0")
+    if route.endswith("/ready"):  # the protocol's readiness: 200 or 400, no body
+        assert reply.status in (200, 400), (path, reply.status)
+        assert reply.status == 400 or (number and model != "ghost" and version in ("", "0", "1"))
+        SEEN["OK" if reply.status == 200 else "INVALID_ARGUMENT"] += 1
+        return
+    assert reply.status in (200, 400, 404), (path, reply.status, reply.body[:200])
+    if not number:
+        assert reply.status == 400, (path, reply.body[:200])
+    document = reply.json()
+    if reply.status == 200:
+        SEEN["OK"] += 1
+        return
+    message = document["error"]["message"] if route.startswith("/v1") else document["error"]
+    code = "INVALID_ARGUMENT" if reply.status == 400 else "NOT_FOUND"
+    assert len(message) < 400, message
+    check(code, message, (*V2_FIELDS, "version"), [model, version], model_repository)

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnserve.service.api.v2.codec import encode_bytes
-from attnserve.service.api.v2.servicer import MAX_VERSION
+from attnserve.service.edges import MAX_VERSION
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 from tests.support.fuzzing import NATIVE_FIELDS, SETTINGS, V2_FIELDS, ErrorLog, call, check
@@ -65,6 +65,9 @@ def _text_infer(version: str) -> v2pb.ModelInferRequest:
 
 
 def _is_version(value: str) -> bool:
+    """ASCII digits without a leading zero, or "0" (the latest, as "" is), up to MAX_VERSION."""
+    if value == "0":
+        return True
     plain = value.isascii() and value.isdigit() and value[0] != "0" and len(value) <= len(str(MAX_VERSION))
     return plain and int(value) <= MAX_VERSION
 

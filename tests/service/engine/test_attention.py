@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnserve.service.engine.attention import AttentionMode, as_layers, extract, importance, rollout, top_k
+from attnserve.service.engine.request.attention import (
+    AttentionMode,
+    as_layers,
+    extract,
+    importance,
+    rollout,
+    top_k,
+)
 
 
 def _rows(rng: np.random.Generator, *shape: int) -> np.ndarray:

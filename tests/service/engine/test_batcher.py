@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from attnserve.service.engine.batching import Batcher
-from attnserve.service.engine.buckets import Batch, BatchLimits, Job
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
+from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.queue import Batch, BatchLimits, Job
 from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 
 
@@ -242,3 +242,25 @@ def test_several_batcher_threads_run_batches_at_once(runner: FakeRunner) -> None
         assert not any(thread.is_alive() for thread in running), "close stops the threads"
 
     asyncio.run(run())
+
+
+def test_each_expired_call_gets_an_error_of_its_own(runner: FakeRunner) -> None:
+    """One error instance raised in several callers would collect each one's traceback."""
+
+    async def run() -> list[BaseException]:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        soon = time.monotonic() + 0.05
+        late = [asyncio.ensure_future(batcher.submit(f"late{i}", [5], soon)) for i in range(2)]
+        await asyncio.sleep(0.15)
+        runner.gate.set()
+        await first
+        errors = [error for error in await asyncio.gather(*late, return_exceptions=True)]
+        await batcher.close()
+        return [error for error in errors if isinstance(error, BaseException)]
+
+    errors = asyncio.run(run())
+    assert len(errors) == 2 and all(isinstance(error, DeadlineExceeded) for error in errors)
+    assert errors[0] is not errors[1]

@@ -24,7 +24,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 from attnserve.service.client import Client
-from attnserve.service.engine.attention import importance
+from attnserve.service.engine.request.attention import importance
 from tests.support.servers import RunningServer, free_port, make_settings
 
 SENTENCE_A = "the white car is on the left of the black car"

@@ -1,10 +1,10 @@
-"""The one classify path every front end calls: `classify(model, inputs, max_texts) -> Outputs`.
+"""One call through the request path: `run(model, inputs, limits) -> Outputs`.
 
-A front end (attnserve.v1, V2, HTTP) converts its request into `Inputs`, calls
-`Core.classify` (which calls `classify` here with the server's limits) and converts the
-`Outputs` back. Texts are validated and tokenized here; rows of ids given by the caller
-are validated against the model's vocabulary and max_len. Every API's rows join the same
-batcher; timings of each part come back with the outputs.
+A front end (attnserve.v1, the V2 data plane, the HTTP JSON API) converts its request into
+`Inputs`, calls `Core.classify` (which admits the call, then calls `run` here with the
+server's limits) and converts the `Outputs` back. Texts are validated and tokenized here;
+rows of ids given by the caller are validated against the model's vocabulary and max_len.
+Every API's rows join the same batcher; the time of each stage comes back with the outputs.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnserve.service.engine.attention import AttentionMode, check_request, reply_bytes
-from attnserve.service.engine.model import LoadedModel
-from attnserve.service.engine.runner import TopTokens
-from attnserve.service.engine.tokenization import EncodedTexts
+from attnserve.service.engine.admission import Admission
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
+from attnserve.service.engine.request.runner import TopTokens
+from attnserve.service.engine.request.tokenization import EncodedTexts
 from attnserve.service.errors import InvalidArgument, ResourceExhausted
 
 
@@ -31,11 +32,20 @@ class Inputs:
     mode: AttentionMode = AttentionMode.NONE
     top_k: int = 0
     deadline: float | None = None  # time.monotonic() value
+    admission: Admission | None = None  # the call layer's; None: the engine admits the call itself
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The server's per-call limits the request path enforces."""
+
+    max_texts: int
+    max_reply_bytes: int
 
 
 @dataclass(slots=True)
-class Timings:
-    """Seconds spent per part of one call inside the engine."""
+class EngineTimings:
+    """Seconds spent per stage of one call inside the engine."""
 
     tokenize: float  # tokenizing texts, or validating the caller's ids
     queue: float  # the longest wait of its texts for a batch
@@ -52,30 +62,31 @@ class Outputs:
     label_ids: np.ndarray  # [k] int64
     attention: list[np.ndarray] | None  # per text, in the requested mode, padding stripped
     top_tokens: list[TopTokens] | None  # per text: (token indices, weights), largest first
-    timings: Timings
+    timings: EngineTimings
 
     def __len__(self) -> int:
         return len(self.label_ids)
 
 
-async def classify(model: LoadedModel, inputs: Inputs, max_texts: int, max_reply_bytes: int) -> Outputs:
+async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
     """Validate `inputs`, run them through `model`'s batcher and return the outputs."""
     started = time.perf_counter()
+    max_texts = limits.max_texts
     if inputs.texts is not None:
         _check_count(len(inputs.texts), max_texts)
-        check_request(model.kind, inputs.mode, inputs.top_k, model.name)
+        check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
         encoded = model.encoder.encode(inputs.texts)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
     elif inputs.encoded is not None:
         encoded = inputs.encoded
         _check_count(len(encoded), max_texts)
-        check_request(model.kind, inputs.mode, inputs.top_k, model.name)
+        check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
     else:
         raise InvalidArgument("texts: at least one text is required")
-    _check_reply(model, encoded, inputs.mode, max_reply_bytes)
+    _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
     job, gathered = await model.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline)
     return Outputs(
         encoded,
@@ -84,7 +95,7 @@ async def classify(model: LoadedModel, inputs: Inputs, max_texts: int, max_reply
         gathered.label_ids,
         gathered.attention,
         gathered.top,
-        Timings(tokenize_seconds, job.queue_seconds, job.run_seconds),
+        EngineTimings(tokenize_seconds, job.queue_seconds, job.run_seconds),
     )
 
 
@@ -102,7 +113,7 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
     spec = model.manifest.attention
     # Per text besides attention: logits, probabilities, tokens and framing.
     estimate = sum(lengths) * 24 + len(lengths) * (16 * len(model.labels) + 64)
-    estimate += reply_bytes(model.kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
+    estimate += reply_bytes(model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
     if estimate > limit:
         raise ResourceExhausted(
             f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "

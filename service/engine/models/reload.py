@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnserve.service.bundle import Fingerprint, fingerprint, scan
-from attnserve.service.engine.model import LoadedModel, LoadError
-from attnserve.service.engine.repository import Repository
+from attnserve.service.engine.models.loading import LoadedModel, LoadError
+from attnserve.service.engine.models.repository import Repository
 from attnserve.service.errors import NotFound
 from attnserve.service.settings import Settings
 

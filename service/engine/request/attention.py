@@ -34,13 +34,13 @@ SUPPORTED: dict[str, tuple[AttentionMode, ...]] = {
 }
 
 
-def mode_shapes(kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
+def mode_shapes(attention_kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
     """Per-text shape of each supported mode, n standing for the text's token count."""
-    if kind == "pool":
+    if attention_kind == "pool":
         return {AttentionMode.POOLED: "[n]"}
-    if kind == "none":
+    if attention_kind == "none":
         return {}
-    layers, heads = (1, 1) if kind == "self" else (layers, heads)
+    layers, heads = (1, 1) if attention_kind == "self" else (layers, heads)
     return {
         AttentionMode.POOLED: "[n, n]",
         AttentionMode.LAST_LAYER: f"[{heads}, n, n]",
@@ -49,38 +49,40 @@ def mode_shapes(kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
     }
 
 
-def reply_bytes(kind: str, layers: int, heads: int, mode: AttentionMode, longest: int, count: int) -> int:
+def reply_bytes(
+    attention_kind: str, layers: int, heads: int, mode: AttentionMode, longest: int, count: int
+) -> int:
     """An upper bound of the attention bytes a reply carries: `count` texts of up to
     `longest` tokens (float32; V2 pads every text to the longest, hence no per-text sum)."""
-    if mode == AttentionMode.NONE or kind == "none":
+    if mode == AttentionMode.NONE or attention_kind == "none":
         return 0
-    if kind == "pool":
+    if attention_kind == "pool":
         return 4 * longest * count
     per_map = 4 * longest * longest * count
-    if kind == "self" or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
+    if attention_kind == "self" or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
         return per_map
     return per_map * heads * (layers if mode == AttentionMode.ALL else 1)
 
 
-def check_request(kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
+def check_request(attention_kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
     """Raise InvalidArgument unless the model can answer this attention request."""
-    if mode != AttentionMode.NONE and mode not in SUPPORTED[kind]:
-        if kind == "none":
+    if mode != AttentionMode.NONE and mode not in SUPPORTED[attention_kind]:
+        if attention_kind == "none":
             raise InvalidArgument(
                 f"attention: model {model!r} has no attention weights; use ATTENTION_MODE_NONE"
             )
-        allowed = ", ".join(f"ATTENTION_MODE_{m.name}" for m in SUPPORTED[kind])
+        allowed = ", ".join(f"ATTENTION_MODE_{m.name}" for m in SUPPORTED[attention_kind])
         raise InvalidArgument(
             f"attention: ATTENTION_MODE_{mode.name} is not available for model {model!r} "
-            f"(attention kind {kind!r}); use one of: ATTENTION_MODE_NONE, {allowed}"
+            f"(attention kind {attention_kind!r}); use one of: ATTENTION_MODE_NONE, {allowed}"
         )
-    if top_k and kind == "none":
+    if top_k and attention_kind == "none":
         raise InvalidArgument(f"top_k: model {model!r} has no attention weights to rank tokens by")
 
 
-def as_layers(attention: np.ndarray, kind: str) -> np.ndarray:
+def as_layers(attention: np.ndarray, attention_kind: str) -> np.ndarray:
     """View a batch's attention as [B, L, H, T, T] (kind "self" or "layers")."""
-    if kind == "self":
+    if attention_kind == "self":
         b, t, _ = attention.shape
         return attention.reshape(b, 1, 1, t, t)
     return attention
@@ -102,9 +104,9 @@ def rollout(layers: np.ndarray) -> np.ndarray:
     return np.asarray(result, dtype=np.float32)
 
 
-def extract(attention: np.ndarray, kind: str, row: int, n: int, mode: AttentionMode) -> np.ndarray:
+def extract(attention: np.ndarray, attention_kind: str, row: int, n: int, mode: AttentionMode) -> np.ndarray:
     """One text's attention in `mode` from the batch output (already `as_layers` for encoders)."""
-    if kind == "pool":
+    if attention_kind == "pool":
         return attention[row, :n]
     text = attention[row, :, :, :n, :n]  # [L, H, n, n]
     if mode == AttentionMode.POOLED:

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
-from attnserve.service.engine.attention import AttentionMode
-from attnserve.service.engine.batching import Batcher
-from attnserve.service.engine.buckets import BatchLimits, Job
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
-from attnserve.service.engine.runner import Gathered, Request, Runner, gather, pad_ids
-from attnserve.service.engine.runtime import DeviceError, RuntimeSession, create_session
-from attnserve.service.engine.tokenization import EncodedTexts, TextEncoder
+from attnserve.service.engine.models.runtime import DeviceError, RuntimeSession, create_session
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.queue import BatchLimits, Job
+from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather, pad_ids
+from attnserve.service.engine.request.tokenization import EncodedTexts, TextEncoder
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
@@ -46,10 +46,9 @@ class LoadedModel:
         manifest = self.manifest
         self.name = manifest.name
         self.version = manifest.version
-        self.kind = manifest.attention.kind
+        self.attention_kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
-        self.label_bytes = tuple(label.encode() for label in self.labels)  # prepared once for replies
-        self.runner = Runner(self.runtime.session, self.kind, manifest.pad_id, self.metrics)
+        self.runner = Runner(self.runtime.session, self.attention_kind, manifest.pad_id, self.metrics)
         self.batcher = Batcher(f"{self.name}/{self.version}", self.runner, self.limits, self.metrics)
 
     @property
@@ -63,8 +62,8 @@ class LoadedModel:
     async def predict(
         self, encoded: EncodedTexts, mode: AttentionMode, k: int, deadline: float | None
     ) -> tuple[Job, Gathered]:
-        """Run encoded texts through the batcher (use `classify`, which validates them first)."""
-        request = Request(encoded.ids, mode, k)
+        """Run encoded texts through the batcher (use `Core.classify`, which validates them first)."""
+        request = CallRows(encoded.ids, mode, k)
         job = await self.batcher.submit(request, encoded.lengths, deadline)
         return job, gather(job, request)
 
@@ -121,7 +120,7 @@ def _warm_up(model: LoadedModel, batch: int) -> None:
     width = min(model.manifest.max_len, 16)
     for rows, length in ((1, 1), (batch, width)):
         ids = np.full((rows, length), 1, dtype=np.int64)
-        model.run_padded(ids, np.ones_like(ids), attention=model.kind != "none")
+        model.run_padded(ids, np.ones_like(ids), attention=model.attention_kind != "none")
 
 
 def load_model(

@@ -1,6 +1,6 @@
 """One batch through the model: padding, `session.run`, softmax and attention extraction.
 
-The batcher hands a `Batch` of rows (each a text of some call's `Request`) to `Runner`,
+The batcher hands a `Batch` of rows (each a text of some call's `CallRows`) to `Runner`,
 in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
 with numpy over the batch (probabilities, labels, pooled attention), and `gather` later
 picks a call's rows out of the outputs of the batches that carried them.
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.service.engine.attention import AttentionMode, as_layers, extract, importance, top_k
-from attnserve.service.engine.buckets import Batch, Job, Row
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.tokenization import TokenIds
+from attnserve.service.engine.request.attention import AttentionMode, as_layers, extract, importance, top_k
+from attnserve.service.engine.request.queue import Batch, Job, Row
+from attnserve.service.engine.request.tokenization import TokenIds
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class CallRows:
     """What a call's rows hold: token ids per text and what to extract for them."""
 
     ids: Sequence[TokenIds]
@@ -80,13 +80,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 class Runner:
     """Runs batches of one model version's session (called from batcher threads)."""
 
-    def __init__(self, session: ort.InferenceSession, kind: str, pad_id: int, metrics: ModelMetrics) -> None:
+    def __init__(
+        self, session: ort.InferenceSession, attention_kind: str, pad_id: int, metrics: ModelMetrics
+    ) -> None:
         self.session = session
-        self.kind = kind
+        self.attention_kind = attention_kind
         self.pad_id = pad_id
         self.metrics = metrics
         self._names_logits = ["logits"]
-        self._names_all = ["logits"] if kind == "none" else ["logits", "attention"]
+        self._names_all = ["logits"] if attention_kind == "none" else ["logits", "attention"]
 
     def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
         names = self._names_all if attention else self._names_logits
@@ -96,7 +98,7 @@ class Runner:
     def __call__(self, batch: Batch) -> BatchOutput:
         started = time.perf_counter()
         rows = batch.rows
-        requests: list[Request] = [row.job.payload for row in rows]
+        requests: list[CallRows] = [row.job.payload for row in rows]
         ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
                             batch.width)  # fmt: skip
         want_attention = any(r.wants_attention for r in requests)
@@ -104,7 +106,7 @@ class Runner:
         logits = outputs[0]  # [B, C]
         result = BatchOutput(logits, softmax(logits), logits.argmax(axis=1), None, None)
         if want_attention:
-            self._attention(result, as_layers(outputs[1], self.kind), rows, requests)
+            self._attention(result, as_layers(outputs[1], self.attention_kind), rows, requests)
         m = self.metrics
         m.batch_size.observe(len(rows))
         m.batch_tokens.observe(batch.tokens)
@@ -113,11 +115,11 @@ class Runner:
         return result
 
     def _attention(
-        self, result: BatchOutput, layers: np.ndarray, rows: list[Row], requests: list[Request]
+        self, result: BatchOutput, layers: np.ndarray, rows: list[Row], requests: list[CallRows]
     ) -> None:
         """Per-row attention and top tokens; the pooled map is computed once for the batch."""
         pooled: np.ndarray | None = None
-        if self.kind != "pool":
+        if self.attention_kind != "pool":
             pooled = layers[:, -1].mean(axis=1)  # [B, T, T]: last layer, heads averaged
         attention: list[np.ndarray | None] = [None] * len(rows)
         top: list[TopTokens | None] = [None] * len(rows)
@@ -129,7 +131,7 @@ class Runner:
             if mode == AttentionMode.POOLED and pooled is not None:
                 weights = pooled[i, :n, :n]
             else:
-                weights = extract(layers, self.kind, i, n, mode)
+                weights = extract(layers, self.attention_kind, i, n, mode)
             if request.mode != AttentionMode.NONE:
                 attention[i] = weights
             if request.top_k:
@@ -140,7 +142,7 @@ class Runner:
 _EMPTY_TOP: TopTokens = (np.zeros(0, np.int64), np.zeros(0, np.float32))
 
 
-def gather(job: Job, request: Request) -> Gathered:
+def gather(job: Job, request: CallRows) -> Gathered:
     """A finished call's rows out of its batches' outputs, in request order."""
     parts = job.parts
     if len(parts) == 1:  # one text: views into the batch's arrays

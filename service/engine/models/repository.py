@@ -17,8 +17,8 @@ from types import MappingProxyType
 
 from attnserve.service.bundle import RepositoryError, confined, scan
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, Metrics
-from attnserve.service.engine.model import LoadedModel, LoadError, load_model
-from attnserve.service.engine.model_choice import check_default_model, unnamed_model
+from attnserve.service.engine.models.choice import check_default_model, unnamed_model
+from attnserve.service.engine.models.loading import LoadedModel, LoadError, load_model
 from attnserve.service.errors import NotFound
 from attnserve.service.settings import Settings
 

@@ -3,7 +3,7 @@
 The batcher knows rows (a length each), calls (a deadline and a future each) and limits;
 what a row holds and what a batch produces belong to the runner it is given. Each model
 version has one `Batcher` with `max_concurrent` threads of its own. A call's rows enter a
-bounded queue (full -> RESOURCE_EXHAUSTED at once) split into length buckets (buckets.py).
+bounded queue (full -> RESOURCE_EXHAUSTED at once) split into length buckets (queue.py).
 A batch is taken when it is full (`max_batch_size` rows or `max_batch_tokens` padded
 tokens) or when its oldest row has waited `max_delay_s`.
 
@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from attnserve.service.engine.buckets import Batch, BatchLimits, Job, RowQueue
 from attnserve.service.engine.metrics import ModelMetrics
+from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, RowQueue
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -47,14 +47,14 @@ from attnserve.service.errors import (
 
 log = logging.getLogger(__name__)
 
-_EXPIRED = DeadlineExceeded("the deadline passed while the texts were queued")
-Runner = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
+EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
+RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
 
 
 class Batcher:
     """Bounded queue + `max_concurrent` threads that take batches and run them."""
 
-    def __init__(self, name: str, runner: Runner, limits: BatchLimits, metrics: ModelMetrics) -> None:
+    def __init__(self, name: str, runner: RunBatch, limits: BatchLimits, metrics: ModelMetrics) -> None:
         self.name = name
         self.runner = runner
         self.limits = limits
@@ -129,7 +129,7 @@ class Batcher:
                 stop = batch is None and self._stopping
                 if batch is not None:
                     self._running += 1
-            _fail(expired, _EXPIRED)
+            _fail(expired, _expired)
             if batch is not None:
                 self._run(batch)
                 with self._lock:
@@ -163,7 +163,7 @@ class Batcher:
             output = self.runner(batch)
         except Exception:  # a failing batch fails its calls, never the batcher
             log.exception("model %s: batch of %d rows failed", self.name, len(batch.rows))
-            _fail(list({id(row.job): row.job for row in batch.rows}.values()), Internal(INTERNAL_MESSAGE))
+            _fail(list({id(row.job): row.job for row in batch.rows}.values()), _internal)
             return
         elapsed = time.monotonic() - started
         finished: list[Job] = []
@@ -224,10 +224,20 @@ def _complete(jobs: list[Job]) -> None:
             job.future.set_result(job)
 
 
-def _refuse(jobs: list[Job], error: Exception) -> None:
+def _expired() -> Exception:
+    return DeadlineExceeded(EXPIRED_MESSAGE)
+
+
+def _internal() -> Exception:
+    return Internal(INTERNAL_MESSAGE)
+
+
+def _refuse(jobs: list[Job], error: Callable[[], Exception]) -> None:
+    """Fail each job with an error of its own: one instance raised in several callers would
+    collect each one's traceback (see errors.detached)."""
     for job in jobs:
         if not job.future.done():
-            job.future.set_exception(error)
+            job.future.set_exception(error())
             job.future.exception()  # mark retrieved: the caller may be gone
 
 
@@ -236,7 +246,7 @@ def _finish(jobs: list[Job]) -> None:
     _by_loop(jobs, _complete)
 
 
-def _fail(jobs: list[Job], error: Exception) -> None:
+def _fail(jobs: list[Job], error: Callable[[], Exception]) -> None:
     if jobs:
         _by_loop(jobs, lambda group: _refuse(group, error))
 

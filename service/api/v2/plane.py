@@ -1,0 +1,203 @@
+"""The V2 data plane: the Open Inference Protocol's operations over plain values.
+
+Both V2 front ends are adapters around one `DataPlane`: the gRPC servicer
+(`inference.GRPCInferenceService`, servicer.py) and the REST routes (api/http/v2.py). Each
+converts its wire form to the types of types.py, calls the plane and converts the result
+back; health, metadata, configuration, the repository index, statistics and inference
+are decided here once, so both transports give the same answers and count into the same
+per-model statistics. Nothing here knows a transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from importlib.metadata import version as package_version
+
+from attnserve.service.api.v2 import schema
+from attnserve.service.api.v2.convert import Contract, decode_ids, inputs_by_name, output, requested_outputs
+from attnserve.service.api.v2.schema import (
+    ATTENTION,
+    INPUT_DECLS,
+    INPUT_IDS,
+    TEXT,
+)
+from attnserve.service.api.v2.stats import StatsTable
+from attnserve.service.api.v2.tensors import (
+    decode_bytes,
+    require,
+)
+from attnserve.service.api.v2.types import (
+    IndexEntry,
+    InferRequest,
+    InferResponse,
+    ModelConfig,
+    ModelMetadata,
+    ModelStats,
+    ServerMetadata,
+)
+from attnserve.service.bundle import scan
+from attnserve.service.calls.call import Call
+from attnserve.service.edges import parse_version
+from attnserve.service.engine.core import Core
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
+
+SERVER_NAME = "attnserve"
+# Only what is implemented in full: RepositoryIndex alone is not the model_repository extension.
+EXTENSIONS = ("model_configuration", "statistics")
+
+
+class DataPlane:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.stats = StatsTable()
+        self._server = ServerMetadata(SERVER_NAME, package_version("attnserve"), EXTENSIONS)
+        self._contracts: weakref.WeakKeyDictionary[LoadedModel, Contract] = weakref.WeakKeyDictionary()
+
+    # --- health and metadata ------------------------------------------------------------
+    def server_metadata(self) -> ServerMetadata:
+        return self._server
+
+    def ready(self) -> bool:
+        return self.core.serving
+
+    def model_ready(self, name: str, version: str) -> bool:
+        """Whether the model version serves; a malformed version is refused, not "not ready"."""
+        number = parse_version(version, field="model_version")
+        try:
+            self._resolve(name, number)
+        except ServiceError:
+            return False  # an unknown model or version is simply not ready
+        return self.ready()
+
+    def resolve(self, name: str, version: str) -> LoadedModel:
+        return self._resolve(name, parse_version(version, field="model_version"))
+
+    def _resolve(self, name: str, version: int) -> LoadedModel:
+        if not name and not self.core.settings.default_model:
+            raise InvalidArgument(
+                "name: the model name is required (or start the server with --default-model)"
+            )
+        return self.core.resolve(name, version)
+
+    def model_metadata(self, name: str, version: str) -> ModelMetadata:
+        model = self.resolve(name, version)
+        return schema.metadata(model, self.core.repository.models[model.name].versions)
+
+    def model_config(self, name: str, version: str) -> ModelConfig:
+        return schema.config(self.resolve(name, version), self.core.settings)
+
+    def statistics(self, name: str, version: str) -> list[ModelStats]:
+        """One model version's statistics, a model's (every version) or every model's."""
+        served = self.core.repository.models
+        if version:
+            models = [self.resolve(name, version)]
+        elif name:
+            entry = served[self.resolve(name, "").name]
+            models = [entry.versions[v] for v in sorted(entry.versions)]
+        else:
+            models = [entry.versions[v] for entry in served.values() for v in sorted(entry.versions)]
+        return [self.stats.statistics(model) for model in models]
+
+    async def repository_index(self, repository_name: str = "", ready: bool = False) -> list[IndexEntry]:
+        """The repository's models and versions, loaded or not (`ready`: the loaded ones)."""
+        if repository_name:
+            raise NotFound("repository_name: this server has one repository; leave repository_name empty")
+        settings = self.core.settings
+        on_disk = await asyncio.get_running_loop().run_in_executor(None, scan, settings.repository)
+        repository = self.core.repository
+        served = repository.models
+        index = []
+        for name in sorted(set(on_disk) | set(served)):
+            loaded = served[name].versions if name in served else {}
+            for number in sorted(set(on_disk.get(name, [])) | set(loaded)):
+                if number in loaded:
+                    index.append(IndexEntry(name, str(number), "READY"))
+                    continue
+                if ready:
+                    continue
+                failure = repository.failures.get((name, number))
+                reason = (
+                    f"failed to load: {failure}"
+                    if failure is not None
+                    else _not_served_reason(number, sorted(loaded), settings.version_policy)
+                )
+                index.append(IndexEntry(name, str(number), "UNAVAILABLE", reason))
+        return index
+
+    # --- inference ----------------------------------------------------------------------
+    async def infer(self, request: InferRequest, call: Call | None = None) -> InferResponse:
+        """Run one inference request, counted in the model's V2 statistics."""
+        started = time.perf_counter()
+        model = self.resolve(request.model_name, request.model_version)
+        if call is not None:
+            call.model = model.metrics
+        stats = self.stats.of(model)
+        try:
+            response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
+        except BaseException:
+            stats.fail.add(time.perf_counter() - started)
+            raise
+        timings = out.timings
+        stats.success.add(time.perf_counter() - started)
+        stats.queue.add(timings.queue)
+        stats.compute_input.add(decode_seconds + timings.tokenize)
+        stats.compute_infer.add(timings.inference)
+        stats.compute_output.add(output_seconds)
+        stats.last_inference_ms = int(time.time() * 1000)
+        return response
+
+    async def _infer(
+        self, model: LoadedModel, request: InferRequest, call: Call | None
+    ) -> tuple[InferResponse, float, Outputs, float]:
+        """(the response, seconds decoding ids, the engine's outputs, seconds building the outputs)"""
+        contract = self._contract(model)
+        wanted = requested_outputs(request.outputs, contract.declared)
+        # The attention output is the bulk of a reply: the batch extracts it only when asked.
+        mode = AttentionMode.POOLED if ATTENTION in wanted else AttentionMode.NONE
+        inputs = inputs_by_name(request.inputs)
+        admission = None if call is None else call.admission
+        deadline = request.deadline
+        decode_seconds = 0.0
+        if TEXT in inputs:
+            if len(inputs) > 1:
+                raise InvalidArgument("input TEXT: give either TEXT or INPUT_IDS + ATTENTION_MASK, not both")
+            tensor = inputs[TEXT]
+            require(tensor, "BYTES", INPUT_DECLS[TEXT].shape)
+            texts = decode_bytes(tensor)
+            if call is not None:
+                call.texts = len(texts)
+            given = Inputs(texts=texts, mode=mode, deadline=deadline, admission=admission)
+            request_input = TEXT
+        else:
+            decoding = time.perf_counter()
+            encoded = decode_ids(inputs)
+            if call is not None:
+                call.texts = len(encoded)
+            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, admission=admission)
+            request_input = INPUT_IDS
+            decode_seconds = time.perf_counter() - decoding
+        try:
+            out = await self.core.classify(model, given)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"input {request_input}: {exc.message}") from None
+        writing = time.perf_counter()
+        outputs = [output(name, contract, out) for name in wanted]
+        response = InferResponse(model.name, str(model.version), request.id, outputs)
+        return response, decode_seconds, out, time.perf_counter() - writing
+
+    def _contract(self, model: LoadedModel) -> Contract:
+        contract = self._contracts.get(model)
+        if contract is None:
+            contract = self._contracts[model] = Contract(model)
+        return contract
+
+
+def _not_served_reason(number: int, loaded: list[int], policy: str) -> str:
+    if policy == "latest" and loaded and number < loaded[-1]:
+        return f"version policy 'latest' serves version {loaded[-1]}"
+    return "refused at load (the server log says why)"

@@ -1,0 +1,158 @@
+"""Admission: whether the server takes a call, and the request bytes it holds while it runs.
+
+`Gate` is the server's: its state (starting, serving, draining), the calls in progress
+(shutdown waits for them) and the bytes of request bodies in progress (bounded by
+`max_inflight_bytes`). `Admission` is one call's hold on it: the call layer creates it when
+a call arrives, refusing it at once while the server does not serve (`check`) and holding
+the body's bytes (an oversized backlog is refused before the body is parsed); the engine's
+classify entry admits the call (`Core.classify`), and a call that never reaches the engine
+(metadata) is admitted by the call layer; the call layer releases it once, when the call
+ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from attnserve.service.errors import NOT_READY_MESSAGE, SHUTTING_DOWN_MESSAGE, ResourceExhausted, Unavailable
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    SERVING = "serving"
+    DRAINING = "draining"
+
+
+@dataclass(eq=False)
+class Gate:
+    """Admits calls only while serving and counts those in progress (for draining)."""
+
+    state: State = State.STARTING
+    active: int = 0
+    refused_at: float = 0.0  # time.monotonic() of the last call refused while not serving
+    max_inflight_bytes: int = 0  # 0: no limit
+    inflight_bytes: int = 0
+    _idle: asyncio.Event = field(default_factory=asyncio.Event)
+    _on_drain: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._idle.set()
+
+    @property
+    def serving(self) -> bool:
+        return self.state is State.SERVING
+
+    @property
+    def draining(self) -> bool:
+        return self.state is State.DRAINING
+
+    def refusal(self) -> Unavailable:
+        """A new error for a call refused in the current state (counted for `wait_quiet`)."""
+        self.refused_at = time.monotonic()
+        return Unavailable(NOT_READY_MESSAGE if self.state is State.STARTING else SHUTTING_DOWN_MESSAGE)
+
+    def enter(self) -> None:
+        """Count a call in; Unavailable unless serving."""
+        if self.state is not State.SERVING:
+            raise self.refusal()
+        self.active += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self._idle.set()
+
+    def reserve(self, size: int) -> None:
+        """Hold `size` bytes of request bodies in progress (decoded, tokenized, queued: a
+        body's texts stay queued as long as its call is in progress). RESOURCE_EXHAUSTED
+        beyond `max_inflight_bytes`; a body alone over the limit is still taken when nothing
+        else is in progress, since the message size limit has let it in."""
+        limit = self.max_inflight_bytes
+        if limit and self.inflight_bytes and self.inflight_bytes + size > limit:
+            raise ResourceExhausted(
+                f"the server holds {self.inflight_bytes} bytes of requests in progress and the limit "
+                f"(max_inflight_bytes) is {limit}; retry with backoff"
+            )
+        self.inflight_bytes += size
+
+    def unreserve(self, size: int) -> None:
+        self.inflight_bytes -= size
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when draining starts (streams use it to stop taking work)."""
+        self._on_drain.append(callback)
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        self._on_drain.remove(callback)
+
+    def drain(self) -> None:
+        self.state = State.DRAINING
+        # Calls grpc has received but the event loop has not reached yet are invisible here;
+        # counting the drain's start as a refusal gives them a quiet period to be answered.
+        self.refused_at = time.monotonic()
+        for callback in list(self._on_drain):
+            callback()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def wait_quiet(self, quiet: float, deadline: float) -> None:
+        """Wait until no call has been refused for `quiet` seconds (or until `deadline`).
+
+        Closing the port resets (CANCELLED) every call grpc holds that the event loop has not
+        reached; refusing calls with UNAVAILABLE until the clients have gone elsewhere avoids
+        that."""
+        while (now := time.monotonic()) < deadline and now - self.refused_at < quiet:
+            await asyncio.sleep(min(quiet - (now - self.refused_at), deadline - now))
+
+
+class Admission:
+    """One call's hold on the gate: bytes held, admitted at most once, released once.
+
+    `within` is the admission of an enclosing call (a stream's, for each of its requests):
+    that call was admitted and is counted, so its requests hold bytes only; a request read
+    before the drain began is served even if it reaches the engine after."""
+
+    __slots__ = ("_admitted", "_gate", "_held", "_within")
+
+    def __init__(self, gate: Gate, within: Admission | None = None) -> None:
+        self._gate = gate
+        self._within = within
+        self._admitted = False
+        self._held = 0
+
+    @property
+    def admitted(self) -> bool:
+        return self._admitted or self._within is not None
+
+    def hold(self, size: int) -> None:
+        """Hold `size` more bytes of request body (ResourceExhausted beyond the limit)."""
+        self._gate.reserve(size)
+        self._held += size
+
+    def check(self) -> None:
+        """Refuse now a call that admission would refuse (the server is starting or
+        draining), before its body is parsed and resolved: refusing costs no work then."""
+        if self._within is None and not self._gate.serving:
+            raise self._gate.refusal()
+
+    def admit(self) -> None:
+        """Admit the call (Unavailable unless serving); a no-op once admitted."""
+        if not self.admitted:
+            self._gate.enter()
+            self._admitted = True
+
+    def release(self) -> None:
+        """Give back what the call holds; safe to call more than once."""
+        gate = self._gate
+        if self._held:
+            gate.unreserve(self._held)
+            self._held = 0
+        if self._admitted:
+            self._admitted = False
+            gate.leave()

@@ -1,0 +1,134 @@
+"""The call layer alone, on a real core with an empty repository: how a call ends (its
+status, its admission given back, its metrics) and how refusals are made (new errors,
+detached from their tracebacks)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from attnserve.service.calls.auth import Authenticator, Tokens
+from attnserve.service.calls.call import Call, CallLayer
+from attnserve.service.engine.admission import State
+from attnserve.service.engine.core import Core
+from attnserve.service.engine.metrics import Metrics
+from attnserve.service.engine.models.repository import Repository
+from attnserve.service.errors import INTERNAL_MESSAGE, InvalidArgument, ServiceError, Status
+from tests.support.servers import make_settings
+
+TOKEN = b"inference-token-0123456789"
+
+
+def core(tmp_path: Path, **overrides: object) -> Core:
+    settings = make_settings(tmp_path, **overrides)
+    metrics = Metrics(CollectorRegistry())
+    built = Core(settings, metrics, Repository(settings, metrics))
+    built.gate.state = State.SERVING
+    return built
+
+
+def requests(built: Core, code: str) -> float:
+    value = built.metrics.registry.get_sample_value(
+        "attnserve_requests_total", {"api": "http", "model": "_unknown", "code": code}
+    )
+    return value or 0.0
+
+
+def test_an_error_is_answered_detached_and_the_admission_given_back(tmp_path: Path) -> None:
+    built = core(tmp_path, max_inflight_bytes=4096, max_message_bytes=1024)
+    layer = CallLayer(built, "http")
+
+    async def refuse(call: Call) -> bytes:
+        call.admission.hold(80)
+        call.admission.admit()
+        assert built.gate.inflight_bytes == 80 and built.gate.active == 1
+        raise InvalidArgument("texts: too many")
+
+    async def run() -> object:
+        return await layer.serve(layer.start(counted=True), refuse)
+
+    error = asyncio.run(run())
+    assert isinstance(error, ServiceError) and error.code is Status.INVALID_ARGUMENT
+    assert error.__traceback__ is None and error.__context__ is None
+    assert built.gate.inflight_bytes == 0 and built.gate.active == 0
+    assert requests(built, "INVALID_ARGUMENT") == 1
+
+
+def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    layer = CallLayer(built, "http")
+
+    async def fail(call: Call) -> bytes:
+        raise KeyError("/secret/path")
+
+    error = asyncio.run(layer.serve(layer.start(counted=True), fail))
+    assert isinstance(error, ServiceError) and error.code is Status.INTERNAL
+    assert error.message == INTERNAL_MESSAGE
+    assert requests(built, "INTERNAL") == 1
+
+
+def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    layer = CallLayer(built, "http")
+
+    async def run() -> None:
+        async def wait(call: Call) -> bytes:
+            await asyncio.sleep(10)
+            return b""
+
+        task = asyncio.ensure_future(layer.serve(layer.start(counted=True), wait))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert requests(built, "CANCELLED") == 1
+
+
+def test_admission_refuses_while_starting_or_draining_but_not_a_streams_request(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    stream = built.admission()
+    stream.admit()
+    built.gate.drain()
+    refusals = []
+    for _ in range(2):
+        with pytest.raises(ServiceError) as caught:
+            built.admission().check()
+        refusals.append(caught.value)
+    assert refusals[0] is not refusals[1], "a refusal is a new error each time"
+    assert refusals[0].code is Status.UNAVAILABLE and "shutting down" in refusals[0].message
+    request = built.admission(within=stream)
+    request.check()
+    request.admit()  # admitted with its stream
+    assert built.gate.active == 1
+    stream.release()
+    stream.release()
+    assert built.gate.active == 0
+
+
+def test_a_starting_server_refuses_resolution_as_unavailable(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    built.gate.state = State.STARTING
+    with pytest.raises(ServiceError) as caught:
+        built.resolve("car")
+    assert caught.value.code is Status.UNAVAILABLE and "not loaded its models yet" in caught.value.message
+
+
+def test_token_refusals_are_new_errors_and_counted(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    tokens = Tokens(((TOKEN, "inference"),))
+    auth = Authenticator(tokens, built.metrics, "header 'Authorization")
+    assert auth.refusal(TOKEN) is None
+    first, second = auth.refusal(b"wrong"), auth.refusal(b"")
+    assert first is not None and second is not None and first is not second
+    assert first.code is Status.UNAUTHENTICATED
+    assert first.message.endswith("send header 'Authorization: Bearer <token>'")
+    denied = auth.refusal(TOKEN, admin=True)
+    assert denied is not None and denied.code is Status.PERMISSION_DENIED
+    sample = built.metrics.registry.get_sample_value
+    assert sample("attnserve_auth_failures_total", {"code": "UNAUTHENTICATED"}) == 2
+    assert sample("attnserve_auth_failures_total", {"code": "PERMISSION_DENIED"}) == 1
