@@ -35,8 +35,19 @@ OUTER = (
     "attnserve.training",
 )
 
+# Edge parsing and the heap trim serve both transports: they know no transport and no engine.
+SHARED_BY_TRANSPORTS = (
+    *TRANSPORTS,
+    *OUTER,
+    "attnserve.service.engine",
+    "attnserve.service.api",
+    "attnserve.service.calls",
+)
+
 # What each layer (a folder or a module of service/) must never import (module prefixes).
 FORBIDDEN = {
+    "edges.py": SHARED_BY_TRANSPORTS,
+    "allocator.py": SHARED_BY_TRANSPORTS,
     "engine": (*TRANSPORTS, *OUTER, "attnserve.service.api", "attnserve.service.calls"),
     "calls": (*TRANSPORTS, *OUTER, "attnserve.service.api"),
     # The V2 data plane: its gRPC adapter (servicer.py, wire.py) is the one exception below.
