@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from attnserve.service.observe.tracing import TracingConfig
 from attnserve.service.run import configure_logging, run_server
 from attnserve.service.settings import load_settings
 
@@ -23,7 +24,13 @@ def serve_main(argv: Sequence[str] | None = None) -> int:
         )
         print(f"attnserve-serve: invalid settings: {problems}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    if settings.tracing:
+        try:  # the OTEL_* variables it reads: a bad one stops start-up here, in one line
+            TracingConfig.resolve(settings)
+        except ValueError as exc:
+            print(f"attnserve-serve: invalid tracing settings: {exc}", file=sys.stderr)
+            return 2
+    configure_logging(settings.log_level, settings.log_format)
     if settings.workers > 1:
         from attnserve.service.workers import supervise
 

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 
+from attnserve.service.observe import logs as observe_logs
+from attnserve.service.observe.settings import LogFormat
 from attnserve.service.settings import Settings
 
 log = logging.getLogger("attnserve")
 
 
-def configure_logging(level: str, prefix: str = "") -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format=f"%(asctime)s {prefix}%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+def configure_logging(level: str, log_format: LogFormat = "text", worker: str = "") -> None:
+    """Text or JSON lines on stderr; uvicorn's and grpc's loggers go through the same handler."""
+    observe_logs.configure_logging(level, log_format, worker)
 
 
 def run_server(

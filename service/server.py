@@ -45,6 +45,7 @@ from attnserve.service.engine.models.runtime import check_device
 from attnserve.service.grpc.auth import guarded
 from attnserve.service.grpc.stock import Health, health_handler, reflection_handler
 from attnserve.service.grpc.transport import Stopper, bind, grpc_options
+from attnserve.service.observe.tracing import Tracing
 from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
 
@@ -88,6 +89,8 @@ class Server:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = Metrics(self.registry)
+        self.tracing = Tracing.from_settings(settings)
+        self.metrics.tracing = self.tracing
         self.core = Core(settings, self.metrics, Repository(settings, self.metrics))
         self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
@@ -119,6 +122,7 @@ class Server:
         except BaseException:
             await self._close_transport(0)
             await self.core.repository.close()
+            self._stop_tracing()
             raise
 
     async def listen(self) -> None:
@@ -217,7 +221,12 @@ class Server:
         await closing
         await self._close_transport(0)
         await self.core.repository.close()
+        self._stop_tracing()
         log.info("stopped")
+
+    def _stop_tracing(self) -> None:
+        if self.tracing is not None:
+            self.tracing.shutdown()  # exports the spans still buffered, stops the exporter thread
 
     async def _stop_grpc(self, grace: float) -> None:
         """Close the port and send GOAWAY; calls in progress get `grace` seconds (a second

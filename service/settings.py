@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from attnserve.service.observe.settings import ObserveSettings
 from attnserve.service.settings_reliability import ReliabilitySettings
 
 Device = Literal["cpu", "cuda", "auto"]
@@ -32,7 +33,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 DEFAULT_INTRA_OP_THREADS = 1
 
 
-class Settings(ReliabilitySettings):
+class Settings(ReliabilitySettings, ObserveSettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSERVE_", extra="forbid", frozen=True)
 
     # --- model repository -------------------------------------------------------------

@@ -189,7 +189,7 @@ def _worker_main(payload: str) -> int:
     from attnserve.service.run import configure_logging, run_server
 
     settings = Settings(**json.loads(payload))  # explicit values: the environment cannot change them
-    configure_logging(settings.log_level, prefix=f"worker {os.getpid()} ")
+    configure_logging(settings.log_level, settings.log_format, worker=str(os.getpid()))
     return run_server(settings, serve_metrics=False, bind_after_load=True)
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench inprocess --repository models --model car-order
     .venv/bin/python -m bench inprocess --levels 8 --calls 2000        # seconds
+    .venv/bin/python -m bench inprocess --layers v2 --levels 1 --tracing off,1,0.01
 
 The peer comparison (`python -m bench peers`) measures whole servers, where gRPC's per-call cost and
 attnserve's own are one figure. This serves the same bundle in this process through a
@@ -20,6 +21,13 @@ share at the mean batch the engine formed (bench/serving/model_cost.py, which fe
 output as the V2 layer does, so for the engine it is an upper bound), and that mean batch. Set
 beside the floor's CPU per call in a peers run, it bounds what a Python front end
 on grpc.aio can reach: gRPC's cost plus this one.
+
+`--tracing off,1,0.01` measures each point once per value, on a server of its own: tracing
+off, and tracing on at that sampling ratio, exporting over OTLP/gRPC to a receiver in another
+process (bench/serving/otlp_sink.py), so the CPU of building, batching and sending spans is
+in the figures and the receiver's is not (the spans still buffered are flushed before a
+point's CPU is read). Tracing starts at the call layer: use it with `--layers v2`; the
+engine layer makes no call spans.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from attnserve.service.server import Server
 from attnserve.service.settings import Settings
 from bench.harness import ROOT
 from bench.serving.model_cost import model_cpu_per_text
+from bench.serving.otlp_sink import OtlpSink
 from bench.serving.profiling import thread_cpu
 from bench.serving.texts import exact_length_texts
 
@@ -65,6 +74,7 @@ class Point:
     others_ms: float  # every other thread (the batcher's run the model)
     model_ms: float  # the model's share of it, at the mean batch
     mean_batch: float
+    tracing: str = "off"  # off, or the sampling ratio spans were exported at
 
     @property
     def total_ms(self) -> float:
@@ -82,6 +92,9 @@ class _Context:
 
     def set_details(self, details: str) -> None:
         raise RuntimeError(details)
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()  # no caller's trace context: the sampling ratio decides
 
 
 class _Details:
@@ -108,11 +121,37 @@ def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
     return rows, batches
 
 
+def tracing_values(text: str) -> list[float | None]:
+    """`off,1,0.01` -> [None, 1.0, 0.01]."""
+    values: list[float | None] = []
+    for item in text.split(","):
+        if item == "off":
+            values.append(None)
+            continue
+        ratio = float(item)  # ValueError: reported by argparse
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"{item}: a sampling ratio is in [0, 1]")
+        values.append(ratio)
+    return values
+
+
 async def measure(
-    repository: Path, name: str, levels: list[int], calls: int, layers: list[str]
+    repository: Path,
+    name: str,
+    levels: list[int],
+    calls: int,
+    layers: list[str],
+    *,
+    tracing: float | None = None,
+    otlp_endpoint: str | None = None,
 ) -> list[Point]:
+    """The points of one server: tracing off (`tracing` None) or on at that sampling ratio,
+    exporting to `otlp_endpoint`."""
     # a dict: mypy, without pydantic's plugin, reads every field as a required argument
     values: dict[str, Any] = {"repository": repository, "metrics": False}
+    if tracing is not None:
+        values |= {"tracing": True, "trace_sample_ratio": tracing, "otlp_endpoint": otlp_endpoint,
+                   "otlp_protocol": "grpc"}  # fmt: skip
     server = Server(Settings(**values), serve_metrics=False)
     await server.load()
     try:
@@ -140,7 +179,8 @@ async def measure(
         for layer in layers:
             for concurrency in levels:
                 await _run(calls_of[layer], concurrency, min(calls, 200))  # warm
-                points.append(await _point(server, model, layer, calls_of[layer], concurrency, calls, texts))
+                point = await _point(server, model, layer, calls_of[layer], concurrency, calls, texts)
+                points.append(point)
                 print(_line(points[-1]), flush=True)
         return points
     finally:
@@ -164,6 +204,8 @@ async def _point(
     rows0, batches0 = _batches(server, model)
     before, started = thread_cpu(os.getpid()), time.perf_counter()
     await _run(call, concurrency, calls)
+    if server.tracing is not None:  # the spans of these calls exported within the point
+        server.tracing.force_flush()
     after, elapsed = thread_cpu(os.getpid()), time.perf_counter() - started
     rows1, batches1 = _batches(server, model)
     loop = after.get(loop_thread, 0.0) - before.get(loop_thread, 0.0)
@@ -179,12 +221,14 @@ async def _point(
         1e3 * others / calls,
         1e3 * model_s,
         mean,
+        "off" if server.tracing is None else f"{server.tracing.config.sample_ratio:g}",
     )
 
 
 def _line(p: Point) -> str:
     return (
-        f"  {p.layer:6s} c={p.concurrency:<3d} {p.calls_per_s:7.0f} calls/s  cpu {p.total_ms:.3f} ms/call "
+        f"  {p.layer:6s} c={p.concurrency:<3d} tracing {p.tracing:<5s} {p.calls_per_s:7.0f} calls/s  "
+        f"cpu {p.total_ms:.3f} ms/call "
         f"(event loop {p.loop_ms:.3f}, other threads {p.others_ms:.3f}; model {p.model_ms:.3f} "
         f"at a mean batch of {p.mean_batch:.1f})"
     )
@@ -197,15 +241,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,8,32", help="comma-separated concurrencies")
     parser.add_argument("--calls", type=int, default=5000, help="calls a point")
     parser.add_argument("--layers", default="engine,v2", help="subset of: engine, v2")
+    parser.add_argument(
+        "--tracing",
+        default="off",
+        type=tracing_values,
+        help="comma-separated: off, or a sampling ratio (1, 0.01) to trace at, exporting over OTLP/gRPC "
+        "to a receiver in another process; each value is a server of its own (default: off)",
+    )
     args = parser.parse_args(argv)
     levels = [int(level) for level in args.levels.split(",")]
     layers = [layer for layer in args.layers.split(",") if layer]
     unknown = set(layers) - {"engine", "v2"}
     if unknown:
         parser.error(f"--layers: unknown {', '.join(sorted(unknown))} (engine, v2)")
+    sink = OtlpSink.start() if any(value is not None for value in args.tracing) else None
     try:
-        asyncio.run(measure(args.repository, args.model, levels, args.calls, layers))
+        for value in args.tracing:
+            endpoint = None if sink is None else sink.endpoint
+            asyncio.run(measure(args.repository, args.model, levels, args.calls, layers, tracing=value,
+                                otlp_endpoint=endpoint))  # fmt: skip
     except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
         print(f"bench inprocess: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if sink is not None:
+            print(f"  spans received by the OTLP receiver: {sink.stop()}", flush=True)
     return 0

@@ -131,14 +131,17 @@ class NativeApi:
         model = self.core.resolve(request.model, request.version)
         call.model = model.metrics
         call.texts = len(request.texts)
+        call.name_request(request.request_id)
         inputs = Inputs(
             texts=request.texts,
             mode=attention_mode(request.attention),
             top_k=request.top_k,
             deadline=call.deadline,
             admission=call.admission,
+            trace=call.span_context,
         )
         out = await self.core.classify(model, inputs)
+        call.outputs = out
         reply: bytes = _response(model, out, request, started).SerializeToString()
         return reply
 

@@ -15,11 +15,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import Token
 from typing import TypeVar
 
+from opentelemetry.context import Context
+from opentelemetry.trace.span import SpanContext
+
+from attnserve.service.calls.telemetry import access_line, finish_span
 from attnserve.service.engine.admission import Admission
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
+from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -28,6 +34,8 @@ from attnserve.service.errors import (
     Status,
     detached,
 )
+from attnserve.service.observe.logs import AccessLog, CallIds, bind_call, unbind_call
+from attnserve.service.observe.tracing import CallTrace
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +48,42 @@ DEADLINE_SLACK_S = 0.05
 class Call:
     """What the call layer and the adapters know about one call (filled as they learn it)."""
 
-    __slots__ = ("admission", "counted", "deadline", "model", "started", "texts")
+    __slots__ = (
+        "admission",
+        "counted",
+        "deadline",
+        "log_token",
+        "method",
+        "model",
+        "outputs",
+        "started",
+        "texts",
+        "trace",
+    )  # fmt: skip
 
-    def __init__(self, admission: Admission, deadline: float | None, counted: bool) -> None:
+    def __init__(self, admission: Admission, deadline: float | None, counted: bool, method: str = "") -> None:
         self.admission = admission
         self.deadline = deadline  # time.monotonic() value; None: the client set none
         self.counted = counted  # an inference call: in the request metrics
         self.started = time.perf_counter()
         self.model: ModelMetrics | None = None  # the model version it resolved
         self.texts = 0
+        self.method = method  # <service>/<method> or <HTTP method> <route>, when traced or logged
+        self.outputs: Outputs | None = None  # what the engine returned: its stage times
+        self.trace: CallTrace | None = None  # its span, when traced (service/observe/tracing.py)
+        self.log_token: Token[CallIds | None] | None = None  # its ids bound for log records
+
+    @property
+    def span_context(self) -> SpanContext | None:
+        """What the engine carries with the call's texts (None when the call is not traced)."""
+        return None if self.trace is None else self.trace.span_context
+
+    def name_request(self, request_id: str) -> None:
+        """The client's request id, in every log record of the rest of the call."""
+        if request_id:
+            token = bind_call(request_id, None if self.trace is None else self.trace.ids)
+            if self.log_token is None:
+                self.log_token = token
 
 
 def error_of(exc: Exception) -> ServiceError:
@@ -89,17 +124,36 @@ class CallLayer:
     def __init__(self, core: Core, api: str) -> None:
         self.core = core
         self.api = api
+        self.tracing = core.metrics.tracing  # None while tracing is off: a call pays one test
+        sample = core.settings.access_log_sample
+        self._access = AccessLog(sample) if sample > 0.0 else None
+        # Whether adapters name their calls (span name, access line's method).
+        self.observed = self.tracing is not None or self._access is not None
         self._metrics = core.metrics.api(api)
 
     def received(self) -> None:
         """Count an inference call handed over by the transport (before it is served)."""
         self._metrics.received.inc()
 
-    def start(self, *, deadline: float | None = None, counted: bool, within: Admission | None = None) -> Call:
-        """A new call (`within`: the admission of the stream that carries it)."""
+    def start(
+        self,
+        *,
+        deadline: float | None = None,
+        counted: bool,
+        within: Admission | None = None,
+        name: str = "",
+        parent: Context | None = None,
+    ) -> Call:
+        """A new call (`within`: the admission of the stream that carries it). `name`: its span
+        name and access-line method, given when `observed`; `parent`: the caller's trace context."""
         if counted:
             self._metrics.inflight.inc()
-        return Call(self.core.admission(within), deadline, counted)
+        call = Call(self.core.admission(within), deadline, counted, name)
+        if counted and self.tracing is not None and name:
+            call.trace = self.tracing.start_call(name, api=self.api, parent=parent, started=call.started)
+            if call.trace is not None:
+                call.log_token = bind_call("", call.trace.ids)
+        return call
 
     async def serve(self, call: Call, work: Callable[[Call], Awaitable[R]]) -> R | ServiceError:
         """Run `work`: its result, or the error to answer. The call ends here."""
@@ -117,12 +171,20 @@ class CallLayer:
             self.end(call, status)
 
     def end(self, call: Call, status: Status) -> None:
-        """Release the call's admission and count it (inference calls) with `status`."""
+        """Release the call's admission and count it (inference calls) with `status`; then its
+        access line and span, if it has them, and unbind its log ids."""
         call.admission.release()
-        if not call.counted:
-            return
-        self._metrics.inflight.dec()
-        model = call.model
-        self._metrics.finished(model.name if model else UNKNOWN_MODEL, status.name, call.texts)
-        if model is not None:
-            model.request_duration[self.api].observe(time.perf_counter() - call.started)
+        if call.counted:
+            self._metrics.inflight.dec()
+            model = call.model
+            self._metrics.finished(model.name if model else UNKNOWN_MODEL, status.name, call.texts)
+            ended = time.perf_counter()
+            if model is not None:
+                model.request_duration[self.api].observe(ended - call.started)
+            if self._access is not None and self._access.enabled:
+                access_line(self._access, self.api, call, status, ended)
+            if call.trace is not None:
+                finish_span(call.trace, call, status, ended)
+        if call.log_token is not None:
+            unbind_call(call.log_token)
+            call.log_token = None

@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from attnserve.service.bundle import DataProfile
+from attnserve.service.observe.drift import DriftMetrics, ModelDrift
+from attnserve.service.observe.tracing import Tracing
+
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
 LATENCY_BUCKETS = (
@@ -152,6 +156,8 @@ class Metrics:
             ("code",),
             registry=registry,
         )
+        self.drift = DriftMetrics(registry)
+        self.tracing: Tracing | None = None  # set by the server when --tracing is on
         self._api = {api: ApiMetrics(self, api) for api in APIS}
         self._bound: dict[tuple[str, ...], int] = {}
         self.cpu_fallback.inc(0)
@@ -159,7 +165,16 @@ class Metrics:
     def api(self, name: str) -> ApiMetrics:
         return self._api[name]
 
-    def bind_model(self, name: str, version: int, family: str, provider: str) -> ModelMetrics:
+    def bind_model(
+        self,
+        name: str,
+        version: int,
+        family: str,
+        provider: str,
+        labels: tuple[str, ...] = (),
+        unk_id: int | None = None,
+        reference: DataProfile | None = None,
+    ) -> ModelMetrics:
         """Pre-bound children for one loaded model version."""
         v = str(version)
         # Two objects can hold the same (name, version) while one replaces the other in place:
@@ -184,6 +199,7 @@ class Metrics:
             padding_ratio=self.padding_ratio.labels(name, v),
             queue_depth=self.queue_depth.labels(name),
             deadline_dropped=self.deadline_dropped.labels(name),
+            drift=self.drift.bind(name, version, labels, unk_id=unk_id, reference=reference),
         )
 
     def load_failed(self, name: str) -> None:
@@ -245,10 +261,12 @@ class ModelMetrics:
     padding_ratio: Histogram
     queue_depth: Gauge
     deadline_dropped: Counter
+    drift: ModelDrift
 
     def unbind(self) -> None:
         """Drop this version's series (after the version is unloaded)."""
         m = self.metrics
+        self.drift.unbind()
         if m.release(self.name, self.version, self.family, self.provider):
             m.model_info.remove(self.name, self.version, self.family, self.provider)
         if not m.release(self.name, self.version):

@@ -26,6 +26,7 @@ from attnserve.service.calls.call import Call, CallLayer
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError
 from attnserve.service.grpc.status import grpc_code
+from attnserve.service.observe.propagation import extract_metadata
 
 M = TypeVar("M", bound=Message)
 REFUSAL_READ_SECONDS = 0.5
@@ -95,12 +96,17 @@ class Calls:
         self.layer = CallLayer(core, api)
         self._received = core.metrics.api(api).received
         self._counted: set[int] = set()  # id() of the handlers of inference methods
+        self._names: dict[int, list[str]] = {}  # id() of a handler -> its span name, set by service()
 
     def service(
         self, name: str, methods: dict[str, grpc.RpcMethodHandler[bytes, bytes]]
     ) -> grpc.GenericRpcHandler[bytes, bytes]:
         """The API's generic handler; counts inference calls as grpc looks them up."""
         table = {f"/{name}/{method}": handler for method, handler in methods.items()}
+        for method, handler in methods.items():  # span names: <service>/<method>
+            cell = self._names.get(id(handler))
+            if cell is not None:
+                cell[0] = f"{name}/{method}"
         return _Counting(table, self._counted, self._received)
 
     def unary(
@@ -115,6 +121,7 @@ class Calls:
         else:
             limit, setting = settings.max_metadata_message_bytes, "max_metadata_message_bytes"
         layer = self.layer
+        span_name = [""]
 
         async def work(raw: bytes, context: Context, call: Call) -> bytes:
             admission = call.admission
@@ -129,7 +136,11 @@ class Calls:
             return await handler(parse(message_type, raw), context, call)
 
         async def serve(raw: bytes, context: Context) -> bytes:
-            call = layer.start(deadline=deadline_of(context), counted=counted)
+            # The caller's trace context is read only while tracing is on.
+            parent = extract_metadata(context.invocation_metadata()) if layer.tracing is not None else None
+            call = layer.start(
+                deadline=deadline_of(context), counted=counted, name=span_name[0], parent=parent
+            )
             size = len(raw)
             result = await layer.serve(call, partial(work, raw, context))
             del raw
@@ -137,6 +148,7 @@ class Calls:
             return result if isinstance(result, bytes) else refuse(context, result)
 
         method = grpc.unary_unary_rpc_method_handler(serve)
+        self._names[id(method)] = span_name
         if counted:
             self._counted.add(id(method))
         return method
@@ -150,7 +162,9 @@ class Calls:
         """A bidirectional stream (see `streams.stream_handler`)."""
         from attnserve.service.grpc.streams import stream_handler
 
-        method = stream_handler(self, message_type, handler, error_reply)
+        span_name = [""]
+        method = stream_handler(self, message_type, handler, error_reply, span_name)
+        self._names[id(method)] = span_name
         self._counted.add(id(method))
         return method
 

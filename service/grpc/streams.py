@@ -37,6 +37,7 @@ from attnserve.service.grpc.calls import (
     refuse,
     refuse_stream,
 )
+from attnserve.service.observe.propagation import TraceParent, extract_metadata
 
 if TYPE_CHECKING:
     from attnserve.service.grpc.calls import Calls
@@ -53,6 +54,7 @@ def stream_handler(
     message_type: type[M],
     handler: Handler[M],
     error_reply: Callable[[bytes, ServiceError], bytes],
+    span_name: list[str] | None = None,
 ) -> grpc.RpcMethodHandler[bytes, bytes]:
     core, layer = calls.core, calls.layer
     gate = core.gate
@@ -62,9 +64,13 @@ def stream_handler(
         call.admission.hold(len(raw))
         return await handler(parse(message_type, raw), context, call)
 
-    async def one(raw: bytes, context: Context, stream: Admission) -> bytes:
-        """One request of the stream: a call of its own, admitted with the stream."""
-        call = layer.start(deadline=deadline_of(context), counted=True, within=stream)
+    async def one(raw: bytes, context: Context, stream: Admission, parent: TraceParent | None) -> bytes:
+        """One request of the stream: a call of its own, admitted with the stream; traced, a
+        span of its own, a child of the trace context the stream was opened with."""
+        name = span_name[0] if span_name else ""
+        call = layer.start(
+            deadline=deadline_of(context), counted=True, within=stream, name=name, parent=parent
+        )
         result = await layer.serve(call, partial(work, raw, context))
         release_after(len(raw))
         return result if isinstance(result, bytes) else error_reply(raw, result)
@@ -77,12 +83,13 @@ def stream_handler(
         stream: Admission,
     ) -> None:
         loop = asyncio.get_running_loop()
+        parent = extract_metadata(context.invocation_metadata()) if layer.tracing is not None else None
         try:
             async for raw in requests:
                 if gate.draining:  # read after the drain began: refused, not served
                     pending.put_nowait(error_reply(raw, Unavailable(SHUTTING_DOWN_MESSAGE)))
                     continue
-                pending.put_nowait(loop.create_task(one(raw, context, stream)))
+                pending.put_nowait(loop.create_task(one(raw, context, stream, parent)))
                 await slots.acquire()  # at most `window` requests in progress
         except Exception:  # the client's side of the stream broke; the call is over
             log.debug("stream read failed", exc_info=True)

@@ -19,6 +19,7 @@ TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 _KEYS = (TRACEPARENT, TRACESTATE)
 _W3C = TraceContextTextMapPropagator()
+TraceParent = Context  # what the call layer is handed: the caller's span as the new span's parent
 
 
 def _text(value: str | bytes) -> str:

@@ -1,7 +1,7 @@
 """Settings of traces, logs and the access line. `Settings` inherits them like the rest.
 
 Tracing is off by default: with it off no exporter, provider or thread exists and a call
-pays one `is None` test. Where a value is left unset, the standard OpenTelemetry variables
+pays a few `is None` tests. Where a value is left unset, the standard OpenTelemetry variables
 decide (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
 `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`, `OTEL_TRACES_SAMPLER_ARG`, `OTEL_SERVICE_NAME`), so
 a deployment that already sets them for its other services needs only `--tracing`.

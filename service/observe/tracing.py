@@ -49,15 +49,35 @@ Clock = Callable[[], float]
 # follows steps of the wall clock.
 _OFFSETS: dict[Clock, tuple[int, float]] = {}
 _REFRESH_S = 1.0
+_BRACKET_S = 20e-6  # an offset read across a longer pause (a preempted thread) is read again
+
+
+# Where perf_counter is the monotonic clock (Linux, macOS), one offset serves both, so spans
+# from the batcher's monotonic readings and the call's perf_counter ones line up exactly.
+_SAME_CLOCK = (
+    time.get_clock_info("monotonic").implementation == time.get_clock_info("perf_counter").implementation
+)
+_ALIASES: dict[Clock, Clock] = {time.monotonic: time.perf_counter} if _SAME_CLOCK else {}
+
+
+def _offset(clock: Clock) -> int:
+    for _ in range(3):
+        before = clock()
+        wall = time.time_ns()
+        after = clock()
+        if after - before <= _BRACKET_S:
+            break
+    return wall - int((before + after) * 5e8)
 
 
 def epoch_ns(seconds: float, clock: Clock = time.perf_counter) -> int:
     """A reading of `clock` (perf_counter, or monotonic as the batcher keeps) as the wall-clock
     nanoseconds spans carry."""
+    clock = _ALIASES.get(clock, clock)
     now = clock()
     entry = _OFFSETS.get(clock)
     if entry is None or now - entry[1] > _REFRESH_S:
-        entry = _OFFSETS[clock] = (time.time_ns() - int(now * 1e9), now)
+        entry = _OFFSETS[clock] = (_offset(clock), now)
     return entry[0] + int(seconds * 1e9)
 
 
@@ -146,6 +166,7 @@ class Tracing:
         )
         self.provider.add_span_processor(processor or BatchSpanProcessor(otlp_exporter(config)))
         self.tracer: Tracer = self.provider.get_tracer("attnserve.service")
+        self._stopped = False
 
     @classmethod
     def from_settings(
@@ -178,8 +199,10 @@ class Tracing:
         return self.provider.force_flush(int(timeout_s * 1000))
 
     def shutdown(self) -> None:
-        """Export what is buffered and stop the exporter thread (server shutdown)."""
-        self.provider.shutdown()
+        """Export what is buffered and stop the exporter thread (server shutdown; once)."""
+        if not self._stopped:
+            self._stopped = True
+            self.provider.shutdown()
 
 
 class CallTrace:
@@ -211,14 +234,16 @@ class CallTrace:
         attributes: Attributes | None = None,
         links: Sequence[SpanContext] = (),
         clock: Clock = time.perf_counter,
+        start_clock: Clock | None = None,
     ) -> None:
-        """A finished child span from `clock` times: parse, tokenize, queue, reply, ..."""
+        """A finished child span from `clock` times (`start_clock`: the clock of `started`, when
+        another): parse, tokenize, queue, reply, ..."""
         span = self._tracer.start_span(
             f"attnserve.{name}",
             context=self._context,
             attributes=attributes,
             links=[Link(c) for c in links],
-            start_time=epoch_ns(started, clock),
+            start_time=epoch_ns(started, start_clock or clock),
         )
         span.end(end_time=epoch_ns(ended, clock))
 

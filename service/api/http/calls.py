@@ -25,6 +25,7 @@ from attnserve.service.calls.call import Call, CallLayer, deadline_after, within
 from attnserve.service.edges import inflate, quote
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
+from attnserve.service.observe.propagation import extract_headers
 
 API = "http"
 WHERE = "header 'Authorization"
@@ -96,7 +97,13 @@ class HttpCalls:
         layer = self.layer
         if counted:
             layer.received()
-        call = layer.start(counted=counted)
+        if layer.observed:  # the span name and access line: the matched route's template
+            parent = extract_headers(request.headers.raw) if layer.tracing is not None else None
+            route = request.scope.get("route")
+            name = f"{request.method} {route.path}" if route is not None else request.method
+            call = layer.start(counted=counted, name=name, parent=parent)
+        else:
+            call = layer.start(counted=counted)
 
         async def work(call: Call) -> Response:
             self.authenticate(request)

@@ -185,12 +185,15 @@ class ClassifyApi:
         model = self.core.resolve(str(request.path_params["name"]), body.version)
         call.model = model.metrics
         call.texts = len(body.texts)
+        call.name_request(body.request_id)
         inputs = Inputs(
             texts=body.texts,
             mode=MODES[body.attention],
             top_k=body.top_k,
             deadline=call.deadline,
             admission=call.admission,
+            trace=call.span_context,
         )
         result = await self.core.classify(model, inputs)
+        call.outputs = result
         return _json(classified(model, body, result, started))

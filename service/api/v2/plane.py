@@ -14,6 +14,7 @@ import asyncio
 import time
 import weakref
 from importlib.metadata import version as package_version
+from typing import TYPE_CHECKING
 
 from attnserve.service.api.v2 import schema
 from attnserve.service.api.v2.convert import Contract, decode_ids, inputs_by_name, output, requested_outputs
@@ -45,6 +46,11 @@ from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace.span import SpanContext
+
+    from attnserve.service.engine.admission import Admission
 
 SERVER_NAME = "attnserve"
 # Only what is implemented in full: RepositoryIndex alone is not the model_repository extension.
@@ -160,7 +166,11 @@ class DataPlane:
         # The attention output is the bulk of a reply: the batch extracts it only when asked.
         mode = AttentionMode.POOLED if ATTENTION in wanted else AttentionMode.NONE
         inputs = inputs_by_name(request.inputs)
-        admission = None if call is None else call.admission
+        admission: Admission | None = None
+        trace: SpanContext | None = None
+        if call is not None:
+            admission, trace = call.admission, call.span_context
+            call.name_request(request.id)
         deadline = request.deadline
         decode_seconds = 0.0
         if TEXT in inputs:
@@ -171,18 +181,20 @@ class DataPlane:
             texts = decode_bytes(tensor)
             if call is not None:
                 call.texts = len(texts)
-            given = Inputs(texts=texts, mode=mode, deadline=deadline, admission=admission)
+            given = Inputs(texts=texts, mode=mode, deadline=deadline, admission=admission, trace=trace)
             request_input = TEXT
         else:
             decoding = time.perf_counter()
             encoded = decode_ids(inputs)
             if call is not None:
                 call.texts = len(encoded)
-            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, admission=admission)
+            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, admission=admission, trace=trace)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
         try:
             out = await self.core.classify(model, given)
+            if call is not None:
+                call.outputs = out
         except InvalidArgument as exc:
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()

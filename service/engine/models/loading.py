@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
@@ -49,6 +50,7 @@ class LoadedModel:
         self.attention_kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
         self.runner = Runner(self.runtime.session, self.attention_kind, manifest.pad_id, self.metrics)
+        self.runner.tracing = self.metrics.metrics.tracing
         self.batcher = Batcher(f"{self.name}/{self.version}", self.runner, self.limits, self.metrics)
 
     @property
@@ -60,10 +62,15 @@ class LoadedModel:
         return self.runtime.provider
 
     async def predict(
-        self, encoded: EncodedTexts, mode: AttentionMode, k: int, deadline: float | None
+        self,
+        encoded: EncodedTexts,
+        mode: AttentionMode,
+        k: int,
+        deadline: float | None,
+        trace: SpanContext | None = None,
     ) -> tuple[Job, Gathered]:
         """Run encoded texts through the batcher (use `Core.classify`, which validates them first)."""
-        request = CallRows(encoded.ids, mode, k)
+        request = CallRows(encoded.ids, mode, k, trace)
         job = await self.batcher.submit(request, encoded.lengths, deadline)
         return job, gather(job, request)
 
@@ -159,7 +166,15 @@ def load_model(
         max_queue=settings.max_queue,
         max_concurrent=settings.max_concurrent_batches,
     )
-    bound = metrics.bind_model(name, version, manifest.family, runtime.provider)
+    bound = metrics.bind_model(
+        name,
+        version,
+        manifest.family,
+        runtime.provider,
+        tuple(manifest.labels),
+        encoder.unk_id,
+        manifest.data_profile,
+    )
     model = LoadedModel(bundle=bundle, encoder=encoder, runtime=runtime, metrics=bound, limits=limits)
     try:
         _warm_up(model, min(settings.max_batch_size, 8))

@@ -165,7 +165,8 @@ class Batcher:
             log.exception("model %s: batch of %d rows failed", self.name, len(batch.rows))
             _fail(list({id(row.job): row.job for row in batch.rows}.values()), _internal)
             return
-        elapsed = time.monotonic() - started
+        ended = time.monotonic()
+        elapsed = ended - started
         finished: list[Job] = []
         waits = []
         with self._lock:  # with several batcher threads, one call's rows may finish in two at once
@@ -176,6 +177,8 @@ class Batcher:
                     job.queue_seconds = started - job.enqueued
                 if job.run_seconds < elapsed:
                     job.run_seconds = elapsed
+                if job.ran_until < ended:
+                    job.ran_until = ended
                 job.unfinished -= 1
                 if job.unfinished == 0:
                     finished.append(job)

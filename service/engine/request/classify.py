@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.engine.admission import Admission
 from attnserve.service.engine.models.loading import LoadedModel
@@ -33,6 +34,7 @@ class Inputs:
     top_k: int = 0
     deadline: float | None = None  # time.monotonic() value
     admission: Admission | None = None  # the call layer's; None: the engine admits the call itself
+    trace: SpanContext | None = None  # the call's span (service/observe/tracing.py), when traced
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,11 @@ class EngineTimings:
     tokenize: float  # tokenizing texts, or validating the caller's ids
     queue: float  # the longest wait of its texts for a batch
     inference: float  # the longest batch that carried its texts (post-processing included)
+    # When, for the call's stage spans: the engine took it (perf_counter), its rows were
+    # queued and its last batch ended (the batcher's time.monotonic()).
+    started: float = 0.0
+    enqueued: float = 0.0
+    ran_until: float = 0.0
 
 
 @dataclass(slots=True)
@@ -63,6 +70,7 @@ class Outputs:
     attention: list[np.ndarray] | None  # per text, in the requested mode, padding stripped
     top_tokens: list[TopTokens] | None  # per text: (token indices, weights), largest first
     timings: EngineTimings
+    batch_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran its texts
 
     def __len__(self) -> int:
         return len(self.label_ids)
@@ -78,6 +86,7 @@ async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
         encoded = model.encoder.encode(inputs.texts)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
+        model.metrics.drift.observe_truncated(encoded.truncated)
     elif inputs.encoded is not None:
         encoded = inputs.encoded
         _check_count(len(encoded), max_texts)
@@ -87,7 +96,7 @@ async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
     else:
         raise InvalidArgument("texts: at least one text is required")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
-    job, gathered = await model.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline)
+    job, gathered = await model.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline, inputs.trace)
     return Outputs(
         encoded,
         gathered.logits,
@@ -95,7 +104,10 @@ async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
         gathered.label_ids,
         gathered.attention,
         gathered.top,
-        EngineTimings(tokenize_seconds, job.queue_seconds, job.run_seconds),
+        EngineTimings(
+            tokenize_seconds, job.queue_seconds, job.run_seconds, started, job.enqueued, job.ran_until
+        ),
+        gathered.batch_spans,
     )
 
 

@@ -53,6 +53,7 @@ class Job:
         "parts",
         "payload",
         "queue_seconds",
+        "ran_until",
         "run_seconds",
         "size",
         "undispatched",
@@ -71,6 +72,7 @@ class Job:
         self.dropped = False
         self.queue_seconds = 0.0  # the longest wait of its rows before their batch started
         self.run_seconds = 0.0  # the longest batch that carried its rows
+        self.ran_until = 0.0  # time.monotonic() when the last batch that carried its rows ended
 
 
 class Row:

@@ -9,16 +9,18 @@ picks a call's rows out of the outputs of the batches that carried them.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
+from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.engine.metrics import ModelMetrics
 from attnserve.service.engine.request.attention import AttentionMode, as_layers, extract, importance, top_k
 from attnserve.service.engine.request.queue import Batch, Job, Row
 from attnserve.service.engine.request.tokenization import TokenIds
+from attnserve.service.observe.tracing import Tracing, trace_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,7 @@ class CallRows:
     ids: Sequence[TokenIds]
     mode: AttentionMode
     top_k: int
+    trace: SpanContext | None = None  # the call's span: parent or link of its batches' span
 
     @property
     def wants_attention(self) -> bool:
@@ -44,6 +47,7 @@ class BatchOutput:
     label_ids: np.ndarray  # [B] int64
     attention: list[np.ndarray | None] | None  # per row, in its call's mode, padding stripped
     top: list[TopTokens | None] | None  # per row
+    span: SpanContext | None = None  # the batch's span, when a call in it is traced
 
 
 @dataclass(slots=True)
@@ -55,6 +59,7 @@ class Gathered:
     label_ids: np.ndarray  # [k]
     attention: list[np.ndarray] | None
     top: list[TopTokens] | None
+    batch_spans: tuple[SpanContext, ...] = ()
 
 
 def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -87,6 +92,7 @@ class Runner:
         self.attention_kind = attention_kind
         self.pad_id = pad_id
         self.metrics = metrics
+        self.tracing: Tracing | None = None
         self._names_logits = ["logits"]
         self._names_all = ["logits"] if attention_kind == "none" else ["logits", "attention"]
 
@@ -111,8 +117,34 @@ class Runner:
         m.batch_size.observe(len(rows))
         m.batch_tokens.observe(batch.tokens)
         m.padding_ratio.observe(1.0 - batch.real / batch.tokens)
-        m.inference.observe(time.perf_counter() - started)
+        ended = time.perf_counter()
+        m.inference.observe(ended - started)
+        m.drift.observe_batch(result.probabilities, ids, mask, result.label_ids)
+        if self.tracing is not None:
+            result.span = self._trace(batch, requests, started, ended)
         return result
+
+    def _trace(
+        self, batch: Batch, requests: list[CallRows], started: float, ended: float
+    ) -> SpanContext | None:
+        """The batch's span, when a call in it is traced (tracing on)."""
+        traces = [r.trace for r in requests]
+        if not any(traces):
+            return None
+        m = self.metrics
+        return trace_batch(
+            self.tracing,
+            traces,
+            started,
+            ended,
+            {
+                "attnserve.model": m.name,
+                "attnserve.model.version": int(m.version),
+                "attnserve.batch.size": len(batch.rows),
+                "attnserve.batch.tokens": batch.tokens,
+                "attnserve.batch.padding_ratio": round(1.0 - batch.real / batch.tokens, 4),
+            },
+        )
 
     def _attention(
         self, result: BatchOutput, layers: np.ndarray, rows: list[Row], requests: list[CallRows]
@@ -150,7 +182,8 @@ def gather(job: Job, request: CallRows) -> Gathered:
         pick = slice(position, position + 1)
         attention = [out.attention[position]] if request.mode != AttentionMode.NONE else None
         top = [out.top[position] or _EMPTY_TOP] if request.top_k else None
-        return Gathered(out.logits[pick], out.probabilities[pick], out.label_ids[pick], attention, top)
+        spans = (out.span,) if out.span is not None and request.trace is not None else ()
+        return Gathered(out.logits[pick], out.probabilities[pick], out.label_ids[pick], attention, top, spans)
     first = parts[0][0]
     size, classes = job.size, first.logits.shape[1]
     logits = np.empty((size, classes), np.float32)
@@ -177,4 +210,9 @@ def gather(job: Job, request: CallRows) -> Gathered:
         label_ids,
         attention_rows if request.mode != AttentionMode.NONE else None,
         top_rows if request.top_k else None,
+        _batch_spans(by_output.values()) if request.trace is not None else (),
     )
+
+
+def _batch_spans(outputs: Iterable[tuple[BatchOutput, list[int], list[int]]]) -> tuple[SpanContext, ...]:
+    return tuple(out.span for out, _, _ in outputs if out.span is not None)

@@ -55,6 +55,7 @@ class TextEncoder:
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_len, direction=direction)
         self._tokenizer = tokenizer
+        self.unk_id: int | None = tokenizer.token_to_id("[UNK]")
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.max_len = max_len
         self.reject_long = reject_long

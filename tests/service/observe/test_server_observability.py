@@ -248,3 +248,21 @@ def test_json_log_lines_name_the_call_and_end_with_its_access_line(model_reposit
         "status": "OK",
     }
     assert access["latency_ms"] > 0 and access["queue_ms"] >= 0
+
+
+def test_queue_inference_and_batch_spans_share_the_batchers_times(
+    traced: tuple[RunningServer, OtlpReceiver, int],
+) -> None:
+    server, receiver, _ = traced
+    with Client(server.target) as client, TRACER.start_as_current_span("caller") as caller:
+        client.classify(TEXTS[:1], model=MODEL)
+    trace_id = f"{caller.get_span_context().trace_id:032x}"
+    _, stages = _served(receiver, trace_id, "attnserve.v1.Classifier/Classify")
+    queue, inference = stages["attnserve.queue"], stages["attnserve.inference"]
+    ((_, batch_id),) = inference.links  # one text: one batch
+    (batch,) = [s for s in receiver.spans if s.span_id == batch_id]
+    # Read from the same clock readings, converted to wall time separately (a few µs apart).
+    slack_ns = 100_000
+    assert abs(queue.end_ns - inference.start_ns) <= slack_ns
+    assert inference.start_ns - slack_ns <= batch.start_ns <= batch.end_ns <= inference.end_ns + slack_ns
+    assert queue.start_ns >= stages["attnserve.tokenize"].end_ns - slack_ns
