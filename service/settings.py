@@ -28,8 +28,8 @@ VersionPolicy = Literal["latest", "all"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
-# Measured on a 2-core machine (bench/service_bench.py, docs/service.md): one intra-op
-# thread leaves the other core to the event loop and beat two threads under concurrent load.
+# One intra-op thread leaves the other cores to the event loop (and to other workers);
+# figures: docs/results/serving.md ("Ceiling: onnxruntime in-process").
 DEFAULT_INTRA_OP_THREADS = 1
 
 
@@ -153,8 +153,8 @@ class Settings(ReliabilitySettings, ObserveSettings):
         ge=1,
         description="Most padded tokens (texts x longest text) in one model call; one text always fits.",
     )
-    # Measured: at one caller a 1 ms wait only adds latency; under load, batches form anyway
-    # from the texts that arrive while the previous batch runs (docs/service.md).
+    # No wait by default: under load batches form anyway from the texts that arrive while the
+    # previous batch runs, and at one caller a wait only adds latency (docs/service.md).
     max_delay_ms: float = Field(
         0.0,
         ge=0,

@@ -33,7 +33,7 @@ CLASSIFIER = pb.DESCRIPTOR.services_by_name["Classifier"]
 
 class Client:
     """Blocking client. `timeout` (seconds) is the default deadline of each call; `security`
-    gives TLS files and the bearer token (service/channels.py)."""
+    gives TLS files and the bearer token (service/client/channels.py)."""
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
 """Bounded client-side load for reliability tests: a ledger of every call and its status,
-and the figures each scenario reports (docs/reliability.md is filled from them).
+and the figures each scenario reports (docs/results/reliability.md is filled from them).
 
 Figures are printed (`pytest -s` shows them) and, when ATTNSERVE_FIGURES names a file,
 appended to it as JSON lines; `python -m tests.support.load FILE` prints them as a table.
