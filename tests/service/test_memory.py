@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
+import pytest
 
 from attnserve.service.allocator import INTERVAL_S, LARGE_BYTES, Trimmer
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
@@ -152,6 +153,7 @@ def _http_blast(port: int, path: str, body: bytes, count: int) -> Counter[str]:
     return codes
 
 
+@pytest.mark.slow
 def test_hundreds_of_refused_4mb_calls_leave_memory_bounded(model_repository: Path) -> None:
     """300 refused 4 MB gRPC calls, then 300 refused 4 MB HTTP bodies: each round adds at
     most REFUSAL_BOUND_MB to the server's resident memory."""

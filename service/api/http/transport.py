@@ -87,6 +87,7 @@ class BoundedHttp(HttpToolsProtocol):
         self._limits = limits
         self._idle = idle  # shared by the server's connections; insertion order = idle the longest first
         self._head_bytes: int | None = 0  # bytes of the request head so far; None inside a request
+        self._in_body = False  # between a head and the end of its body (which may outlast the reply)
         self._head_started = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_bytes = 0
@@ -132,12 +133,12 @@ class BoundedHttp(HttpToolsProtocol):
 
     # --- parsing ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        reading_head = self._head_bytes is not None
+        reading_head = self._head_bytes is not None and not self._in_body
         super().data_received(data)
         # A head still incomplete after this chunk: count it (a chunk is at most 256 KiB, so
         # the parser never holds more than that over the limit). A head completed inside
         # the chunk is measured exactly in on_headers_complete.
-        if reading_head and self._head_bytes is not None:
+        if reading_head and self._head_bytes is not None and not self._in_body:
             self._head_bytes += len(data)
             if self._head_bytes > self._limits.max_header_bytes:
                 self._close(HEAD_TOO_LARGE)
@@ -153,7 +154,7 @@ class BoundedHttp(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._stop_waiting()
-        self._head_bytes = None
+        self._head_bytes, self._in_body = None, True
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if size <= self._limits.max_header_bytes:
             super().on_headers_complete()
@@ -168,7 +169,7 @@ class BoundedHttp(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._head_bytes = 0  # what follows is the next request's head
+        self._head_bytes, self._in_body = 0, False  # what follows is the next request's head
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

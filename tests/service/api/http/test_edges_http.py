@@ -121,6 +121,15 @@ def test_slow_clients_neither_stay_nor_delay_a_normal_call(port: int) -> None:
             sock.close()
 
 
+def test_a_body_refused_on_its_length_is_not_read_and_the_connection_closes(port: int) -> None:
+    head = b"POST /v1/models/car:classify HTTP/1.1\r\nhost: a\r\ncontent-length: 100000000\r\n\r\n"
+    with _connect(port) as sock:
+        _send_all(sock, head + b"x" * 300_000)  # more body than a head may hold, after the refusal
+        reply = _until_closed(sock, 10 * READ_TIMEOUT_S)
+    assert reply.startswith(b"HTTP/1.1 413 "), reply[:80]
+    assert b"HTTP/1.1 4" not in reply[12:], reply  # one reply, then closed
+
+
 def test_redirects_are_relative_whatever_the_host_header(port: int) -> None:
     reply = call(port, "GET", "/v2/models/car/", headers={"Host": "evil.example:666"})
     assert reply.status in (307, 308), reply.status
