@@ -56,7 +56,7 @@ RULES: list[tuple[str, str, str]] = [
     (r"reviews\.csv", "skip", "trains on the reader's own CSV file"),
     (r"ids\.json", "skip", "needs token ids made with the model's tokenizer in a JSON file"),
     (r"tools/triton-env\.sh", "skip", "installs Debian packages as root (make test-deps does it)"),
-    (r"^make test$", "skip", "the test suite itself"),
+    (r"^make (test|check)$", "skip", "the test suite itself"),
     (r"^make serve$", "skip", "this test serves the clone with make serve's command line"),
     (
         r"^make proto$",

@@ -145,8 +145,9 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
                     await client.classify(["a white car"] * 2, model="car")
                 assert error.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "queue" in error.value.details and "4 texts" in error.value.details
-                for _ in range(20):  # refused at once: well within a 250 ms deadline
-                    await shed.call(lambda: client.classify(["a white car"] * 2, model="car", timeout=0.25))
+                # Refused at once: a call that waited for room would wait for the 3 s batch.
+                for _ in range(20):
+                    await shed.call(lambda: client.classify(["a white car"] * 2, model="car", timeout=1.5))
                 assert shed.ended == {"RESOURCE_EXHAUSTED": 20}, shed.details
                 call = client._classify(build_request(["a black car"], model="car"))
                 while server.value("attnserve_queue_depth", model="car") < 4:

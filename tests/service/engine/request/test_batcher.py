@@ -7,6 +7,7 @@ can be held on a gate, so the tests see exactly what reaches the model and when.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,11 @@ from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhaust
 
 
 class FakeRunner:
-    """Returns, per batch, the list of (payload, row index, length) it ran."""
+    """Returns, per batch, the list of (payload, row index, length) it ran.
+
+    It counts the batches inside it at once (`most_inside`); with `meet` set, each batch
+    waits there until that many are inside together, so a test of concurrency does not
+    depend on how the threads happen to be scheduled."""
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[Any, int, int]]] = []
@@ -30,15 +35,29 @@ class FakeRunner:
         self.gate.set()
         self.entered = threading.Event()
         self.fail_on: Any = None
+        self.meet: threading.Barrier | None = None
+        self.inside = 0
+        self.most_inside = 0
+        self._count = threading.Lock()
 
     def __call__(self, batch: Batch) -> list[tuple[Any, int, int]]:
-        self.entered.set()
-        assert self.gate.wait(10), "the test never opened the gate"
-        ran = [(row.job.payload, row.index, row.length) for row in batch.rows]
-        self.batches.append(ran)
-        if self.fail_on is not None and any(payload == self.fail_on for payload, _, _ in ran):
-            raise RuntimeError("the model failed")
-        return ran
+        with self._count:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+        try:
+            self.entered.set()
+            if self.meet is not None:
+                with contextlib.suppress(threading.BrokenBarrierError):  # alone: most_inside says so
+                    self.meet.wait()
+            assert self.gate.wait(10), "the test never opened the gate"
+            ran = [(row.job.payload, row.index, row.length) for row in batch.rows]
+            self.batches.append(ran)
+            if self.fail_on is not None and any(payload == self.fail_on for payload, _, _ in ran):
+                raise RuntimeError("the model failed")
+            return ran
+        finally:
+            with self._count:
+                self.inside -= 1
 
     def payloads(self) -> list[Any]:
         return [payload for batch in self.batches for payload, _, _ in batch]
@@ -183,10 +202,10 @@ def test_close_finishes_queued_work_then_refuses_new_calls(runner: FakeRunner) -
         queued = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(3)]
         await asyncio.to_thread(runner.entered.wait, 10)
         closing = asyncio.ensure_future(batcher.close())
-        await asyncio.sleep(0.05)
-        assert not closing.done(), "close must wait for the queued calls"
+        await asyncio.sleep(0)  # one step of the loop: close runs up to its wait for the queue
         with pytest.raises(Unavailable):
             await batcher.submit("late", [5], None)
+        assert not closing.done(), "close must wait for the queued calls"
         runner.gate.set()
         await closing
         assert all(call.done() and call.exception() is None for call in queued)
@@ -218,30 +237,38 @@ def test_calls_waiting_together_share_one_batch_and_finish_together(runner: Fake
         rest = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(8)]
         await asyncio.sleep(0.01)
         runner.gate.set()
-        jobs = await asyncio.gather(first, *rest)
-        assert all(job.queue_seconds >= 0 and job.run_seconds >= 0 for job in jobs)
+        first_job, *rest_jobs = await asyncio.gather(first, *rest)
+        # The gate held the first batch for at least the 10 ms slept above; the rest waited for it.
+        assert first_job.run_seconds >= 0.01, first_job.run_seconds
+        assert all(job.queue_seconds >= 0.01 for job in rest_jobs), [job.queue_seconds for job in rest_jobs]
         await batcher.close()
 
     asyncio.run(run())
     assert [len(batch) for batch in runner.batches] == [1, 8], "the 8 calls queued meanwhile form one batch"
 
 
-def test_several_batcher_threads_run_batches_at_once(runner: FakeRunner) -> None:
-    async def run() -> None:
-        batcher = await started(
-            Batcher("m", runner, limits(max_concurrent=2, max_batch_size=1), model_metrics())
-        )
-        runner.gate.clear()
-        calls = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(2)]
-        await asyncio.sleep(0.1)
-        running = [thread for thread in threading.enumerate() if thread.name.startswith("batcher-m-")]
-        assert len(running) == 2
-        runner.gate.set()
-        await asyncio.gather(*calls)
-        await batcher.close()
-        assert not any(thread.is_alive() for thread in running), "close stops the threads"
+@pytest.mark.parametrize("threads", [2, 3])
+def test_several_batcher_threads_run_batches_at_once(runner: FakeRunner, threads: int) -> None:
+    # Each batch waits inside the runner until `threads` batches are in it together; with
+    # fewer threads running batches the barrier times out and `most_inside` stays below.
+    runner.meet = threading.Barrier(threads, timeout=10)
 
-    asyncio.run(run())
+    async def run() -> list[threading.Thread]:
+        batcher = await started(
+            Batcher("m", runner, limits(max_concurrent=threads, max_batch_size=1), model_metrics())
+        )
+        calls = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(2 * threads)]
+        await asyncio.gather(*calls)
+        running = [thread for thread in threading.enumerate() if thread.name.startswith("batcher-m-")]
+        await batcher.close()
+        return running
+
+    running = asyncio.run(run())
+    assert runner.most_inside == threads, "the batcher threads did not run their batches at once"
+    assert sorted(runner.payloads()) == sorted(f"call{i}" for i in range(2 * threads))
+    assert len(running) == threads and not any(thread.is_alive() for thread in running), (
+        "close stops the threads"
+    )
 
 
 def test_each_expired_call_gets_an_error_of_its_own(runner: FakeRunner) -> None:

@@ -76,12 +76,12 @@ def test_a_new_version_is_swapped_in_under_load_with_no_failed_call(repository: 
 
         async def scenario() -> float:
             running = asyncio.ensure_future(traffic.run())
-            await asyncio.sleep(0.5)
+            await _until(lambda: len(traffic.versions) >= 20)  # version 1 answers
             add_version(repository, "car", 2)
             copied = time.monotonic()
             await _until(lambda: any(v == 2 for _, v in traffic.versions))
             swapped = time.monotonic() - copied
-            await asyncio.sleep(0.5)
+            await _until(lambda: sum(v == 2 for _, v in traffic.versions) >= 20)  # and then version 2
             traffic.stop.set()
             await running
             return swapped
@@ -125,7 +125,10 @@ def test_damaged_versions_never_replace_the_good_one(
             await _until(
                 lambda: server.value("attnserve_model_load_failures_total", model="car") == len(DAMAGES)
             )
-            await asyncio.sleep(3 * POLL)  # further polls retry nothing: the folders did not change
+            # A later poll must pass the damaged folders by, as they did not change. A new
+            # version of `pool` (reconciled after `car` in every poll) shows that poll ran.
+            add_version(repository, "pool", 2)
+            await _until(lambda: server.samples("attnserve_model_info", model="pool", version="2") == [1.0])
             refusals = server.value("attnserve_model_load_failures_total", model="car")
             finish_copy(repository, "car", half_copied)  # the copy completes: now it loads
             await _until(lambda: any(v == half_copied for _, v in traffic.versions))

@@ -9,10 +9,14 @@ be answered within it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import multiprocessing
+import queue
 import random
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import grpc
@@ -23,6 +27,7 @@ from attnserve.service.client import AsyncClient, Client
 from tests.support.load import Ledger, keep_calling, record_figures
 from tests.support.process import ServerProcess
 from tests.support.servers import RunningServer, make_settings
+from tests.support.waits import eventually
 
 SENTENCE = "the white car is on the left of the black car near the old house by the river"
 
@@ -99,7 +104,14 @@ def test_texts_whose_deadline_passes_in_the_queue_never_reach_the_model(model_re
                 )
 
         asyncio.run(scenario())
-        time.sleep(0.2)  # the last batch finishes
+        # A call the client saw expire may still be ending in the server: wait until every
+        # call has ended there and no text is queued, then count.
+        assert eventually(
+            lambda: (
+                server.value("attnserve_inflight_requests") == 0
+                and server.value("attnserve_queue_depth", model="car") == 0
+            )
+        ), "calls were still in flight or texts queued 10 s after the last call ended"
         dropped = server.value("attnserve_deadline_dropped_total", model="car")
         ran = server.value("attnserve_batch_size_sum", model="car")
         sent = patient.started + 2 * hurried.started
@@ -109,8 +121,6 @@ def test_texts_whose_deadline_passes_in_the_queue_never_reach_the_model(model_re
         # A text is run or dropped, never both (a few expire before they reach the queue).
         assert ran + dropped <= sent
         assert ran >= patient.started + 2 * hurried.ended["OK"]
-        assert server.value("attnserve_inflight_requests") == 0
-        assert server.value("attnserve_queue_depth", model="car") == 0
     record_figures(
         "deadline 40 ms while batches wait up to 80 ms",
         patient=patient.summary(),
@@ -127,24 +137,43 @@ def process_server(model_repository: Path) -> Iterator[ServerProcess]:
         yield running
 
 
+# Under load a probe carries the deadline a Kubernetes probe has by default (timeoutSeconds: 1).
+# The prober runs in a process of its own, so it does not wait for the load workers'
+# interpreter; the server still shares the machine's cores with the load and with whatever
+# else runs there, so a probe may miss its deadline for want of a core: at most one in ten
+# may. (That health never waits behind queued texts is shown exactly by the next test.)
+PROBE_DEADLINE_S = 1.0
+PROBE_EVERY_S = 0.1
+MISSED_SHARE = 0.1
+PROBES = 50
+
+
+def _probe(target: str, stop: EventType, results: multiprocessing.Queue[tuple[str, float]]) -> None:
+    """Check the health of `car` every PROBE_EVERY_S until `stop`; put (status, seconds) each."""
+    with grpc.insecure_channel(target) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                reply = check(health_pb2.HealthCheckRequest(service="car"), timeout=PROBE_DEADLINE_S)
+                status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except grpc.RpcError as exc:
+                status = exc.code().name
+            results.put((status, time.perf_counter() - started))
+            time.sleep(max(0.0, PROBE_EVERY_S - (time.perf_counter() - started)))
+
+
 def test_health_checks_stay_fast_while_the_batcher_is_saturated(process_server: ServerProcess) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    results: multiprocessing.Queue[tuple[str, float]] = spawn.Queue()
+    done = spawn.Event()
     probes: list[tuple[str, float]] = []
     depths: list[float] = []
-    done = threading.Event()
 
-    def probe() -> None:
-        with grpc.insecure_channel(process_server.target) as channel:
-            check = health_pb2_grpc.HealthStub(channel).Check
-            while not done.is_set():
-                started = time.perf_counter()
-                try:
-                    reply = check(health_pb2.HealthCheckRequest(service="car"), timeout=0.25)
-                    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-                except grpc.RpcError as exc:
-                    status = exc.code().name
-                probes.append((status, time.perf_counter() - started))
-                depths.append(process_server.metric("attnserve_queue_depth", model="car"))
-                time.sleep(max(0.0, 0.1 - (time.perf_counter() - started)))
+    def collect() -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                probes.append(results.get_nowait())
 
     ledger = Ledger()
 
@@ -154,9 +183,12 @@ def test_health_checks_stay_fast_while_the_batcher_is_saturated(process_server: 
 
             async def until_enough_probes() -> None:
                 # Load lasts until the prober has made its probes (a busy machine probes slower),
-                # at least 3 s and at most 20 s.
+                # at least 3 s and at most 30 s; the queue is sampled meanwhile.
                 started = time.monotonic()
-                while (elapsed := time.monotonic() - started) < 20 and (len(probes) < 25 or elapsed < 3):
+                while (elapsed := time.monotonic() - started) < 30 and (len(probes) < PROBES or elapsed < 3):
+                    depth = asyncio.to_thread(process_server.metric, "attnserve_queue_depth", model="car")
+                    depths.append(await depth)
+                    collect()
                     await asyncio.sleep(0.1)
                 stop.set()
 
@@ -165,29 +197,64 @@ def test_health_checks_stay_fast_while_the_batcher_is_saturated(process_server: 
             await keep_calling(ledger, lambda: client.classify(texts, model="car"), workers=32, stop=stop)
             await watcher
 
-    prober = threading.Thread(target=probe)
+    prober = spawn.Process(target=_probe, args=(process_server.target, done, results), daemon=True)
     prober.start()
     try:
         asyncio.run(load())
     finally:
         done.set()
         prober.join(10)
+        collect()
     statuses = [status for status, _ in probes]
-    assert len(probes) >= 20
-    assert statuses == ["SERVING"] * len(probes), "a health probe missed its 250 ms deadline"
+    missed = statuses.count("DEADLINE_EXCEEDED")
+    assert len(probes) >= PROBES * 0.8, f"only {len(probes)} probes"
+    assert set(statuses) <= {"SERVING", "DEADLINE_EXCEEDED"}, statuses
+    assert missed <= MISSED_SHARE * len(probes), f"{missed} of {len(probes)} probes missed their deadline"
     assert max(depths) > 0, "the load did not keep texts waiting: the batcher was not saturated"
     assert ledger.ended == {"OK": ledger.started}, ledger.details
     seconds = sorted(s for _, s in probes)
     record_figures(
-        "health probes every 100 ms under saturation",
+        "health probes every 100 ms (deadline 1 s) under saturation",
         probes=len(probes),
-        missed=len(probes) - statuses.count("SERVING"),
+        missed=missed,
         probe_ms_p50=round(1000 * seconds[len(seconds) // 2], 2),
+        probe_ms_p90=round(1000 * seconds[len(seconds) * 9 // 10], 2),
         probe_ms_max=round(1000 * seconds[-1], 2),
+        load_ms_p50=ledger.ms("OK", 0.5),
         load_calls=ledger.started,
         load_texts=16 * ledger.started,
         max_queue_depth_seen=max(depths),
     )
+
+
+def test_health_is_answered_while_texts_wait_in_the_queue(model_repository: Path) -> None:
+    # Batches wait 5 s to fill: the queued texts stay queued while the probes are made, so a
+    # health check that waited behind them would take seconds, not answer within its deadline.
+    waiting = 64
+    settings = make_settings(model_repository, max_delay_ms=5000, max_batch_size=4096, max_queue=4096)
+    with RunningServer(settings) as server:
+        ledger = Ledger()
+
+        async def scenario() -> tuple[list[str], float]:
+            async with (
+                AsyncClient(server.target, timeout=30) as client,
+                AsyncClient(server.target, timeout=PROBE_DEADLINE_S) as prober,
+            ):
+                calls = [
+                    asyncio.ensure_future(ledger.call(lambda: client.classify([SENTENCE] * 4, model="car")))
+                    for _ in range(waiting // 4)
+                ]
+                while server.value("attnserve_queue_depth", model="car") < waiting:
+                    await asyncio.sleep(0.01)
+                statuses = [await prober.health("car") for _ in range(10)]
+                still_queued = server.value("attnserve_queue_depth", model="car")
+                await asyncio.gather(*calls)
+                return statuses, still_queued
+
+        statuses, still_queued = asyncio.run(scenario())
+    assert statuses == ["SERVING"] * 10, statuses
+    assert still_queued == waiting, "the batch ran before the probes were answered: nothing was shown"
+    assert ledger.ended == {"OK": waiting // 4}, ledger.details
 
 
 def _watch(target: str, options: list[tuple[str, int]], events: list[str], stop: threading.Event) -> None:

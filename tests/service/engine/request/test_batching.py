@@ -10,6 +10,7 @@ import pytest
 
 from attnserve.service.client import AsyncClient, ClientError
 from tests.support.servers import RunningServer, make_settings
+from tests.support.waits import eventually
 
 TEXTS = [
     "the white car is on the left and the black car is on the right.",
@@ -56,6 +57,8 @@ def test_expired_deadline_is_dropped_before_the_model_runs(model_repository: Pat
                 assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
         asyncio.run(scenario())
+        # The client sees its deadline pass before the server has ended the call.
+        assert eventually(lambda: server.value("attnserve_inflight_requests", api="native") == 0)
         assert server.value("attnserve_deadline_dropped_total", model="car") == 2
         assert server.value("attnserve_queue_depth", model="car") == 0
         assert server.value("attnserve_batch_size_count", model="car") == 0, "the model ran for dropped texts"
