@@ -17,15 +17,15 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
 from attnserve.service.edges import quote
-from attnserve.service.errors import InvalidArgument, NotFound, ResourceExhausted, ServiceError
-from attnserve.service.grpc.status import grpc_code
+from attnserve.service.errors import NotFound, ResourceExhausted, ServiceError
+from attnserve.service.grpc.calls import parse, refuse
 
 M = TypeVar("M", bound=Message)
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -47,23 +47,12 @@ class Health(HealthServicer):  # type: ignore[misc]  # grpcio-health-checking ha
 
 
 def _parse(message_type: type[M], raw: bytes) -> M:
+    """`parse`, bounded first: the stock services' bodies are small by nature."""
     if len(raw) > MAX_BODY_BYTES:
         raise ResourceExhausted(
             f"request body: {len(raw)} bytes; the limit for this method is {MAX_BODY_BYTES}"
         )
-    try:
-        return message_type.FromString(raw)
-    except DecodeError:
-        raise InvalidArgument(
-            f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
-            "(corrupt protobuf or invalid UTF-8 in a string field)"
-        ) from None
-
-
-def _refuse(context: Context, error: ServiceError) -> bytes:
-    context.set_code(grpc_code(error.code))
-    context.set_details(error.message)
-    return b""
+    return parse(message_type, raw)
 
 
 def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
@@ -76,7 +65,7 @@ def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
             if status is None:
                 raise NotFound(f"service: {quote(request.service)} is not a service of this server")
         except ServiceError as error:
-            return _refuse(context, error)
+            return refuse(context, error)
         reply: bytes = health_pb2.HealthCheckResponse(status=status).SerializeToString()
         return reply
 
@@ -84,7 +73,7 @@ def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
         try:
             _parse(health_pb2.HealthListRequest, raw)
         except ServiceError as error:
-            return _refuse(context, error)
+            return refuse(context, error)
         reply = health_pb2.HealthListResponse()
         for service, status in health.statuses().items():
             reply.statuses[service].status = status
@@ -95,7 +84,7 @@ def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
         try:
             request = _parse(health_pb2.HealthCheckRequest, raw)
         except ServiceError as error:
-            _refuse(context, error)
+            refuse(context, error)
             return
         await health.Watch(request, context)  # writes HealthCheckResponse messages until cancelled
 
@@ -139,7 +128,7 @@ def reflection_handler(service_names: Sequence[str]) -> grpc.GenericRpcHandler[A
             yield response.SerializeToString()
         if refused:
             await _drain(requests)
-            _refuse(context, refused[0])
+            refuse(context, refused[0])
 
     return grpc.method_handlers_generic_handler(
         reflection.SERVICE_NAME, {"ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(info)}
