@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import version as package_version
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -40,8 +41,10 @@ _HEADERS = [
 ]
 
 
-class _SecurityHeaders:
-    """Pure ASGI (no per-request task, unlike Starlette's BaseHTTPMiddleware)."""
+class _ResponseHeaders:
+    """Security headers on every reply, and a redirect's `Location` without scheme and host:
+    Starlette builds it from the client's own `Host` header, which a client (or a cache in
+    between) may have forged. Pure ASGI (no per-request task, unlike BaseHTTPMiddleware)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -53,10 +56,21 @@ class _SecurityHeaders:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *_HEADERS]
+                headers = message.get("headers", [])
+                if 300 <= message["status"] < 400:
+                    headers = [(k, _relative(v) if k.lower() == b"location" else v) for k, v in headers]
+                message["headers"] = [*headers, *_HEADERS]
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _relative(location: bytes) -> bytes:
+    parts = urlsplit(location.decode("latin-1"))
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if path.startswith("//"):  # "//host/..." is itself an absolute reference
+        path = "/" + path.lstrip("/")
+    return path.encode("latin-1")
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -106,4 +120,4 @@ def build_app(core: Core, tokens: Tokens | None, plane: DataPlane | None = None)
         routes=routes,
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
     )
-    return _SecurityHeaders(app)
+    return _ResponseHeaders(app)

@@ -18,10 +18,9 @@ import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import uvicorn
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from attnserve.service.allocator import release_after
@@ -178,37 +177,6 @@ class BoundedHttp(HttpToolsProtocol):
             self._wait_for_head()
 
 
-class _RelativeRedirects:
-    """A redirect's `Location` without scheme and host: Starlette builds it from the
-    client's own `Host` header, which a client (or a cache in between) may have forged."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def relative(message: Message) -> None:
-            if message["type"] == "http.response.start" and 300 <= message["status"] < 400:
-                message["headers"] = [
-                    (name, _relative(value) if name.lower() == b"location" else value)
-                    for name, value in message.get("headers", [])
-                ]
-            await send(message)
-
-        await self.app(scope, receive, relative)
-
-
-def _relative(location: bytes) -> bytes:
-    parts = urlsplit(location.decode("latin-1"))
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if path.startswith("//"):  # "//host/..." is itself an absolute reference
-        path = "/" + path.lstrip("/")
-    return path.encode("latin-1")
-
-
 def _socket(settings: Settings) -> socket.socket:
     host = settings.host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -237,7 +205,7 @@ def _config(app: ASGIApp, settings: Settings, limits: HttpLimits) -> uvicorn.Con
             tls |= {"ssl_ca_certs": str(settings.tls_client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
     protocol = functools.partial(BoundedHttp, limits=limits, idle={})
     return uvicorn.Config(
-        _RelativeRedirects(app),
+        app,
         http=cast("type[asyncio.Protocol]", protocol),  # uvicorn calls it with config, server_state, ...
         lifespan="off",
         log_config=None,
