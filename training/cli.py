@@ -1,10 +1,11 @@
 """`attnserve-train`: train one model (or every family side by side) and print its report.
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
-CLI can never drift from the code. A built-in task brings its own recipe (its size, trainer
-settings and, for the transformer, model settings; `--task car-order` trains 2 layers of 2
-heads with sinusoidal positions and attention pooling): flags given override it, and with
---data none applies.
+CLI can never drift from the code. Your own data (--data) trains gru_attention and stops on
+the validation loss (training/data_recipe.py, measured on SST-2). A built-in task brings its
+own recipe (its size, trainer settings and, for the transformer, model settings;
+`--task car-order` trains 2 layers of 2 heads with sinusoidal positions and attention
+pooling): flags given override it, and with --data none applies.
 `attnserve-train compare --help` for the side-by-side runs.
 """
 
@@ -29,6 +30,8 @@ from attnserve.training.cli_flags import (
     family_help,
     picked,
 )
+from attnserve.training.data_recipe import DATA_FAMILY, DATA_TRAINING
+from attnserve.training.embeddings_init import EmbeddingInit
 from attnserve.training.models import FAMILIES
 from attnserve.training.resume import ResumeError
 from attnserve.training.run import train_run
@@ -42,6 +45,8 @@ TRAIN_NOTES = {
     "batch_size": "car-order: 128",
     "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 28",
     "min_steps": "optimisation steps an automatic epoch budget reaches at least",
+    "target_steps": "epochs 0: plan the epochs of about this many steps instead of 25 (0 = off); "
+    "--data: 3000",
     "patience": "epochs without validation improvement before stopping",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
@@ -68,20 +73,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--model",
-        default=DEFAULT_FAMILY,
+        default=None,
         choices=sorted(FAMILIES),
-        help=f"model family (default: {DEFAULT_FAMILY})",
+        help=f"model family (default: {DATA_FAMILY} with --data, {DEFAULT_FAMILY} for built-in tasks)",
     )
     p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     add_data_flags(p)
+    e = p.add_argument_group("embeddings")
+    e.add_argument(
+        "--init-embeddings",
+        default=None,
+        metavar="FILE",
+        help="start the token embedding from word vectors: word2vec binary (.bin), word2vec or GloVe "
+        "text; --d-model defaults to their width; the coverage of the vocabulary is reported",
+    )
+    e.add_argument(
+        "--freeze-embeddings",
+        action="store_true",
+        help="keep the initial embedding fixed (default: fine-tune it with the model)",
+    )
     add_dataclass_flags(p.add_argument_group("training"), TrainConfig, notes=TRAIN_NOTES)
     add_family_flags(p, FAMILIES, FIXED)
     return p
 
 
+def resolve_family(ns: argparse.Namespace) -> str:
+    """--model, or the default: the --data recipe's family for your data, else the task's."""
+    if ns.model is None:
+        ns.model = DEFAULT_FAMILY if ns.data is None else DATA_FAMILY
+    return str(ns.model)
+
+
 def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
     """The chosen family's flags; a flag of another family is refused by name."""
+    resolve_family(ns)
     owners = family_fields(FAMILIES, FIXED)
     cls = FAMILIES[ns.model].config_cls
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
@@ -104,9 +130,9 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
 def train_config(ns: argparse.Namespace) -> TrainConfig:
     """The training flags given, then a built-in task's own settings, then TrainConfig's."""
     values = picked(ns, TrainConfig)
-    if ns.data is None:
-        for name, value in datasets.DEFAULTS[ns.task].training:
-            values.setdefault(name, value)
+    recipe = datasets.DEFAULTS[ns.task].training if ns.data is None else DATA_TRAINING
+    for name, value in recipe:
+        values.setdefault(name, value)
     try:
         return TrainConfig(**values)
     except ValueError as exc:
@@ -161,12 +187,39 @@ def _train(argv: Sequence[str]) -> int:
         from attnserve.training.compare import main as compare_main
 
         return compare_main(argv[1:])
+    if argv[:1] == ["tune"]:
+        return _tune(argv[1:])
     ns = build_parser().parse_args(argv)
+    resolve_family(ns)
     _configure_logging(ns.verbose)
     spec, overrides, cfg = data_spec(ns), model_overrides(ns), train_config(ns)
-    result = train_run(ns.out, ns.model, overrides, cfg, spec)
+    if ns.freeze_embeddings and ns.init_embeddings is None:
+        raise UsageError("--freeze-embeddings needs --init-embeddings FILE")
+    init = None if ns.init_embeddings is None else EmbeddingInit(ns.init_embeddings, ns.freeze_embeddings)
+    result = train_run(ns.out, ns.model, overrides, cfg, spec, embeddings=init)
     _report(Console(), result.metrics, ns.out)
     return 0
+
+
+def _tune(argv: Sequence[str]) -> int:
+    from attnserve.training.tune import add_tune_flags, tune_main
+
+    p = build_parser()
+    p.prog, p.description = f"{PROG} tune", tune_doc()
+    p.set_defaults(out="runs/tune")
+    add_tune_flags(p)
+    ns = p.parse_args(argv)
+    _configure_logging(ns.verbose)
+    ns.model = DATA_FAMILY  # the search draws the family; flags of any family are kept where they fit
+    owners = family_fields(FAMILIES, FIXED)
+    given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    return tune_main(ns, train_config(ns), data_spec(ns), given)
+
+
+def tune_doc() -> str:
+    from attnserve.training import tune
+
+    return tune.__doc__ or ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -68,6 +68,14 @@ def check_lengths(
         + ", ".join(f"{f['truncated_share']:.1%} of {s}" for s, f in figures.items())
         + f", keeping the {truncation}"
     )
+    for split, f in figures.items():
+        # The splits a run is judged on: a cut text there is a score of a text the model never read.
+        if split != "train" and f["truncated"]:
+            report.warnings.append(
+                f"max_len {max_len} cuts {f['truncated']:,} {split} texts ({f['truncated_share']:.1%} of "
+                f"{split}, longest {f['max']} tokens): the {split} figures score texts the model only "
+                f"partly read; raise --max-len to {f['max']} or use --max-len auto"
+            )
     if train["truncated_share"] > WARN_TRUNCATED:
         report.warnings.append(
             f"max_len {max_len} truncates {train['truncated_share']:.0%} of the training texts "

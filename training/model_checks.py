@@ -8,15 +8,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from attnserve.training.fit_diagnosis import advice
 
 WARN_ECE = 0.15
 WARN_CONFIDENCE_GAP = 0.15
 MIN_ROWS = 20  # below this, calibration figures are noise
 
 
-def prediction_warnings(split: str, report: dict[str, Any], scores: dict[str, float]) -> list[str]:
-    """Warnings for one evaluated split, given its class report and scores."""
+def prediction_warnings(
+    split: str,
+    report: dict[str, Any],
+    scores: dict[str, float],
+    history: Sequence[dict[str, Any]] = (),
+) -> list[str]:
+    """Warnings for one evaluated split, given its class report, scores and the epoch history
+    (whose loss curves decide the advice: an overfit model is not told to train longer)."""
     warnings = []
     occurring = [name for name, row in report["per_class"].items() if row["support"] > 0]
     predicted = [name for name, row in report["per_class"].items() if row["predicted"] > 0]
@@ -33,7 +42,6 @@ def prediction_warnings(split: str, report: dict[str, Any], scores: dict[str, fl
             warnings.append(
                 f"{split} probabilities are poorly calibrated: ECE {scores['ece']:.3f}, mean top probability "
                 f"{scores['mean_confidence']:.3f} vs accuracy {scores['accuracy']:.3f} "
-                f"({direction}confident); "
-                "served probabilities will mislead: train for more steps (--min-steps), or on more data"
+                f"({direction}confident); served probabilities will mislead: {advice(history)}"
             )
     return warnings

@@ -7,6 +7,7 @@ import logging
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from attnserve.training.data_report import (
 )
 from attnserve.training.data_spec import DataSpec as DataSpec  # re-exported: the run's data settings
 from attnserve.training.data_spec import load_dataset as load_dataset  # re-exported
+from attnserve.training.embeddings_init import EmbeddingInit, apply_embeddings, load_vectors
 from attnserve.training.memory import bound_kernel_cache, release_unused_memory
 from attnserve.training.models import FAMILIES, build_model
 from attnserve.training.resume import RESUME
@@ -55,15 +57,26 @@ class RunResult:
 
 
 def resolve_max_len(
-    spec: DataSpec, family: str, overrides: dict[str, Any], train_lengths: np.ndarray
+    spec: DataSpec, family: str, overrides: dict[str, Any], lengths: dict[str, np.ndarray]
 ) -> tuple[int, str]:
-    """max_len and where it came from: set, auto (a percentile of training lengths), a default."""
+    """max_len and where it came from: set, auto, a task's or the family's default.
+
+    auto takes a percentile of the training lengths, raised to the longest text of the splits
+    the run is judged on (val, test): training on SST-2's short phrases, p95 alone (24 tokens)
+    cut a fifth of its test sentences. Batches are padded to their own longest text, so a
+    longer max_len costs only where texts are long.
+    """
     requested = spec.max_len if spec.max_len is not None else overrides.get("max_len")
     if requested is None and spec.path is not None:
         requested = "auto"
     if requested == "auto":
-        value = auto_max_len(train_lengths, spec.max_len_percentile, spec.max_len_cap)
-        return value, f"auto: p{spec.max_len_percentile:g} of training lengths, cap {spec.max_len_cap}"
+        value = auto_max_len(lengths["train"], spec.max_len_percentile, spec.max_len_cap)
+        judged = [int(v.max()) for k, v in lengths.items() if k != "train" and v.size]
+        covering = min(max([value, *judged]), spec.max_len_cap)
+        how = f"auto: p{spec.max_len_percentile:g} of training lengths"
+        if covering > value:
+            how += ", raised to cover the evaluated splits"
+        return covering, f"{how}, cap {spec.max_len_cap}"
     if requested is not None:
         return int(requested), "set"
     task_default = datasets.DEFAULTS[spec.task].max_len if spec.task in datasets.DEFAULTS else None
@@ -87,6 +100,9 @@ def train_run(
     model_overrides: dict[str, Any],
     train_cfg: TrainConfig,
     data_spec: DataSpec,
+    *,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    embeddings: EmbeddingInit | None = None,
 ) -> RunResult:
     bound_kernel_cache()  # before the first step of the process, or it has no effect
     run_dir = Path(out_dir)
@@ -104,7 +120,7 @@ def train_run(
     evaluated = {"val": ds.val, "test": ds.test, **ds.extra}
     lengths = {"train": token_lengths(tokenizer, train_texts)}
     lengths |= {k: token_lengths(tokenizer, [e.text for e in v]) for k, v in evaluated.items() if v}
-    max_len, how = resolve_max_len(data_spec, family, model_overrides, lengths["train"])
+    max_len, how = resolve_max_len(data_spec, family, model_overrides, lengths)
     truncation = data_spec.truncation
 
     report = DataReport()
@@ -132,8 +148,14 @@ def train_run(
 
     cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
     cfg["max_len"] = max_len
+    vectors = None if embeddings is None else load_vectors(embeddings.path)
+    if vectors is not None:
+        cfg.setdefault("d_model", vectors.vector_size)  # the vectors' width unless --d-model says otherwise
     seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
     model = build_model(family, cfg)
+    if vectors is not None and embeddings is not None:
+        report.figures["embeddings"] = apply_embeddings(model, vectors, tokenizer, embeddings.freeze)
+        del vectors
     # Encoded, checked and written out, no text is read again: free them all before training.
     # What outlives the texts keeps their heap pages resident, so the evaluation texts go too
     # (they lie among the training ones), and the tokenizer, whose vocabulary was learnt among
@@ -152,13 +174,14 @@ def train_run(
         unk_id=UNK_ID,
         keep_first_token=add_cls,
         state_path=run_dir / RESUME,
+        on_epoch=on_epoch,
     )
     cpu_seconds = time.process_time() - cpu_start
     release_unused_memory()  # the last steps' activations: evaluation and pictures need far less
     device = pick_device(train_cfg.device)
     evaluated_splits = {k: s for k, s in splits.items() if k != "train"}
     evaluation: Evaluation = evaluate_splits(
-        model, evaluated_splits, ds.labels, ds.ordered, device, train_cfg.max_batch_tokens
+        model, evaluated_splits, ds.labels, ds.ordered, device, train_cfg.max_batch_tokens, history.epochs
     )
     for warning in evaluation.warnings:
         log.warning("%s", warning)

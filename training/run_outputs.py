@@ -10,6 +10,7 @@ confusion matrix (rows = true class) and, for ordered labels, the mean absolute 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ def evaluate_splits(
     ordered: bool,
     device: torch.device,
     max_tokens: int = 0,
+    history: Sequence[dict[str, Any]] = (),
 ) -> Evaluation:
     """Scores, class reports and prediction warnings for every split (validation first).
 
@@ -59,7 +61,7 @@ def evaluate_splits(
             scores["mae"] = report["mae"]
         out.scores[name], out.reports[name] = scores, report
         if name in ("val", "test"):
-            out.warnings += prediction_warnings(name, report, scores)
+            out.warnings += prediction_warnings(name, report, scores, history)
     return out
 
 

@@ -12,6 +12,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from attnserve.training.batching import Split as Split  # re-exported: callers b
 from attnserve.training.batching import batch_tensors, scoring_batches, training_batches, word_dropout_augment
 from attnserve.training.metrics import Scores, score
 from attnserve.training.models.base import Classifier
-from attnserve.training.progress import EpochProgress
+from attnserve.training.progress import EpochProgress, on_terminal
 from attnserve.training.resume import LoopState, ResumeError, fingerprint, load_state, save_state
 from attnserve.training.step import train_step as train_step  # re-exported: one optimisation step
 from attnserve.training.threads import Threads, training_probe
@@ -114,11 +115,13 @@ def fit(
     unk_id: int = 1,
     keep_first_token: bool = False,
     state_path: Path | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
 ) -> History:
     """Train in place, restore the weights of the best validation epoch, return the history.
 
     When ``cfg.max_seconds`` runs out the best weights so far are restored as well, and with
-    ``state_path`` the run can be continued later (``cfg.resume``).
+    ``state_path`` the run can be continued later (``cfg.resume``). ``on_epoch`` gets each
+    epoch's history row once it is recorded (and saved); an exception it raises ends the run.
     """
     if cfg.resume and state_path is None:
         raise ResumeError("resuming needs the run directory whose resume.pt to continue from")
@@ -178,6 +181,8 @@ def fit(
             if state_path is not None:
                 spent = LoopState(**{**vars(loop), "seconds": loop.seconds + time.perf_counter() - start})
                 save_state(state_path, spent, **parts)
+            if on_epoch is not None and not out_of_time:
+                on_epoch(loop.epochs[-1])
     finally:
         bar.close()
     if out_of_time and loop.best_state is not None:
@@ -210,6 +215,7 @@ def _end_epoch(
     # a second pass over the training set would cost a third of the epoch again.
     row = {
         "epoch": loop.epoch,
+        "step": (loop.epochs[-1].get("step", 0) if loop.epochs else 0) + loop.step,  # steps so far
         "train_loss": loop.running_loss / max(loop.seen, 1),
         "train_accuracy": loop.correct / max(loop.seen, 1),
         "lr": lr,
@@ -218,8 +224,11 @@ def _end_epoch(
         **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
     }
     loop.epochs.append(row)
-    log.debug("epoch %d/%d: train loss %.4f, val accuracy %.4f, %.0f s",
-              loop.epoch, epochs, row["train_loss"], val_scores.accuracy, seconds)  # fmt: skip
+    # One line an epoch where no bar is drawn (a log file, a pipe, CI): a long run is never silent.
+    level = logging.DEBUG if cfg.progress and on_terminal() else logging.INFO
+    log.log(level, "epoch %d/%d  step %d  train loss %.4f  val accuracy %.4f  val loss %.4f  %.0f s",
+            loop.epoch, epochs, row["step"], row["train_loss"], val_scores.accuracy, val_scores.loss,
+            seconds)  # fmt: skip
     key = selection_key(cfg, val_scores)
     if key > loop.best_key:
         loop.best_key, loop.since_best, loop.best_epoch = key, 0, loop.epoch

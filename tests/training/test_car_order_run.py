@@ -11,6 +11,7 @@ from attnserve.training.checkpoint import load_run
 from attnserve.training.cli import build_parser, model_overrides, train_config
 from attnserve.training.cli import main as train_main
 from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, HANDWRITTEN_BLIND, handwritten
+from attnserve.training.data_recipe import DATA_TRAINING
 from attnserve.training.train_config import TrainConfig
 
 
@@ -48,7 +49,7 @@ def test_a_built_in_task_brings_its_own_training_settings_and_flags_override_the
     cfg = train_config(parser.parse_args(argv))
     assert (cfg.epochs, cfg.lr, cfg.threads) == (3, 0.002, 0)
     cfg = train_config(parser.parse_args(["--data", "mine.csv"]))  # the task's settings are not yours
-    assert (cfg.epochs, cfg.lr, cfg.threads) == (TrainConfig.epochs, TrainConfig.lr, 0)
+    assert (cfg.epochs, cfg.lr, cfg.threads) == (TrainConfig.epochs, dict(DATA_TRAINING)["lr"], 0)
 
 
 def test_a_built_in_task_brings_its_transformer_recipe_and_flags_override_it() -> None:

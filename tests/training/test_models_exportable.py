@@ -42,6 +42,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         {"n_layers": 1, "n_heads": 1, "d_model": 8, "pooling": "attention"},
     ),
     "bow_mlp": ("bow_mlp", {"hidden": 8, "features": "binary"}),
+    "conv_attention": ("conv_attention", {"d_model": 8, "n_queries": 2, "conv_layers": 2, "kernel_size": 5}),
+    "gru_attention": ("gru_attention", {"d_model": 8, "n_queries": 2}),
 }
 
 # torch.export takes a few seconds per model: one case per family, the transformer one with
@@ -52,7 +54,10 @@ DYNAMO_CASES = [
     "self_attention",
     "transformer-post-cls-sinusoidal-cosine",
     "bow_mlp",
+    "conv_attention",
 ]
+# Not gru_attention: torch.export's GRU graph fixes the initial state's batch size (onnxruntime
+# refuses other batches); the TorchScript exporter, attnserve-export's default, exports it.
 
 INPUTS = ["input_ids", "attention_mask"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,12 +119,28 @@ class Terminal(io.StringIO):
 
 
 def test_progress_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    logger = logging.getLogger("attnserve.training.trainer")
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    monkeypatch.setattr(logger, "propagate", False)  # only this test's handler: no CLI's left over
     piped = io.StringIO()
     monkeypatch.setattr("sys.stderr", piped)
-    run(tmp_path / "a" / RESUME, replace(CONFIG, epochs=1, progress=True))
-    assert piped.getvalue() == ""
+    handler = logging.StreamHandler(piped)
+    logger.addHandler(handler)
+    try:
+        run(tmp_path / "a" / RESUME, replace(CONFIG, epochs=1, progress=True))
+    finally:
+        logger.removeHandler(handler)
+    # Not a terminal: no bar, one line for the epoch instead.
+    assert piped.getvalue().startswith("epoch 1/1  step 8  train loss ") and "ETA" not in piped.getvalue()
+    assert piped.getvalue().count("\n") == 1
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    run(tmp_path / "b" / RESUME, replace(CONFIG, epochs=1, progress=True))
+    handler = logging.StreamHandler(terminal)
+    logger.addHandler(handler)
+    try:
+        run(tmp_path / "b" / RESUME, replace(CONFIG, epochs=1, progress=True))
+    finally:
+        logger.removeHandler(handler)
     drawn = terminal.getvalue()
     assert "epoch 1/1" in drawn and "step 8/8" in drawn and "text/s" in drawn and "ETA" in drawn
+    assert "train loss 0" not in drawn  # on a terminal the bar says it: the epoch line is debug detail

@@ -92,9 +92,17 @@ def test_lengths_report_and_max_len_auto() -> None:
     assert report.figures["lengths"]["val"]["truncated_share"] == 0.5
     assert "max_len 64 (set) cuts 36.0% of train, 50.0% of val" in report.notes[0]
     assert any("truncates 36% of the training texts" in w and "--max-len auto" in w for w in report.warnings)
+    # Training fits; the one long validation text is cut, and the warning names its split.
+    judged = DataReport()
+    check_lengths(judged, lengths, 100, "tail", "set")
+    assert judged.figures["truncation"] == "tail"
+    assert judged.warnings == [
+        "max_len 100 cuts 1 val texts (50.0% of val, longest 200 tokens): the val figures score texts "
+        "the model only partly read; raise --max-len to 200 or use --max-len auto"
+    ]
     quiet = DataReport()
-    check_lengths(quiet, lengths, 100, "tail", "set")
-    assert quiet.warnings == [] and quiet.figures["truncation"] == "tail"
+    check_lengths(quiet, lengths, 200, "tail", "set")
+    assert quiet.warnings == []
 
 
 def test_rare_and_missing_classes_are_reported() -> None:

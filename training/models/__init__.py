@@ -10,6 +10,8 @@ from attnserve.training.models.attention_pool import AttentionPoolClassifier, At
 from attnserve.training.models.base import Classifier
 from attnserve.training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
 from attnserve.training.models.config import ModelConfig
+from attnserve.training.models.conv_attention import ConvAttentionClassifier, ConvAttentionConfig
+from attnserve.training.models.gru_attention import GRUAttentionClassifier, GRUAttentionConfig
 from attnserve.training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
 from attnserve.training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
 from attnserve.training.models.transformer import TransformerClassifier, TransformerConfig
@@ -22,6 +24,8 @@ FAMILIES: dict[str, type[Classifier]] = {
         SelfAttentionClassifier,
         TransformerClassifier,
         BowMLPClassifier,
+        ConvAttentionClassifier,
+        GRUAttentionClassifier,
     )
 }
 
@@ -55,6 +59,10 @@ __all__ = [
     "BowMLPClassifier",
     "BowMLPConfig",
     "Classifier",
+    "ConvAttentionClassifier",
+    "ConvAttentionConfig",
+    "GRUAttentionClassifier",
+    "GRUAttentionConfig",
     "MeanPoolClassifier",
     "MeanPoolConfig",
     "ModelConfig",

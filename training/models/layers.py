@@ -146,3 +146,23 @@ class SelfAttention(nn.Module):
             weights = None
         y = y.transpose(1, 2).flatten(2)  # [B, T, D]
         return self.out(y), weights
+
+
+class MultiQueryPool(nn.Module):
+    """``n_queries`` learned queries; query q pools slice q of the values: [B, T, D] -> [B, D]."""
+
+    def __init__(self, d_model: int, n_queries: int) -> None:
+        super().__init__()
+        self.n_queries = n_queries
+        self.key = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+        self.queries = nn.Parameter(torch.randn(n_queries, d_model // n_queries) * 0.02)  # [Q, D/Q]
+        self.scale = 1.0 / math.sqrt(d_model // n_queries)
+
+    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        keys = self.key(x).tanh().unflatten(-1, (self.n_queries, -1))  # [B, T, Q, D/Q]
+        scores = (keys * self.queries).sum(-1).transpose(1, 2) * self.scale  # [B, Q, T]
+        weights = masked_softmax(scores, mask[:, None, :])  # [B, Q, T]
+        values = self.value(x).unflatten(-1, (self.n_queries, -1)).transpose(1, 2)  # [B, Q, T, D/Q]
+        pooled = (weights.unsqueeze(2) @ values).squeeze(2).flatten(1)  # [B, D]
+        return pooled, weights
