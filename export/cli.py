@@ -29,8 +29,8 @@ from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
 from attnserve.service.helpformat import DefaultsHelpFormatter
-from attnserve.training.checkpoint import load_run
-from attnserve.training.cli_errors import run_cli
+from attnserve.training.cli.exits import run_cli
+from attnserve.training.run.checkpoint import load_run
 
 PROG = "attnserve-export"
 

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from attnserve.export.errors import ExportError
-from attnserve.training.tokenizer import encode_batch, load_tokenizer
+from attnserve.training.text.tokenizer import encode_batch, load_tokenizer
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from attnserve.service.bundle import (
     ParityReport,
     QuantizationInfo,
 )
-from attnserve.training.checkpoint import LoadedRun
+from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from attnserve.export.errors import ExportError
 from attnserve.export.evalset import EvalSet
 from attnserve.service.bundle import DataProfile, TrainingFigures, profile_texts
 from attnserve.service.bundle.profile import unknown_ratios
-from attnserve.training.tokenizer import UNK_TOKEN, encode_batch, load_tokenizer
+from attnserve.training.text.tokenizer import UNK_TOKEN, encode_batch, load_tokenizer
 
 SOURCE = "validation split (eval.jsonl) through the exported graph"
 CHUNK = 64

@@ -38,7 +38,7 @@ from attnserve.service.bundle import (
     read_bundle,
     write_manifest,
 )
-from attnserve.training.checkpoint import LoadedRun, load_run
+from attnserve.training.run.checkpoint import LoadedRun, load_run
 
 log = logging.getLogger(__name__)
 LOCK_FILE = ".export.lock"

@@ -1,7 +1,7 @@
 """Suite-wide fixtures: one real model repository built by the real pipeline.
 
 `model_repository` trains three small models on the car-order task with
-`training.run.train_run` and exports each with `export.writer.export_run`, exactly as
+`training.run.pipeline.train_run` and exports each with `export.writer.export_run`, exactly as
 `attnserve-train` + `attnserve-export` would, so service and bundle tests run against
 bundles the product itself produces:
 
@@ -104,8 +104,8 @@ FIXTURE_MODELS = (
 def build_repository(root: Path) -> Path:
     """Train and export every fixture model into `root / "models"`; return that folder."""
     from attnserve.export.writer import export_run
-    from attnserve.training.run import DataSpec, train_run
-    from attnserve.training.trainer import TrainConfig
+    from attnserve.training.loop.trainer import TrainConfig
+    from attnserve.training.run.pipeline import DataSpec, train_run
 
     repository = root / "models"
     for spec in FIXTURE_MODELS:

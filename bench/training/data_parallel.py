@@ -33,12 +33,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
 from attnserve.training.data.tasks import DEFAULTS, load_task
+from attnserve.training.loop.batching import Split, batch_tensors, training_batches, word_dropout_augment
+from attnserve.training.loop.trainer import TrainConfig, make_optimizer
 from attnserve.training.models import build_model
-from attnserve.training.run import encode
-from attnserve.training.tokenizer import UNK_ID, build_tokenizer
-from attnserve.training.trainer import TrainConfig, make_optimizer
+from attnserve.training.run.pipeline import encode
+from attnserve.training.text.tokenizer import UNK_ID, build_tokenizer
 from bench import sections
 from bench.harness import free_port
 

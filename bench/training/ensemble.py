@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from attnserve.training.checkpoint import LoadedRun, load_run
 from attnserve.training.data import Example, load_task
-from attnserve.training.tokenizer import encode_batch, load_tokenizer
+from attnserve.training.run.checkpoint import LoadedRun, load_run
+from attnserve.training.text.tokenizer import encode_batch, load_tokenizer
 
 
 def probabilities(run: LoadedRun, tokenizer: Tokenizer, texts: list[str]) -> torch.Tensor:

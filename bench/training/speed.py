@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnserve.training.batching import Split, batch_tensors, training_batches, word_dropout_augment
 from attnserve.training.data.encoding import encode_texts
+from attnserve.training.loop.batching import Split, batch_tensors, training_batches, word_dropout_augment
+from attnserve.training.loop.threads import Threads, training_probe
+from attnserve.training.loop.trainer import TrainConfig, make_optimizer, train_step
 from attnserve.training.models import build_model
-from attnserve.training.threads import Threads, training_probe
-from attnserve.training.tokenizer import UNK_ID, build_tokenizer
-from attnserve.training.trainer import TrainConfig, make_optimizer, train_step
+from attnserve.training.text.tokenizer import UNK_ID, build_tokenizer
 from bench import sections
 from bench.training.long_texts import long_texts
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.training.checkpoint import load_run
-from attnserve.training.cli import main as train
+from attnserve.training.cli.main import main as train
 from attnserve.training.data import load_task
+from attnserve.training.run.checkpoint import load_run
 from bench.cli import main as bench
 from bench.training.ensemble import main, scores
 

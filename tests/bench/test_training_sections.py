@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnserve.training.threads import usable_cores
-from attnserve.training.train_config import TrainConfig
+from attnserve.training.loop.config import TrainConfig
+from attnserve.training.loop.threads import usable_cores
 from bench.cli import main
 from bench.training.long_texts import long_texts
 from bench.training.speed import VARIANTS, TurnClock

@@ -10,8 +10,8 @@ import pytest
 from attnserve.export.cli import main
 from attnserve.service.bundle import read_bundle
 from attnserve.service.engine.request.tokenization import TextEncoder
-from attnserve.training.run import DataSpec, train_run
-from attnserve.training.trainer import TrainConfig
+from attnserve.training.loop.trainer import TrainConfig
+from attnserve.training.run.pipeline import DataSpec, train_run
 
 
 def _error_line(capsys: pytest.CaptureFixture[str]) -> str:

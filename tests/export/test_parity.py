@@ -27,8 +27,8 @@ from attnserve.export.parity import (
     run_torch,
 )
 from attnserve.service.bundle import read_bundle
-from attnserve.training.checkpoint import LoadedRun, load_run
 from attnserve.training.models.base import Classifier
+from attnserve.training.run.checkpoint import LoadedRun, load_run
 from tests.support.runs import ATTENTION_FAMILIES, FAMILIES
 
 

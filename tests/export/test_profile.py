@@ -13,7 +13,7 @@ from attnserve.export.errors import ExportError
 from attnserve.export.profile import training_figures
 from attnserve.service.bundle import MANIFEST_FILE, read_bundle, read_manifest
 from attnserve.service.bundle.profile import CONFIDENCE_BUCKETS, TOKEN_BUCKETS
-from attnserve.training.tokenizer import UNK_ID, encode_batch, load_tokenizer
+from attnserve.training.text.tokenizer import UNK_ID, encode_batch, load_tokenizer
 
 
 def test_export_records_the_validation_figures_and_trainings_own(

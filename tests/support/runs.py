@@ -16,8 +16,8 @@ import pytest
 
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
-from attnserve.training.run import DataSpec, train_run
-from attnserve.training.trainer import TrainConfig
+from attnserve.training.loop.trainer import TrainConfig
+from attnserve.training.run.pipeline import DataSpec, train_run
 
 # Small models; attention_pool gets a max_len other than 64 so the parity grid covers both.
 TINY: dict[str, dict[str, Any]] = {

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.batching import Split, batch_tensors, scoring_batches, training_batches
+from attnserve.training.loop.batching import Split, batch_tensors, scoring_batches, training_batches
 
 WIDTH = 32
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from attnserve.training.checkpoint import load_run
-from attnserve.training.cli import build_parser, model_overrides, train_config
-from attnserve.training.cli import main as train_main
+from attnserve.training.cli.main import build_parser, model_overrides, train_config
+from attnserve.training.cli.main import main as train_main
 from attnserve.training.data import DEFAULTS, EVAL_SPLITS, HANDWRITTEN, HANDWRITTEN_BLIND, handwritten
-from attnserve.training.data_recipe import DATA_TRAINING
-from attnserve.training.train_config import TrainConfig
+from attnserve.training.data.recipe import DATA_TRAINING
+from attnserve.training.loop.config import TrainConfig
+from attnserve.training.run.checkpoint import load_run
 
 
 def test_cli_reports_every_split_and_sizes_the_model_by_its_wordpiece_tokenizer(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from attnserve.training.cli import main
+from attnserve.training.cli.main import main
 
 WORDS = {
     "1": ["awful", "rude", "cold", "bland"],

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.training.cli import main
-from attnserve.training.cli_errors import UsageError
-from attnserve.training.compare import parse_family
-from attnserve.training.compare_page import Run, RunSpec, _findings
+from attnserve.training.cli.compare import parse_family
+from attnserve.training.cli.exits import UsageError
+from attnserve.training.cli.main import main
+from attnserve.training.report.comparison import Run, RunSpec, _findings
 
 
 def test_family_specs_are_parsed_and_checked() -> None:

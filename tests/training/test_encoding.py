@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnserve.training.data.encoding import encode_texts
-from attnserve.training.tokenizer import TRUNCATION_SIDES, build_tokenizer, encode_batch
+from attnserve.training.text.tokenizer import TRUNCATION_SIDES, build_tokenizer, encode_batch
 
 WORDS = ["the", "a", "white", "black", "car", "is", "on", "left", "right", "of", "and", "near", "park"]
 

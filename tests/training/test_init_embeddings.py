@@ -11,9 +11,9 @@ import pytest
 import torch
 from gensim.models import Word2Vec
 
-from attnserve.training.checkpoint import load_run
-from attnserve.training.cli import main
-from attnserve.training.embeddings_init import load_vectors
+from attnserve.training.cli.main import main
+from attnserve.training.run.checkpoint import load_run
+from attnserve.training.text.embeddings import load_vectors
 from tests.training.sentences import write_sentences
 
 WIDTH = 12

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.training.memory import release_unused_memory
+from attnserve.training.loop.memory import release_unused_memory
 
 
 def rss_mb() -> float:

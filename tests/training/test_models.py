@@ -80,12 +80,22 @@ def expected_attention_shape(model: Classifier, b: int, t: int) -> tuple[int, ..
     }[model.attention_kind]
 
 
-def test_registry_holds_the_five_families() -> None:
-    assert set(FAMILIES) == {"mean_pool", "attention_pool", "self_attention", "transformer", "bow_mlp"}
+def test_registry_holds_the_seven_families() -> None:
+    assert set(FAMILIES) == {
+        "mean_pool",
+        "attention_pool",
+        "conv_attention",
+        "gru_attention",
+        "self_attention",
+        "transformer",
+        "bow_mlp",
+    }
     kinds = {name: cls.attention_kind for name, cls in FAMILIES.items()}
     assert kinds == {
         "mean_pool": "pool",
         "attention_pool": "pool",
+        "conv_attention": "pool",
+        "gru_attention": "pool",
         "self_attention": "self",
         "transformer": "layers",
         "bow_mlp": "none",

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from attnserve.training.data import DataError, Dataset, Layout, Part, load_file, load_hf_dataset, load_parts
-from attnserve.training.run import DataSpec, load_dataset
+from attnserve.training.run.pipeline import DataSpec, load_dataset
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.training.cli import main
-from attnserve.training.fit_diagnosis import OVERFIT, PLATEAU, UNDERTRAINED, advice, diagnose
-from attnserve.training.train_config import TrainConfig, planned_epochs
+from attnserve.training.cli.main import main
+from attnserve.training.loop.config import TrainConfig, planned_epochs
+from attnserve.training.report.fit_diagnosis import OVERFIT, PLATEAU, UNDERTRAINED, advice, diagnose
 from tests.training.sentences import write_sentences
 
 EPOCH_LINE = "epoch {e}/2  step {s}  train loss "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnserve.training.metrics import class_report, confusion_matrix, macro_f1, score
-from attnserve.training.model_checks import prediction_warnings
+from attnserve.training.report.metrics import class_report, confusion_matrix, macro_f1, score
+from attnserve.training.report.model_checks import prediction_warnings
 
 
 def _onehot(preds: list[int], classes: int, confidence: float = 0.9) -> np.ndarray:

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.batching import Split
-from attnserve.training.cli import main as train_main
+from attnserve.training.cli.main import main as train_main
+from attnserve.training.loop.batching import Split
+from attnserve.training.loop.resume import RESUME, ResumeError
+from attnserve.training.loop.trainer import History, TrainConfig, fit
 from attnserve.training.models import build_model
-from attnserve.training.resume import RESUME, ResumeError
-from attnserve.training.trainer import History, TrainConfig, fit
 
 # Dropout everywhere, word dropout and several batches an epoch: every random generator the
 # loop uses takes part, so a resumed run only matches if all of them were restored.
@@ -119,7 +119,7 @@ class Terminal(io.StringIO):
 
 
 def test_progress_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    logger = logging.getLogger("attnserve.training.trainer")
+    logger = logging.getLogger("attnserve.training.loop.trainer")
     monkeypatch.setattr(logger, "level", logging.INFO)
     monkeypatch.setattr(logger, "propagate", False)  # only this test's handler: no CLI's left over
     piped = io.StringIO()

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.metrics import class_report
-from attnserve.training.model_checks import prediction_warnings
+from attnserve.training.loop.config import class_weight_tensor, planned_epochs
+from attnserve.training.loop.trainer import Split, TrainConfig, fit, predict
 from attnserve.training.models import build_model
-from attnserve.training.train_config import class_weight_tensor, planned_epochs
-from attnserve.training.trainer import Split, TrainConfig, fit, predict
+from attnserve.training.report.metrics import class_report
+from attnserve.training.report.model_checks import prediction_warnings
 
 
 def test_epoch_budget_reaches_the_minimum_number_of_steps() -> None:

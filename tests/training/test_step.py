@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.batching import Split, batch_tensors, scoring_batches
+from attnserve.training.loop.batching import Split, batch_tensors, scoring_batches
+from attnserve.training.loop.step import accumulate_gradients, micro_batches, train_step
+from attnserve.training.loop.trainer import TrainConfig, predict
 from attnserve.training.models import Classifier, build_model
-from attnserve.training.step import accumulate_gradients, micro_batches, train_step
-from attnserve.training.trainer import TrainConfig, predict
 
 WIDTH = 16
 CPU = torch.device("cpu")

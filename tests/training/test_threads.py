@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.batching import Split
+from attnserve.training.loop.batching import Split
+from attnserve.training.loop.config import TrainConfig
+from attnserve.training.loop.threads import Threads, training_probe
 from attnserve.training.models import TransformerClassifier, build_model
-from attnserve.training.threads import Threads, training_probe
-from attnserve.training.train_config import TrainConfig
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_a_given_count_or_a_single_core_is_set_without_building_a_probe() -> Non
 
 
 def test_a_given_count_above_the_usable_cores_is_lowered_to_them(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="attnserve.training.threads")
+    caplog.set_level(logging.INFO, logger="attnserve.training.loop.threads")
     assert Threads(4, _never_built, cores=2).start() == 2 == torch.get_num_threads()
     assert [r.getMessage() for r in caplog.records] == ["torch threads: 2, the usable cores (4 asked)"]
 
@@ -65,7 +65,7 @@ class _Clock:
 
 
 def test_the_count_is_timed_again_once_due_and_follows_the_probe(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="attnserve.training.threads")
+    caplog.set_level(logging.DEBUG, logger="attnserve.training.loop.threads")
     calls: list[int] = []
     under = {2: 0.03}  # two threads slow: one is chosen
     clock = _Clock()

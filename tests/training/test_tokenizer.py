@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from attnserve.training.data import load_task, words
-from attnserve.training.tokenizer import (
+from attnserve.training.text.tokenizer import (
     CLS_ID,
     CLS_TOKEN,
     PAD_ID,
@@ -20,7 +20,7 @@ from attnserve.training.tokenizer import (
     load_tokenizer,
     save_tokenizer,
 )
-from attnserve.training.vocabulary import KINDS
+from attnserve.training.text.vocabulary import KINDS
 
 TEXTS = ["The white car is on the left.", "The black car is on the right!", "Hello, world", "hello again"]
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from attnserve.training.checkpoint import load_run, save_checkpoint
-from attnserve.training.cli import main as train_main
-from attnserve.training.metrics import brier_score, expected_calibration_error, macro_f1, score
+from attnserve.training.cli.main import main as train_main
+from attnserve.training.loop.trainer import Split, TrainConfig, fit, predict
 from attnserve.training.models import build_model
-from attnserve.training.tokenizer import build_tokenizer, save_tokenizer
-from attnserve.training.trainer import Split, TrainConfig, fit, predict
+from attnserve.training.report.metrics import brier_score, expected_calibration_error, macro_f1, score
+from attnserve.training.run.checkpoint import load_run, save_checkpoint
+from attnserve.training.text.tokenizer import build_tokenizer, save_tokenizer
 
 
 def test_metrics_on_known_values() -> None:

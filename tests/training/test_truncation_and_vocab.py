@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnserve.training.data_report import (
+from attnserve.training.report.data import (
     DataReport,
     auto_max_len,
     check_classes,
     check_lengths,
     check_vocabulary,
 )
-from attnserve.training.tokenizer import (
+from attnserve.training.text.tokenizer import (
     UNK_ID,
     build_tokenizer,
     encode_batch,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.training.checkpoint import load_run
-from attnserve.training.cli import main
+from attnserve.training.cli.main import main
+from attnserve.training.run.checkpoint import load_run
 from tests.training.sentences import write_sentences
 
 

@@ -15,13 +15,13 @@ from itertools import chain
 import numpy as np
 from tokenizers import Tokenizer
 
-from attnserve.training.tokenizer import HEAD_SHARE, TRUNCATION_SIDES
+from attnserve.training.text.tokenizer import HEAD_SHARE, TRUNCATION_SIDES
 
 # Rows per encode call: enough for its threads, few enough to stay small. On 20,000 long texts
 # 4,096-row chunks of full encodings held 68 MB at once; 512 rows of ids only (encode_batch_fast,
 # which skips the offsets) held 3 MB and took 40% less CPU.
 CHUNK_ROWS = 512
-PAD_ID = 0  # the tokenizer's [PAD] (attnserve.training.tokenizer checks it when loading)
+PAD_ID = 0  # the tokenizer's [PAD] (attnserve.training.text.tokenizer checks it when loading)
 
 
 @dataclass(frozen=True)

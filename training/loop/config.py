@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from attnserve.training.metrics import Scores
+from attnserve.training.report.metrics import Scores
 
 SELECT_BY = ("macro_f1", "loss", "accuracy")
 CLASS_WEIGHTS = ("none", "balanced")
@@ -36,7 +36,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     # CPU threads for torch; 0 times a probe step under 1 thread and under every usable core,
-    # keeps the faster and times it again every minute (training/threads.py): on a 2-core
+    # keeps the faster and times it again every minute (training/loop/threads.py): on a 2-core
     # machine a second thread made the default model at 256 tokens 1.7x as fast when the
     # machine was quiet, and a step up to 5 times slower while another process used a core.
     threads: int = 0

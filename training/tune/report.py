@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: runs in CI and containers without a display
 import matplotlib.pyplot as plt
 
-from attnserve.training.tune_space import TrialSettings
+from attnserve.training.tune.space import TrialSettings
 
 
 @dataclass(frozen=True)

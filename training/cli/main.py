@@ -2,7 +2,7 @@
 
 Every model-config and trainer field is a flag, generated from the frozen dataclasses so the
 CLI can never drift from the code. Your own data (--data) trains gru_attention and stops on
-the validation loss (training/data_recipe.py, measured on SST-2). A built-in task brings its
+the validation loss (training/data/recipe.py, measured on SST-2). A built-in task brings its
 own recipe (its size, trainer settings and, for the transformer, model settings;
 `--task car-order` trains 2 layers of 2 heads with sinusoidal positions and attention
 pooling): flags given override it, and with --data none applies.
@@ -21,21 +21,21 @@ from rich.console import Console
 from rich.table import Table
 
 from attnserve.training import data as datasets
-from attnserve.training.cli_data import add_data_flags, data_spec
-from attnserve.training.cli_errors import UsageError, run_cli
-from attnserve.training.cli_flags import (
+from attnserve.training.cli.data_flags import add_data_flags, data_spec
+from attnserve.training.cli.exits import UsageError, run_cli
+from attnserve.training.cli.flags import (
     add_dataclass_flags,
     add_family_flags,
     family_fields,
     family_help,
     picked,
 )
-from attnserve.training.data_recipe import DATA_FAMILY, DATA_TRAINING
-from attnserve.training.embeddings_init import EmbeddingInit
+from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING
+from attnserve.training.loop.config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
+from attnserve.training.loop.resume import ResumeError
 from attnserve.training.models import FAMILIES
-from attnserve.training.resume import ResumeError
-from attnserve.training.run import train_run
-from attnserve.training.train_config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
+from attnserve.training.run.pipeline import train_run
+from attnserve.training.text.embeddings import EmbeddingInit
 
 PROG = "attnserve-train"
 DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.model) applies to it
@@ -184,7 +184,7 @@ def _configure_logging(verbose: bool) -> None:
 
 def _train(argv: Sequence[str]) -> int:
     if argv[:1] == ["compare"]:
-        from attnserve.training.compare import main as compare_main
+        from attnserve.training.cli.compare import main as compare_main
 
         return compare_main(argv[1:])
     if argv[:1] == ["tune"]:
@@ -202,7 +202,7 @@ def _train(argv: Sequence[str]) -> int:
 
 
 def _tune(argv: Sequence[str]) -> int:
-    from attnserve.training.tune import add_tune_flags, tune_main
+    from attnserve.training.tune.search import add_tune_flags, tune_main
 
     p = build_parser()
     p.prog, p.description = f"{PROG} tune", tune_doc()
@@ -217,14 +217,18 @@ def _tune(argv: Sequence[str]) -> int:
 
 
 def tune_doc() -> str:
-    from attnserve.training import tune
+    from attnserve.training.tune import search
 
-    return tune.__doc__ or ""
+    return search.__doc__ or ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv), user_errors=(ResumeError,))
+    # The command's logging lasts as long as the command: called in a process that goes on
+    # (tests, notebooks), it must leave no handler bound to a stream that may close.
+    logger = logging.getLogger("attnserve.training")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv), user_errors=(ResumeError,))
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

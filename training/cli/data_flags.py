@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from attnserve.training import data as datasets
-from attnserve.training.data_spec import DataSpec
-from attnserve.training.tokenizer import TRUNCATION_SIDES
-from attnserve.training.vocabulary import KINDS
+from attnserve.training.data.spec import DataSpec
+from attnserve.training.text.tokenizer import TRUNCATION_SIDES
+from attnserve.training.text.vocabulary import KINDS
 
 
 def _max_len(value: str) -> int | str:

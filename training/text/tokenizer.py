@@ -20,7 +20,7 @@ import numpy.typing as npt
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.processors import TemplateProcessing
 
-from attnserve.training import vocabulary
+from attnserve.training.text import vocabulary
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"

@@ -17,34 +17,34 @@ from tokenizers import Tokenizer
 
 from attnserve.training import data as datasets
 from attnserve.training.data.encoding import encode_texts
-from attnserve.training.data_report import (
+from attnserve.training.data.spec import DataSpec as DataSpec  # re-exported: the run's data settings
+from attnserve.training.data.spec import load_dataset as load_dataset  # re-exported
+from attnserve.training.loop.memory import bound_kernel_cache, release_unused_memory
+from attnserve.training.loop.resume import RESUME
+from attnserve.training.loop.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
+from attnserve.training.models import FAMILIES, build_model
+from attnserve.training.report.data import (
     DataReport,
     auto_max_len,
     check_classes,
     check_lengths,
     check_vocabulary,
 )
-from attnserve.training.data_spec import DataSpec as DataSpec  # re-exported: the run's data settings
-from attnserve.training.data_spec import load_dataset as load_dataset  # re-exported
-from attnserve.training.embeddings_init import EmbeddingInit, apply_embeddings, load_vectors
-from attnserve.training.memory import bound_kernel_cache, release_unused_memory
-from attnserve.training.models import FAMILIES, build_model
-from attnserve.training.resume import RESUME
-from attnserve.training.run_outputs import (
+from attnserve.training.run.outputs import (
     Evaluation,
     attention_examples,
     evaluate_splits,
     write_eval_set,
     write_run,
 )
-from attnserve.training.tokenizer import (
+from attnserve.training.text.embeddings import EmbeddingInit, apply_embeddings, load_vectors
+from attnserve.training.text.tokenizer import (
     UNK_ID,
     build_tokenizer,
     load_tokenizer,
     save_tokenizer,
     token_lengths,
 )
-from attnserve.training.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
 
 log = logging.getLogger(__name__)
 

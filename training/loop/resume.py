@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnserve.training.batching import Split
+from attnserve.training.loop.batching import Split
 from attnserve.training.models.base import Classifier
 
 RESUME = "resume.pt"

@@ -21,17 +21,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnserve.training.batching import Split as Split  # re-exported: callers build splits for fit
-from attnserve.training.batching import batch_tensors, scoring_batches, training_batches, word_dropout_augment
-from attnserve.training.metrics import Scores, score
+from attnserve.training.loop.batching import Split as Split  # re-exported: callers build splits for fit
+from attnserve.training.loop.batching import (
+    batch_tensors,
+    scoring_batches,
+    training_batches,
+    word_dropout_augment,
+)
+from attnserve.training.loop.config import TrainConfig as TrainConfig  # re-exported: the loop's settings
+from attnserve.training.loop.config import class_weight_tensor, planned_epochs, selection_key
+from attnserve.training.loop.progress import EpochProgress, on_terminal
+from attnserve.training.loop.resume import LoopState, ResumeError, fingerprint, load_state, save_state
+from attnserve.training.loop.step import train_step as train_step  # re-exported: one optimisation step
+from attnserve.training.loop.threads import Threads, training_probe
 from attnserve.training.models.base import Classifier
-from attnserve.training.progress import EpochProgress, on_terminal
-from attnserve.training.resume import LoopState, ResumeError, fingerprint, load_state, save_state
-from attnserve.training.step import train_step as train_step  # re-exported: one optimisation step
-from attnserve.training.threads import Threads, training_probe
-from attnserve.training.tokenizer import CLS_ID
-from attnserve.training.train_config import TrainConfig as TrainConfig  # re-exported: the loop's settings
-from attnserve.training.train_config import class_weight_tensor, planned_epochs, selection_key
+from attnserve.training.report.metrics import Scores, score
+from attnserve.training.text.tokenizer import CLS_ID
 
 log = logging.getLogger(__name__)
 

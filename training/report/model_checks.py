@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from attnserve.training.fit_diagnosis import advice
+from attnserve.training.report.fit_diagnosis import advice
 
 WARN_ECE = 0.15
 WARN_CONFIDENCE_GAP = 0.15

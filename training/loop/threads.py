@@ -30,10 +30,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attnserve.training.batching import Split, batch_tensors
+from attnserve.training.loop.batching import Split, batch_tensors
+from attnserve.training.loop.config import TrainConfig
+from attnserve.training.loop.step import accumulate_gradients
 from attnserve.training.models.base import Classifier
-from attnserve.training.step import accumulate_gradients
-from attnserve.training.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
 

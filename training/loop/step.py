@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnserve.training.batching import capped_runs
+from attnserve.training.loop.batching import capped_runs
+from attnserve.training.loop.config import TrainConfig
 from attnserve.training.models.base import Classifier
-from attnserve.training.train_config import TrainConfig
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids [B, T], mask [B, T], labels [B]
 

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 from attnserve.training.data.core import DataError
 from attnserve.training.models.base import Classifier, SequenceClassifier
-from attnserve.training.tokenizer import UNK_ID
+from attnserve.training.text.tokenizer import UNK_ID
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors

@@ -26,13 +26,13 @@ from typing import Any
 
 import optuna
 
-from attnserve.training.cli_errors import UsageError
-from attnserve.training.data_spec import DataSpec
+from attnserve.training.cli.exits import UsageError
+from attnserve.training.data.spec import DataSpec
+from attnserve.training.loop.config import TrainConfig
 from attnserve.training.models import FAMILIES
-from attnserve.training.run import train_run
-from attnserve.training.train_config import TrainConfig
-from attnserve.training.tune_report import TrialRow, write_plot, write_table
-from attnserve.training.tune_space import SEARCHED, suggest
+from attnserve.training.run.pipeline import train_run
+from attnserve.training.tune.report import TrialRow, write_plot, write_table
+from attnserve.training.tune.space import SEARCHED, suggest
 
 log = logging.getLogger(__name__)
 METRICS = ("accuracy", "macro_f1")
@@ -143,7 +143,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def tune_main(ns: argparse.Namespace, base: TrainConfig, spec: DataSpec, given: dict[str, Any]) -> int:
-    """The `tune` subcommand after the shared flags were parsed (see training/cli.py)."""
+    """The `tune` subcommand after the shared flags were parsed (see training/cli/main.py)."""
     if spec.path is None:
         raise UsageError("tune searches on your data: give --data (and --val-data or --val-split)")
     families = tuple(f.strip() for f in ns.families.split(",") if f.strip())

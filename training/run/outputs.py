@@ -19,14 +19,14 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from attnserve.training.checkpoint import EVAL_SET, METRICS, save_checkpoint, write_json
 from attnserve.training.data import Dataset, Example
-from attnserve.training.metrics import class_report, score
-from attnserve.training.model_checks import prediction_warnings
+from attnserve.training.loop.trainer import History, Split, predict
 from attnserve.training.models.base import Classifier
-from attnserve.training.plots import plot_attention, plot_confusion, plot_curves
-from attnserve.training.tokenizer import encode_batch
-from attnserve.training.trainer import History, Split, predict
+from attnserve.training.report.metrics import class_report, score
+from attnserve.training.report.model_checks import prediction_warnings
+from attnserve.training.report.plots import plot_attention, plot_confusion, plot_curves
+from attnserve.training.run.checkpoint import EVAL_SET, METRICS, save_checkpoint, write_json
+from attnserve.training.text.tokenizer import encode_batch
 
 REPORT = "report.json"
 CONFUSION_PNG = "confusion.png"

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from attnserve.training import data as datasets
-from attnserve.training.tokenizer import TRUNCATION_SIDES
-from attnserve.training.vocabulary import KINDS
+from attnserve.training.text.tokenizer import TRUNCATION_SIDES
+from attnserve.training.text.vocabulary import KINDS
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""How attnserve-train and attnserve-export end: the shared exit-status contract.
+"""How attnserve-train and attnserve-export end: the exit-status contract of both commands.
+
+This is its one place: `training/cli/main.py` and `export/cli.py` run their bodies through
+`run_cli`, and every subcommand raises `UsageError` for a request it cannot do.
 
 - 0: done;
 - 1: the work ran and failed a check (an export proof, say): the message names it;

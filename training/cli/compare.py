@@ -23,10 +23,10 @@ from typing import Any
 
 from rich.console import Console
 
-from attnserve.training.cli_errors import UsageError
-from attnserve.training.compare_page import Run, RunSpec, write_page
+from attnserve.training.cli.exits import UsageError
 from attnserve.training.data import TASKS
 from attnserve.training.models import FAMILIES
+from attnserve.training.report.comparison import Run, RunSpec, write_page
 
 # A family, optionally with config fields: "attention_pool:positions=sinusoidal".
 DEFAULT_FAMILIES = {

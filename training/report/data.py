@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from attnserve.training.tokenizer import UNK_ID, build_tokenizer
+from attnserve.training.text.tokenizer import UNK_ID, build_tokenizer
 
 PERCENTILES = (50, 90, 95, 99)
 WARN_TRUNCATED = 0.10  # share of training texts cut at max_len

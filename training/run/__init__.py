@@ -1,0 +1,1 @@
+"""One run end to end and the self-describing run directory it writes."""

@@ -1,0 +1,1 @@
+"""Text to ids: the tokenizer artifact, its vocabularies and pretrained word vectors."""

@@ -1,0 +1,1 @@
+"""`attnserve-train tune`: the Optuna search, its space and its report."""
