@@ -10,7 +10,7 @@ over loopback (one gloo all_reduce of a flat buffer) and each then takes the sam
 step, so all of them hold the same weights. Every process draws the same batches and the
 same word dropout, so the step is the one-process step up to the order of float additions;
 the figure reports how far the weights moved apart. A trainer on this plan would gain what
-the steps per second gain: the car-order trainer itself runs one process (docs/training.md).
+the steps per second gain: the car-order trainer itself runs one process (docs/results/car-order-recipe.md).
 Settings take turns within a round, so a busy machine slows them alike.
 """
 

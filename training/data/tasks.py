@@ -29,16 +29,10 @@ class TaskDefaults:
     model: tuple[tuple[str, int | float | str], ...] = ()
 
 
-# car-order: at about the same CPU time the transformer generalised better from more pairs
-# seen fewer times (seed 0, held-out pairs: 2000 pairs x 25 epochs 0.92, 4000 x 13 0.96,
-# 5000 x 12 0.99). In the 2-minute budget, 2 layers of 2 heads read people's sentences
-# better than 4 layers of 1 head for 12-20 epochs (seed 0, hand-written blind set: 0.92
-# against 0.88-0.89), sinusoidal positions with attention pooling took held-out pairs from
-# 0.94-0.97 to 0.98, and 28 epochs rather than 24 took them from 0.977 to 0.983 and held-out
-# phrasings from 0.939 to 0.959 (means over seeds 0-2; docs/training.md). A fixed count of
-# 2 threads: a seed then gives the same model from one run to the next, which a count chosen
-# by timing (it follows the machine's load) cannot promise, and a lone run trains in 126-137
-# s where one thread took 168-181 s (seed 0, the same machine and day).
+# car-order: more pairs seen fewer times, 2 layers of 2 heads, sinusoidal positions with
+# attention pooling and 28 epochs each read held-out and hand-written sentences best at about
+# the same CPU time; 2 fixed threads give a seed the same model from run to run (a count chosen
+# by timing follows the machine's load). The trials: docs/results/car-order-recipe.md.
 # reviews-*: Yelp Review Polarity's shape as the notebook used it: 100,000 reviews to train
 # on, 10,000 each for validation and test, 256 tokens.
 DEFAULTS = {

@@ -1,7 +1,7 @@
 """How many CPU threads torch trains with: a fixed count, or the faster count for a timed
 probe, timed again as the run goes.
 
-A second thread is not always a gain. Measured on a 2-core machine (docs/training.md): the
+A second thread is not always a gain. Measured on a 2-core machine (docs/results/reviews-findings.md): the
 default transformer at 256 tokens trained 1.7 times as fast with 2 threads as with 1 when the
 machine was quiet, and at 0.2 times the speed of 1 thread while another job ran, each thread
 waiting at every step for the other, whose core the job had taken. So with ``threads=0`` one

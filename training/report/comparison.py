@@ -209,7 +209,10 @@ def write_page(path: Path, task: str, runs: Sequence[Run], command: str, budget:
         *(_findings(runs) or ["- no `mean_pool` run to compare against."]),
         "",
         *(
-            ["What the figures mean and what they leave open: [docs/training.md](../training.md).", ""]
+            [
+                "What the figures mean and what they leave open: [reviews-findings.md](reviews-findings.md).",
+                "",
+            ]
             if task.startswith("reviews")
             else []
         ),
