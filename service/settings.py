@@ -153,14 +153,14 @@ class Settings(ReliabilitySettings, ObserveSettings):
         ge=1,
         description="Most padded tokens (texts x longest text) in one model call; one text always fits.",
     )
-    # No wait by default: under load batches form anyway from the texts that arrive while the
-    # previous batch runs, and at one caller a wait only adds latency (docs/service.md).
+    # No fixed wait by default: at one caller a wait only adds latency; while calls overlap the
+    # batcher holds a batch for at most one batch's run time (2 ms cap; docs/results/cost.md).
     max_delay_ms: float = Field(
         0.0,
         ge=0,
         le=10_000,
         description="Longest time a queued text waits for its batch to fill; 0 = run as soon as the model is "
-        "free (texts arriving while a batch runs still form the next batch).",
+        "free, except that while calls overlap a batch may wait up to one batch's run time (at most 2 ms).",
     )
     max_concurrent_batches: int = Field(
         1, ge=1, le=64, description="Batches of one model version running at once (threads per model)."

@@ -11,16 +11,17 @@ Why threads and not a scheduler task: the event loop only appends rows under a l
 wakes an idle thread, which runs a lone call at once; the thread takes the batch, runs it
 (onnxruntime releases the GIL, so the loop parses and replies meanwhile) and hands every
 call the batch finished back with one `call_soon_threadsafe`. No task, executor hop or
-timer per batch or per call runs on the loop. Running a lone call on the loop itself when
-the model is idle was measured too: it saves two thread hand-offs at concurrency 1, but
-under load the loop then runs single-row batches while requests wait, and V2 throughput
-at concurrency 32 halved (perf_analyzer, 16-token texts, same run). Limiting that to a
-call that is the only one in progress does not help: a call that never yields lets grpc
-start the next one only afterwards, which then finds itself alone too (V2 at concurrency
-32: 696-776 calls/s against 927-964). Running every batch on the loop (no thread; the rows
-queued during one loop iteration flushed as batches at the next) saves CPU in process but
-lost in the server, interleaved: 544-658 calls/s against 789-967 at concurrency 8
-(docs/benchmarks.md, "gRPC taken out").
+timer per batch or per call runs on the loop. Running batches on the loop itself (always,
+or only for a lone call) saves hand-offs but makes the busiest thread wait for the model,
+and lost throughput under load: docs/results/peers.md ("gRPC taken out").
+
+Holding under load: with `max_delay_s` 0 a batch runs as soon as a row is there, which
+under load means one call a batch (measured: 1.1 texts a batch at 8 callers over gRPC,
+where the event loop, not the model, sets the pace), and every batch costs a model run, a
+thread hand-off and its bookkeeping again. When rows arrived while the previous batch ran,
+calls overlap, so a batch that is not full waits for more rows up to `HOLD_FACTOR` times
+that batch's run time (at most `MAX_HOLD_S`). A lone caller never sees a row arrive during
+its own batch, so it never waits (docs/results/cost.md).
 
 Deadlines: a call whose deadline has passed, or that was cancelled, is dropped before its
 rows reach the model, and its queue slots are freed at once.
@@ -48,6 +49,8 @@ from attnserve.service.errors import (
 log = logging.getLogger(__name__)
 
 EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
+HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous batch for more rows
+MAX_HOLD_S = 0.002
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
 
 
@@ -67,10 +70,17 @@ class Batcher:
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
+        self._arrivals = 0  # calls submitted so far (read around each batch)
+        self._hold = 0.0  # how long the next batch may wait for more rows (see "Holding under load")
 
     @property
     def queued(self) -> int:
         return self._queue.queued
+
+    @property
+    def hold(self) -> float:
+        """Seconds the next batch may wait for more rows (0 unless calls overlapped)."""
+        return self._hold
 
     def start(self) -> None:
         if not self._threads:
@@ -95,6 +105,7 @@ class Batcher:
                     "texts waiting); retry with backoff"
                 )
             self._queue.add(job, lengths)
+            self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
             self._work.notify()
         try:
@@ -129,9 +140,10 @@ class Batcher:
                 stop = batch is None and self._stopping
                 if batch is not None:
                     self._running += 1
+                arrivals = self._arrivals
             _fail(expired, _expired)
             if batch is not None:
-                self._run(batch)
+                self._run(batch, arrivals)
                 with self._lock:
                     self._running -= 1
             elif stop:
@@ -146,7 +158,7 @@ class Batcher:
         expired: list[Job] = []
         while not self._stopping:
             now = time.monotonic()
-            bucket, wait = self._queue.next_due(now)
+            bucket, wait = self._queue.next_due(now, self._hold)
             if bucket is None and expired:
                 return None, expired
             if bucket is None or wait > 0:
@@ -157,7 +169,9 @@ class Batcher:
                 return batch, expired
         return None, expired
 
-    def _run(self, batch: Batch) -> None:
+    def _run(self, batch: Batch, arrivals: int) -> None:
+        """Run `batch` (taken when `arrivals` calls had been submitted) and hand its finished
+        calls back."""
         started = time.monotonic()
         try:
             output = self.runner(batch)
@@ -170,6 +184,9 @@ class Batcher:
         finished: list[Job] = []
         waits = []
         with self._lock:  # with several batcher threads, one call's rows may finish in two at once
+            # Before the calls are handed back: a caller's next call must not count as overlap.
+            overlapped = self._arrivals != arrivals
+            self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
             for position, row in enumerate(batch.rows):
                 job = row.job
                 job.parts.append((output, position, row.index))

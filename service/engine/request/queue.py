@@ -123,12 +123,13 @@ class RowQueue:
             self.metrics.deadline_dropped.inc(freed)
         return freed
 
-    def next_due(self, now: float) -> tuple[deque[Row] | None, float]:
-        """The bucket of the oldest live row and how long until it is due (<= 0: now)."""
+    def next_due(self, now: float, hold: float = 0.0) -> tuple[deque[Row] | None, float]:
+        """The bucket of the oldest live row and how long until it is due (<= 0: now): after
+        `max_delay_s`, or `hold` if longer, unless its batch is full."""
         bucket = self._oldest()
         if bucket is None:
             return None, math.inf
-        wait = bucket[0].job.enqueued + self.limits.max_delay_s - now
+        wait = bucket[0].job.enqueued + max(self.limits.max_delay_s, hold) - now
         return bucket, 0.0 if wait > 0 and self._full(bucket) else wait
 
     def _full(self, bucket: deque[Row]) -> bool:

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
-from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.batcher import MAX_HOLD_S, Batcher
 from attnserve.service.engine.request.queue import Batch, BatchLimits, Job
 from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 
@@ -291,3 +291,56 @@ def test_each_expired_call_gets_an_error_of_its_own(runner: FakeRunner) -> None:
     errors = asyncio.run(run())
     assert len(errors) == 2 and all(isinstance(error, DeadlineExceeded) for error in errors)
     assert errors[0] is not errors[1]
+
+
+def test_a_lone_caller_is_never_held(runner: FakeRunner) -> None:
+    """Calls one after another never overlap a batch: each runs at once, alone."""
+
+    async def run() -> float:
+        batcher = await started(Batcher("m", runner, limits(), model_metrics()))
+        try:
+            for index in range(5):
+                await batcher.submit(f"call{index}", [4], None)
+                assert batcher.hold == 0.0, f"call {index}: nothing arrived during its batch"
+            return batcher.hold
+        finally:
+            await batcher.close()
+
+    assert asyncio.run(run()) == 0.0
+    assert runner.batches == [[(f"call{i}", 0, 4)] for i in range(5)]
+
+
+def test_calls_arriving_during_a_batch_make_the_next_batch_wait_for_more_rows(runner: FakeRunner) -> None:
+    """Rows that arrive while a batch runs show calls overlap: the next batch that is not full
+    may wait (at most MAX_HOLD_S) for more; a held call still finishes when none comes."""
+    holds: list[float] = []  # the hold in force when each batch was taken
+
+    async def run() -> str:
+        batcher: Batcher | None = None
+
+        def watched(batch: Batch) -> Any:
+            assert batcher is not None
+            holds.append(batcher.hold)
+            return runner(batch)
+
+        batcher = await started(Batcher("m", watched, limits(), model_metrics()))
+        try:
+            runner.gate.clear()
+            first = asyncio.ensure_future(batcher.submit("first", [4], None))
+            assert await asyncio.to_thread(runner.entered.wait, 10)
+            later = [asyncio.ensure_future(batcher.submit(name, [4], None)) for name in ("a", "b")]
+            await asyncio.sleep(0)
+            runner.gate.set()
+            await asyncio.gather(first, *later)
+            alone = await batcher.submit("alone", [4], None)  # nothing arrived during a+b: not held
+            return str(alone.payload)
+        finally:
+            await batcher.close()
+
+    assert asyncio.run(run()) == "alone"
+    assert runner.batches[0] == [("first", 0, 4)]
+    assert sorted(runner.batches[1]) == [("a", 0, 4), ("b", 0, 4)], "rows queued together run together"
+    assert runner.batches[2] == [("alone", 0, 4)]
+    assert holds[0] == 0.0, "the first batch had no batch before it"
+    assert 0.0 < holds[1] <= MAX_HOLD_S, "a and b arrived while the first batch ran"
+    assert holds[2] == 0.0, "nothing arrived while a and b ran"
