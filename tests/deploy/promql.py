@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,16 @@ def dashboard() -> dict[str, Any]:
 
 def dashboard_panels() -> list[dict[str, Any]]:
     return [p for p in dashboard()["panels"] if p["type"] != "row"]
+
+
+def panels_showing(needles: Iterable[str]) -> list[str]:
+    """Titles of the panels whose queries, between them, name every one of `needles`."""
+    wanted = tuple(needles)
+    return [
+        p["title"]
+        for p in dashboard_panels()
+        if all(any(n in t["expr"] for t in p["targets"]) for n in wanted)
+    ]
 
 
 def dashboard_queries() -> list[Query]:
