@@ -26,6 +26,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "mean_pool",
         {"d_model": 16, "positions": "sinusoidal", "head": "cosine"},
     ),
+    "mean_pool-bigrams": ("mean_pool", {"d_model": 16, "ngram_buckets": 32}),
     "attention_pool": ("attention_pool", {"d_model": 16}),
     "self_attention-narrow-k": ("self_attention", {"d_model": 16, "qk_dim": 8}),
     "transformer-pre-mean": ("transformer", {"n_layers": 2, "n_heads": 2, "d_model": 16}),
@@ -45,6 +46,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         {"n_layers": 1, "n_heads": 4, "d_model": 16, "pooling": "attention", "head": "cosine"},
     ),
     "bow_mlp-counts": ("bow_mlp", {"hidden": 16}),
+    "gru_attention-bigrams": ("gru_attention", {"d_model": 16, "n_queries": 2, "ngram_buckets": 32}),
     "bow_mlp-binary-2-layers": ("bow_mlp", {"hidden": 16, "n_layers": 2, "features": "binary"}),
 }
 
@@ -250,6 +252,7 @@ def test_cosine_head_is_bounded_by_its_learnable_scale(case: str, models: dict[s
     ("case", "order_aware"),
     [
         ("mean_pool", False),
+        ("mean_pool-bigrams", True),
         ("bow_mlp-counts", False),
         ("attention_pool", True),
         ("self_attention-narrow-k", True),

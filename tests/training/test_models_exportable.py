@@ -44,6 +44,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "bow_mlp": ("bow_mlp", {"hidden": 8, "features": "binary"}),
     "conv_attention": ("conv_attention", {"d_model": 8, "n_queries": 2, "conv_layers": 2, "kernel_size": 5}),
     "gru_attention": ("gru_attention", {"d_model": 8, "n_queries": 2}),
+    "gru_attention-bigrams": ("gru_attention", {"d_model": 8, "n_queries": 2, "ngram_buckets": 16}),
+    "mean_pool-bigrams": ("mean_pool", {"d_model": 8, "ngram_buckets": 16}),
 }
 
 # torch.export takes a few seconds per model: one case per family, the transformer one with
@@ -55,6 +57,7 @@ DYNAMO_CASES = [
     "transformer-post-cls-sinusoidal-cosine",
     "bow_mlp",
     "conv_attention",
+    "mean_pool-bigrams",
 ]
 # Not gru_attention: torch.export's GRU graph fixes the initial state's batch size (onnxruntime
 # refuses other batches); the TorchScript exporter, attnserve-export's default, exports it.

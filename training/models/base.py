@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from attnserve.training.models.config import ModelConfig, SequenceConfig
 from attnserve.training.models.init import init_weights
-from attnserve.training.models.layers import PositionalEncoding, make_head
+from attnserve.training.models.layers import NgramBag, PositionalEncoding, make_head
 
 
 def check_inputs(input_ids: Tensor, attention_mask: Tensor, max_len: int) -> None:
@@ -69,7 +69,7 @@ class Classifier(nn.Module):
 
 
 class SequenceClassifier(Classifier):
-    """token ids -> embedding + positions -> dropout -> ``features`` -> head.
+    """token ids -> embedding + positions -> dropout -> ``features`` (+ bigram bag) -> head.
 
     Modules are created in that order, so registration order (and with it which random draws
     each parameter gets from a seed) follows the data flow.
@@ -83,6 +83,7 @@ class SequenceClassifier(Classifier):
         self.positions = PositionalEncoding(config.positions, config.max_len, config.d_model)
         self.drop = nn.Dropout(config.dropout)
         self.build()
+        self.ngrams = NgramBag(config.ngram_buckets, config.d_model) if config.ngram_buckets else None
         self.head = make_head(config.head, config.d_model, config.num_classes)
         self.reset_weights()
 
@@ -105,4 +106,6 @@ class SequenceClassifier(Classifier):
         mask = attention_mask.bool()  # [B, T]
         x = self.drop(self.positions(self.embed(input_ids)))  # [B, T, D]
         pooled, attention = self.features(x, mask, with_attention)  # [B, D], attention or None
+        if self.ngrams is not None:
+            pooled = pooled + self.drop(self.ngrams(input_ids, mask))  # [B, D]
         return self.head(pooled), attention if with_attention else None  # [B, C]

@@ -83,8 +83,10 @@ class SequenceConfig(ModelConfig):
 
     d_model: int = 64
     positions: str = "learned"  # none | learned | sinusoidal
+    ngram_buckets: int = 0  # hashed bigram embeddings added to the pooled vector (0: none)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.require_at_least(1, "d_model")
+        self.require_at_least(0, "ngram_buckets")
         self.require_choice("positions", self.position_kinds)

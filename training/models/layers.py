@@ -148,6 +148,27 @@ class SelfAttention(nn.Module):
         return self.out(y), weights
 
 
+class NgramBag(nn.Module):
+    """Mean of hashed bigram embeddings over a text's adjacent real-token pairs: [B, T] -> [B, D].
+
+    Each pair of ids hashes into one of ``buckets`` rows, so unseen pairs still get a vector
+    (shared with others) and the table's size does not grow with the data. A text with fewer
+    than two real tokens gets the zero vector.
+    """
+
+    PRIME = 1_000_003  # times an id below 2**31, plus another, stays far inside int64
+
+    def __init__(self, buckets: int, d_model: int) -> None:
+        super().__init__()
+        self.buckets = buckets
+        self.embed = nn.Embedding(buckets, d_model)
+
+    def forward(self, input_ids: Tensor, mask: Tensor) -> Tensor:
+        pairs = mask[:, :-1] & mask[:, 1:]  # [B, T-1], both tokens real
+        codes = (input_ids[:, :-1] * self.PRIME + input_ids[:, 1:]) % self.buckets  # [B, T-1]
+        return masked_mean(self.embed(codes), pairs)[0]  # [B, D]
+
+
 class MultiQueryPool(nn.Module):
     """``n_queries`` learned queries; query q pools slice q of the values: [B, T, D] -> [B, D]."""
 

@@ -52,6 +52,7 @@ def suggest(trial: optuna.Trial, families: tuple[str, ...]) -> TrialSettings:
         model["n_queries"] = trial.suggest_categorical("n_queries", [1, 2, 4])
     elif family == "gru_attention":
         model["n_queries"] = trial.suggest_categorical("n_queries", [1, 2, 4])
+        model["ngram_buckets"] = trial.suggest_categorical("ngram_buckets", [0, 65536])
     elif family == "transformer":
         model["n_layers"] = trial.suggest_int("n_layers", 1, 2)
         model["n_heads"] = trial.suggest_categorical("n_heads", [1, 2, 4])
