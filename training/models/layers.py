@@ -1,4 +1,4 @@
-"""Layers the families are built from: masking, positions, heads and the two attention layers.
+"""Layers the families are built from: masking, positions, heads, the bigram bag and the attention layers.
 
 Everything here must export to ONNX with dynamic batch and sequence: shapes are never read
 into Python ints that end up in the graph (heads are split with ``unflatten(-1, ...)``),
