@@ -51,6 +51,8 @@ def _response(
             logits=logits[i],
             tokens=tokens,
             truncated=encoded.truncated[i],
+            offsets=[pb.TokenSpan(start=start, end=end) for start, end in encoded.offsets(i)],
+            special=encoded.special(i),
         )
         if out.attention is not None:
             item.attention.CopyFrom(tensor(out.attention[i]))

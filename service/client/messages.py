@@ -57,6 +57,10 @@ class TextResult:
     truncated: bool
     attention: np.ndarray | None  # shape depends on the attention mode; token axes have len(tokens)
     top_tokens: list[TopToken]
+    # Per token: [start, end) characters in the request text ((0, 0) for [CLS]/[SEP]) and
+    # whether the tokenizer added it.
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    special: list[bool] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,8 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             truncated=item.truncated,
             attention=tensor_array(item.attention) if item.HasField("attention") else None,
             top_tokens=[TopToken(t.index, t.token, t.weight) for t in item.top_tokens],
+            offsets=[(span.start, span.end) for span in item.offsets],
+            special=list(item.special),
         )
         for item in reply.results
     ]

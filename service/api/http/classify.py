@@ -5,8 +5,9 @@
     POST /v1/models/{name}:classify       {"texts": [...], "attention": "pooled", "top_k": 3, "version": 2}
 
 A reply carries what the gRPC Classify reply carries, as JSON: label, probabilities,
-logits, tokens, truncated, attention as nested lists in the requested mode, top tokens,
-and timings in microseconds. Errors are `{"error": {"code", "message"}}`.
+logits, tokens with their character offsets and special flags, truncated, attention as
+nested lists in the requested mode, top tokens, and timings in microseconds. Errors are
+`{"error": {"code", "message"}}`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def classified(
                 probabilities=probabilities[i],
                 logits=logits[i],
                 tokens=tokens,
+                offsets=encoded.offsets(i),
+                special=encoded.special(i),
                 truncated=encoded.truncated[i],
                 attention=None if out.attention is None else out.attention[i].tolist(),
                 top_tokens=top,

@@ -55,7 +55,19 @@ class TextResult(_Reply):
     label_id: int
     probabilities: list[float]
     logits: list[float]
-    tokens: list[str]
+    tokens: list[str] = Field(
+        description="The tokens the model saw, in order: word pieces and the tokenizer's added tokens "
+        "([CLS], [SEP]), after normalisation and truncation."
+    )
+    offsets: list[tuple[int, int]] = Field(
+        description="Per token, its [start, end) character offsets in the request text (Unicode code "
+        "points, as Python indexes a str): text[start:end] is what it was read from. Added tokens "
+        "([CLS], [SEP]) have [0, 0]."
+    )
+    special: list[bool] = Field(
+        description="Per token, true where the tokenizer added it ([CLS], [SEP], ...) rather than read it "
+        "from the text."
+    )
     truncated: bool
     attention: Any = Field(None, description="Nested lists in the requested mode; null when none.")
     top_tokens: list[TokenWeight] = []

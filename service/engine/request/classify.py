@@ -123,8 +123,9 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
     it would fail at a client with the default receive limit after all the work."""
     lengths = encoded.lengths
     spec = model.manifest.attention
-    # Per text besides attention: logits, probabilities, tokens and framing.
-    estimate = sum(lengths) * 24 + len(lengths) * (16 * len(model.labels) + 64)
+    # Per text besides attention: logits, probabilities, tokens with their offsets and special
+    # flags, and framing.
+    estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
     estimate += reply_bytes(model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
     if estimate > limit:
         raise ResourceExhausted(

@@ -35,6 +35,19 @@ class EncodedTexts:
             return []
         return list(self.encodings[index].tokens)
 
+    def offsets(self, index: int) -> list[tuple[int, int]]:
+        """Per token, [start, end) character offsets into the request text (Python str
+        indices); tokens the tokenizer's template added ([CLS], [SEP]) have (0, 0)."""
+        if self.encodings is None:
+            return []
+        return list(self.encodings[index].offsets)
+
+    def special(self, index: int) -> list[bool]:
+        """Per token, whether the tokenizer added it (a special token such as [CLS] or [SEP])."""
+        if self.encodings is None:
+            return []
+        return [bool(flag) for flag in self.encodings[index].special_tokens_mask]
+
     @classmethod
     def from_ids(cls, rows: Sequence[TokenIds]) -> EncodedTexts:
         """Rows tokenized by the caller (e.g. an INPUT_IDS tensor, padding already removed)."""

@@ -56,8 +56,16 @@ class TokenWeight(_message.Message):
     weight: float
     def __init__(self, index: _Optional[int] = ..., token: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
 
+class TokenSpan(_message.Message):
+    __slots__ = ("start", "end")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
+
 class TextResult(_message.Message):
-    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens")
+    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LABEL_ID_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +74,8 @@ class TextResult(_message.Message):
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     TOP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    SPECIAL_FIELD_NUMBER: _ClassVar[int]
     label: str
     label_id: int
     probabilities: _containers.RepeatedScalarFieldContainer[float]
@@ -74,7 +84,9 @@ class TextResult(_message.Message):
     truncated: bool
     attention: Tensor
     top_tokens: _containers.RepeatedCompositeFieldContainer[TokenWeight]
-    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ...) -> None: ...
+    offsets: _containers.RepeatedCompositeFieldContainer[TokenSpan]
+    special: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("tokenize_us", "queue_us", "inference_us", "total_us")
