@@ -71,13 +71,14 @@ function legend(low, high, caption) {
     el("span", { textContent: fmt(high) }));
 }
 
-function tokens(side, words, weights) {
+function tokens(side, words, weights, special) {
   const high = Math.max(...weights, 1e-9);
   const row = el("div", { className: "tokens", id: `tokens-${side}` });
   words.forEach((word, i) => {
     const t = weights[i] / high;
     const text = `token ${i} '${word}': pooled attention ${fmt(weights[i])}`;
-    const span = el("span", { className: "token", textContent: word, tabIndex: 0, title: text,
+    const span = el("span", { className: special[i] ? "token special" : "token", textContent: word,
+      tabIndex: 0, title: special[i] ? `${text} (added by the tokenizer)` : text,
       "aria-label": text, dataset: { weight: String(weights[i]) },
       style: { background: colour(t), color: ink(t) } });
     span.addEventListener("mouseenter", () => readout(text));
@@ -87,17 +88,18 @@ function tokens(side, words, weights) {
   return el("div", {}, row, legend(0, high, "pooled attention"));
 }
 
-function heatmap(id, caption, matrix, words, scale) {
+function heatmap(id, caption, matrix, words, scale, special) {
   const n = matrix.length;
   const table = el("table", { className: "heatmap", id, tabIndex: 0,
     "aria-label": `${caption}: rows are queries, columns are keys; arrow keys move` });
   table.append(el("caption", { textContent: caption }));
   const head = el("tr", {}, el("th", { className: "axis", textContent: "query ↓ key →" }));
-  words.forEach((w) => head.append(el("th", { scope: "col", textContent: w })));
+  words.forEach((w, j) => head.append(el("th", { scope: "col", textContent: w,
+    className: special[j] ? "special" : "" })));
   table.append(el("thead", {}, head));
   const body = el("tbody");
   matrix.forEach((row, i) => {
-    const tr = el("tr", {}, el("th", { scope: "row", textContent: words[i] }));
+    const tr = el("tr", {}, el("th", { scope: "row", textContent: words[i], className: special[i] ? "special" : "" }));
     row.forEach((value, j) => {
       const t = value / scale;
       const text = `${caption}: query '${words[i]}' → key '${words[j]}' = ${fmt(value)}`;
@@ -132,7 +134,29 @@ function heatmap(id, caption, matrix, words, scale) {
 
 function maxOf(values) { return values.reduce((m, v) => Math.max(m, v), 0); }
 
-function panel(side, title, reply, rollout, kind, scale) {
+// What a panel shows, after the view and the merging of word pieces:
+// {labels, special, weights (per token or word), maps: [{id, caption, matrix, rollout}]}.
+function shown(side, result, rollout, kind, state, text) {
+  const groups = state.merge ? wordGroups(result, text) : null;
+  const labels = groups ? groups.map((g) => g.label) : result.tokens;
+  const special = groups ? groups.map((g) => g.special) : specialFlags(result);
+  const vector = (w) => (groups ? mergeVector(w, groups) : w);
+  const square = (m) => (groups ? mergeMatrix(m, groups) : m);
+  const view = { labels, special, weights: kind === "none" ? [] : vector(pooledWeights(result, kind)), maps: [] };
+  if (kind !== "self" && kind !== "layers") return view;
+  const every = result.attention;  // [L][H][n][n]
+  const add = (l, h) => view.maps.push({ id: `heatmap-${side}-l${l}-h${h}`,
+    caption: `layer ${l + 1} · head ${h + 1}`, matrix: square(every[l][h]), rollout: false });
+  if (state.attention === "all") every.forEach((layer, l) => layer.forEach((_, h) => add(l, h)));
+  if (state.attention === "head") add(state.layer - 1, state.head - 1);
+  if (state.attention !== "head") {
+    view.maps.push({ id: `rollout-${side}`, caption: "rollout (all layers, heads averaged)",
+      matrix: square(rollout.results[0].attention), rollout: true });
+  }
+  return view;
+}
+
+function panel(side, title, reply, view, kind, scale) {
   const result = reply.results[0];
   const box = el("section", { className: "panel", id: `panel-${side}`, "aria-label": title });
   box.append(el("h2", { textContent: title }),
@@ -144,7 +168,7 @@ function panel(side, title, reply, rollout, kind, scale) {
     return box;
   }
   box.append(el("h3", { textContent: "Tokens, coloured by pooled attention" }),
-    tokens(side, result.tokens, pooledWeights(result, kind)));
+    tokens(side, view.labels, view.weights, view.special));
   if (result.top_tokens.length) {
     const list = el("ol", { className: "top", id: `top-${side}` });
     for (const t of result.top_tokens) list.append(el("li", { textContent: `${t.token} (#${t.index}) ${fmt(t.weight)}` }));
@@ -155,12 +179,10 @@ function panel(side, title, reply, rollout, kind, scale) {
     return box;
   }
   const maps = el("div", { className: "heatmaps" });
-  result.attention.forEach((layer, l) => layer.forEach((matrix, h) =>
-    maps.append(heatmap(`heatmap-${side}-l${l}-h${h}`, `layer ${l + 1} · head ${h + 1}`, matrix, result.tokens, scale))));
-  box.append(el("h3", { textContent: "Attention per layer × head" }), maps);
-  const roll = rollout.results[0].attention;
-  box.append(el("h3", { textContent: "Attention rollout (all layers, heads averaged)" }),
-    heatmap(`rollout-${side}`, "rollout", roll, result.tokens, maxOf(roll.flat())));
+  for (const map of view.maps) {
+    const own = map.rollout ? maxOf(map.matrix.flat()) || 1 : scale;
+    maps.append(heatmap(map.id, map.caption, map.matrix, view.labels, own, view.special));
+  }
+  box.append(el("h3", { textContent: "Attention maps (rows: queries, columns: keys)" }), maps);
   return box;
 }
-

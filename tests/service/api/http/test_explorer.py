@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
-import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.select import Select
-from selenium.webdriver.support.ui import WebDriverWait
 
 from attnserve.service.client import Client
 from attnserve.service.engine.request.attention import importance
+from tests.service.api.http.browser import browser, wait
 from tests.support.servers import RunningServer, free_port, make_settings
+
+__all__ = ["browser"]  # the fixture, imported for pytest
 
 SENTENCE_A = "the white car is on the left of the black car"
 SENTENCE_B = "the black car is on the left of the white car"
@@ -33,29 +30,6 @@ TOKEN = "explorer-token-0123456789"
 CELLS = (
     "return Array.from(document.querySelectorAll(arguments[0] + ' tbody td')).map(td => td.dataset.value);"
 )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        message = "needs Debian's chromium and chromium-driver (scripts/test-deps.sh installs them)"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    options = Options()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    options.add_argument("--window-size=1400,1000")
-    chrome = webdriver.Chrome(service=Service(executable_path=driver), options=options)
-    chrome.set_page_load_timeout(30)
-    yield chrome
-    chrome.quit()
-
-
-def wait(browser: webdriver.Chrome, script: str, timeout: float = 30) -> Any:
-    return WebDriverWait(browser, timeout).until(lambda b: b.execute_script(script))
 
 
 def open_page(browser: webdriver.Chrome, port: int) -> None:

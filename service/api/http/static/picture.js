@@ -1,0 +1,98 @@
+// attnserve attention explorer: take an explanation along. The PNG is the panel as drawn
+// (label, tokens, the visible maps, same colours), painted on a canvas; the JSON is the
+// service's reply byte for byte. No library: canvas, Blob and a download link.
+"use strict";
+
+const CELL = 18;
+const GAP = 24;
+const FONT = "12px ui-monospace, monospace";
+const TITLE_FONT = "bold 14px system-ui, sans-serif";
+const MAPS_PER_ROW = 4;
+
+function saveBlob(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const link = el("a", { href: url, download: filename, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function saveJson(text, filename) {
+  saveBlob(new Blob([text], { type: "application/json" }), filename);
+}
+
+// Lay out and paint one panel; returns the canvas (its size is the PNG's size).
+function paint(title, label, view, scale) {
+  const probe = document.createElement("canvas").getContext("2d");
+  probe.font = FONT;
+  const labelWidth = Math.ceil(Math.max(40, ...view.labels.map((w) => probe.measureText(w).width))) + 8;
+  const n = view.labels.length;
+  const mapWidth = labelWidth + n * CELL;
+  const mapHeight = 18 + labelWidth + n * CELL;
+  const columns = Math.max(1, Math.min(MAPS_PER_ROW, view.maps.length));
+  const rows = Math.ceil(view.maps.length / MAPS_PER_ROW);
+  const strip = view.weights.length ? 18 + labelWidth + CELL + GAP : 0;
+  const width = Math.max(480, GAP + columns * (mapWidth + GAP), GAP + labelWidth + n * CELL + GAP);
+  const height = GAP + 48 + strip + rows * (mapHeight + GAP);
+  const canvas = el("canvas", { width, height });
+  const g = canvas.getContext("2d");
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, width, height);
+  g.fillStyle = "#111";
+  g.font = TITLE_FONT;
+  g.textBaseline = "top";
+  g.fillText(title, GAP, GAP);
+  g.fillText(`label: ${label}`, GAP, GAP + 20);
+  let top = GAP + 48;
+  const columnLabels = (left, y) => {  // written upwards, ending at the top of the grid
+    view.labels.forEach((word, j) => {
+      g.save();
+      g.translate(left + j * CELL + CELL / 2 + 4, y + labelWidth - 4);
+      g.rotate(-Math.PI / 2);
+      g.fillStyle = view.special[j] ? "#b2182b" : "#333";
+      g.fillText(word, 0, 0);
+      g.restore();
+    });
+  };
+  g.font = FONT;
+  g.textBaseline = "alphabetic";
+  if (view.weights.length) {
+    const high = Math.max(...view.weights, 1e-9);
+    g.fillText("pooled attention", GAP, top + 12);
+    columnLabels(GAP + labelWidth, top + 18);
+    view.weights.forEach((w, j) => {
+      g.fillStyle = colour(w / high);
+      g.fillRect(GAP + labelWidth + j * CELL, top + 18 + labelWidth, CELL, CELL);
+    });
+    top += strip;
+  }
+  view.maps.forEach((map, k) => {
+    const left = GAP + (k % MAPS_PER_ROW) * (mapWidth + GAP);
+    const y = top + Math.floor(k / MAPS_PER_ROW) * (mapHeight + GAP);
+    const own = map.rollout ? maxOf(map.matrix.flat()) || 1 : scale;
+    g.fillStyle = "#111";
+    g.fillText(map.caption, left, y + 12);
+    columnLabels(left + labelWidth, y + 18);
+    const gridTop = y + 18 + labelWidth;
+    map.matrix.forEach((row, i) => {
+      g.fillStyle = view.special[i] ? "#b2182b" : "#333";
+      g.fillText(view.labels[i], left, gridTop + i * CELL + CELL - 5);
+      row.forEach((value, j) => {
+        g.fillStyle = colour(value / own);
+        g.fillRect(left + labelWidth + j * CELL, gridTop + i * CELL, CELL, CELL);
+      });
+    });
+  });
+  return canvas;
+}
+
+function savePng(title, label, view, scale, filename) {
+  return new Promise((resolve, reject) => {
+    paint(title, label, view, scale).toBlob((blob) => {
+      if (!blob) { reject(new Error("the browser could not encode the picture")); return; }
+      saveBlob(blob, filename);
+      resolve(blob.size);
+    }, "image/png");
+  });
+}
