@@ -40,11 +40,23 @@ class GraphContract:
     attention: AttentionSpec
 
 
+def vocab_size(model: Classifier) -> int:
+    """The model's vocabulary size: a config field, or the pretrained encoder's own config."""
+    config = model.config
+    size = getattr(config, "vocab_size", None)
+    if size is None:  # the "encoder" family keeps the checkpoint's config as a dict
+        encoder = getattr(config, "encoder", None)
+        size = encoder.get("vocab_size") if isinstance(encoder, dict) else None
+    if size is None:
+        raise ExportError(f"{model.family}: the model config names no vocab_size")
+    return int(size)
+
+
 def example_inputs(model: Classifier, max_len: int) -> tuple[Tensor, Tensor]:
     """Example ids/mask for tracing: real token ids, one row right-padded."""
     length = min(EXAMPLE_LENGTH, max_len)
     batch = EXAMPLE_BATCH if length != EXAMPLE_BATCH else EXAMPLE_BATCH + 1
-    vocab = int(model.config.vocab_size)
+    vocab = vocab_size(model)
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (batch, length), generator=generator, dtype=torch.int64)  # [B, T]
     mask = torch.ones(batch, length, dtype=torch.int64)  # [B, T]

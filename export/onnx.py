@@ -114,12 +114,37 @@ def export_model(
                     dynamic_axes=axes,
                     do_constant_folding=True,
                 )
+                _pin_fixed_dims(path, contract)
     except ExportError:
         raise
     except Exception as exc:  # exporters raise many unrelated types; keep the cause attached
         raise ExportError(
             f"{exporter} exporter failed for {model.family}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _pin_fixed_dims(path: Path, contract: GraphContract) -> None:
+    """Write the contract's fixed sizes where the TorchScript exporter could not infer one.
+
+    Its shape inference gives up on some reshapes (Hugging Face encoders split heads with a
+    computed shape) and names the output's dim after the node, e.g. ``Mulattention_dim_2``,
+    although the size never varies. Only dims left unnamed by the contract are touched; a
+    dim that is a wrong number still fails ``verify_graph``.
+    """
+    proto = onnx.load(str(path))
+    symbolic = {d for spec in [*contract.inputs, *contract.outputs] for d in spec.shape if isinstance(d, str)}
+    changed = False
+    for value in proto.graph.output:
+        spec = next((spec for spec in contract.outputs if spec.name == value.name), None)
+        dims = value.type.tensor_type.shape.dim
+        if spec is None or len(dims) != len(spec.shape):
+            continue
+        for dim, want in zip(dims, spec.shape, strict=True):
+            if isinstance(want, int) and dim.HasField("dim_param") and dim.dim_param not in symbolic:
+                dim.dim_value = want
+                changed = True
+    if changed:
+        onnx.save(proto, str(path))
 
 
 @contextlib.contextmanager

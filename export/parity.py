@@ -20,6 +20,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 import torch
 
+from attnserve.export.contract import vocab_size as model_vocab_size
 from attnserve.export.errors import ParityError
 from attnserve.service.bundle import ParityReport
 from attnserve.training.models.base import Classifier
@@ -209,7 +210,7 @@ def measure_parity(
 ) -> ParityResult:
     """Run the whole grid; the caller decides whether to ``raise_on_failure``."""
     model = model.cpu().eval()
-    vocab_size, pad_id = int(model.config.vocab_size), int(model.config.pad_id)
+    vocab_size, pad_id = model_vocab_size(model), int(model.config.pad_id)
     rng = np.random.default_rng(seed)
     grid = parity_lengths(max_len, lengths)
     result = ParityResult(tolerance=tolerance, lengths=grid, batch_sizes=sorted(set(batch_sizes)))

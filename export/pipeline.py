@@ -29,7 +29,7 @@ from attnserve.export.onnx import (
     graph_opset,
     verify_graph,
 )
-from attnserve.export.optimize import optimize_graph
+from attnserve.export.optimize import EncoderShape, optimize_graph
 from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
 from attnserve.export.profile import measure_profile
 from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
@@ -41,6 +41,7 @@ from attnserve.service.bundle import (
     ParityReport,
     QuantizationInfo,
 )
+from attnserve.training.models.base import Classifier
 from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         graph = quantized
     if options.optimize:
         optimized = work / "optimized.onnx"
-        optimize_graph(graph, optimized)
+        optimize_graph(graph, optimized, encoder_shape(model))
         verify_graph(optimized, contract, standard_ops_only=False)
         graph = optimized
     quantization = None
@@ -153,6 +154,14 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         contract=contract,
         profile=profile,
     )
+
+
+def encoder_shape(model: Classifier) -> EncoderShape | None:
+    """Heads and width of a pretrained encoder (family "encoder"), for the transformer fusions."""
+    encoder = getattr(model.config, "encoder", None)
+    if model.family != "encoder" or not isinstance(encoder, dict):
+        return None
+    return EncoderShape(heads=int(encoder["num_attention_heads"]), hidden=int(encoder["hidden_size"]))
 
 
 def _parity(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnserve.export.contract import vocab_size as model_vocab_size
 from attnserve.export.parity import cpu_session, random_batch, run_onnx, run_torch, torch_threads
 from attnserve.training.models.base import Classifier
 
@@ -78,7 +79,7 @@ def measure_latency(
             rng,
             batch,
             length,
-            vocab_size=int(model.config.vocab_size),
+            vocab_size=model_vocab_size(model),
             pad_id=int(model.config.pad_id),
             pad_share=0.0,
         )
