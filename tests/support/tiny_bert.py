@@ -86,7 +86,7 @@ def write_reviews(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
-def train_tiny_encoder_run(root: Path, *, head: str = "cls", epochs: int = 2, seed: int = 0) -> Path:
+def train_tiny_encoder_run(root: Path, *, head: str = "cls", epochs: int = 8, seed: int = 0) -> Path:
     """Fine-tune a fresh tiny BERT on 120 reviews (a few seconds); return the run directory."""
     from attnserve.training.loop.trainer import TrainConfig
     from attnserve.training.run.pipeline import DataSpec, train_run
@@ -98,7 +98,9 @@ def train_tiny_encoder_run(root: Path, *, head: str = "cls", epochs: int = 2, se
         root / "run",
         "encoder",
         {"head": head},
-        TrainConfig(epochs=epochs, batch_size=16, lr=1e-3, progress=False, seed=seed, threads=1),
+        TrainConfig(
+            epochs=epochs, batch_size=16, lr=3e-3, progress=False, seed=seed, threads=1, word_dropout=0.0
+        ),
         DataSpec(path=str(data), seed=seed),
         pretrained=str(checkpoint),
     )

@@ -82,8 +82,9 @@ def expected_attention_shape(model: Classifier, b: int, t: int) -> tuple[int, ..
     }[model.attention_kind]
 
 
-def test_registry_holds_the_seven_families() -> None:
+def test_registry_holds_the_eight_families() -> None:
     assert set(FAMILIES) == {
+        "encoder",
         "mean_pool",
         "attention_pool",
         "conv_attention",
@@ -94,6 +95,7 @@ def test_registry_holds_the_seven_families() -> None:
     }
     kinds = {name: cls.attention_kind for name, cls in FAMILIES.items()}
     assert kinds == {
+        "encoder": "layers",
         "mean_pool": "pool",
         "attention_pool": "pool",
         "conv_attention": "pool",

@@ -11,6 +11,7 @@ import torch
 from attnserve.training.report.metrics import Scores
 
 SELECT_BY = ("macro_f1", "loss", "accuracy")
+SCHEDULES = ("cosine", "linear")
 CLASS_WEIGHTS = ("none", "balanced")
 DEFAULT_EPOCHS = 25
 
@@ -31,8 +32,18 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_fraction: float = 0.05
+    # After the warmup the learning rate falls to 0 along a half cosine, or a straight line
+    # (linear: the schedule BERT-family checkpoints were fine-tuned with in their papers).
+    schedule: str = "cosine"
     grad_clip: float = 1.0
-    patience: int = 15  # epochs without validation improvement before stopping
+    patience: int = 15  # validations without improvement before stopping (one an epoch unless eval_every)
+    # Steps between validations inside an epoch, besides the one at each epoch's end (0 = only
+    # that one). A fine-tuning run may be one epoch or less long: it needs several looks at
+    # the validation split to keep its best point and to stop early.
+    eval_every: int = 0
+    # Off a terminal, a progress line every this many steps (0 = only the line a validation
+    # writes): a long epoch is never silent in a log file.
+    log_every: int = 0
     seed: int = 0
     device: str = "auto"
     # CPU threads for torch; 0 times a probe step under 1 thread and under every usable core,
@@ -58,6 +69,9 @@ class TrainConfig:
     # training-speed). Batches of 64 texts up to 32 tokens long are never split.
     max_batch_tokens: int = 2048
     max_seconds: float = 0.0  # wall-clock budget of this session, checked between steps; 0 = none
+    # With max_seconds: once the first steps are timed, shorten the planned steps to those the
+    # budget covers, so the learning-rate decay ends with the budget instead of being cut off.
+    plan_to_budget: bool = False
     progress: bool = True  # steps, texts/s and time left, drawn only on a terminal
     resume: bool = False  # continue from the run directory's resume.pt
     # The best validation epoch is kept. macro_f1 (loss breaks ties) does not reward a model
@@ -68,9 +82,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.select_by not in SELECT_BY:
             raise ValueError(f"select_by must be one of {SELECT_BY}, got {self.select_by!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.class_weights not in CLASS_WEIGHTS:
             raise ValueError(f"class_weights must be one of {CLASS_WEIGHTS}, got {self.class_weights!r}")
-        for name in ("epochs", "min_steps", "target_steps", "patience"):
+        for name in ("epochs", "min_steps", "target_steps", "patience", "eval_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.batch_size < 1:
@@ -79,6 +95,27 @@ class TrainConfig:
             raise ValueError(f"max_batch_tokens must be >= 0, got {self.max_batch_tokens}")
         if self.max_seconds < 0:
             raise ValueError(f"max_seconds must be >= 0, got {self.max_seconds}")
+
+
+# Fine-tuning a pretrained encoder (--pretrained), under any flag given: the BERT paper's recipe
+# (AdamW at 5e-5, weight decay 0.01, batch 32, linear decay after a 6% warmup, a few epochs),
+# with validation every 100 steps so the best point of a short run is kept and a run that
+# stops improving stops. The encoder has its own dropout; [UNK] word dropout would feed it
+# a token it barely saw in pretraining, so it is off.
+FINE_TUNING: tuple[tuple[str, int | float | str | bool], ...] = (
+    ("lr", 5e-5),
+    ("weight_decay", 0.01),
+    ("batch_size", 32),
+    ("warmup_fraction", 0.06),
+    ("schedule", "linear"),
+    ("epochs", 3),
+    ("min_steps", 0),
+    ("eval_every", 100),
+    ("log_every", 20),
+    ("patience", 5),
+    ("word_dropout", 0.0),
+    ("plan_to_budget", True),
+)
 
 
 def planned_epochs(cfg: TrainConfig, n_train: int) -> int:

@@ -1,15 +1,20 @@
-"""Progress within an epoch: steps, texts/s and time left, on a terminal only.
+"""Progress within an epoch: steps, texts/s and time left, as a bar on a terminal.
 
 When stderr is not a terminal (a log file, a pipe, CI) nothing is drawn: a redrawn bar
-becomes one giant line there. Epoch summaries go to the logger either way.
+becomes one giant line there. Instead a line goes to the logger every ``log_every`` steps
+(0: none). Validation summaries go to the logger either way.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
 from typing import TextIO
 
 from tqdm import tqdm
+
+log = logging.getLogger(__name__)
 
 
 def on_terminal(stream: TextIO | None = None) -> bool:
@@ -21,17 +26,20 @@ def on_terminal(stream: TextIO | None = None) -> bool:
 class EpochProgress:
     """One bar per epoch, counting texts; ``update`` after each step."""
 
-    def __init__(self, enabled: bool, epochs: int) -> None:
+    def __init__(self, enabled: bool, epochs: int, *, log_every: int = 0) -> None:
         self.enabled = enabled and on_terminal()
         self.epochs = epochs
+        self.log_every = 0 if self.enabled else log_every
         self._bar: tqdm[None] | None = None
+        self._epoch = self._steps = self._step = self._texts = self._taken = 0
+        self._started = time.perf_counter()
 
     def start(self, epoch: int, texts: int, steps: int, done_texts: int = 0, done_steps: int = 0) -> None:
         self.close()
+        self._epoch, self._steps, self._step, self._texts, self._taken = epoch, steps, done_steps, 0, 0
+        self._started = time.perf_counter()
         if not self.enabled:
             return
-        self._steps = steps
-        self._step = done_steps
         self._bar = tqdm(
             total=texts,
             initial=done_texts,
@@ -46,6 +54,9 @@ class EpochProgress:
 
     def update(self, texts: int, loss: float) -> None:
         if self._bar is None:
+            self._step, self._texts, self._taken = self._step + 1, self._texts + texts, self._taken + 1
+            if self.log_every and self._step % self.log_every == 0:
+                self._line(loss)
             return
         self._step += 1
         self._bar.set_postfix_str(f"step {self._step}/{self._steps} loss {loss:.3f}", refresh=False)
@@ -56,3 +67,10 @@ class EpochProgress:
             self._bar.refresh()  # the last step, even when it came sooner than mininterval
             self._bar.close()
             self._bar = None
+
+    def _line(self, loss: float) -> None:
+        seconds = time.perf_counter() - self._started
+        rate = self._texts / max(seconds, 1e-9)
+        left = (self._steps - self._step) * seconds / max(self._taken, 1)
+        log.info("epoch %d/%d  step %d/%d  loss %.4f  %.1f texts/s  epoch ETA %.0f s",
+                 self._epoch, self.epochs, self._step, self._steps, loss, rate, left)  # fmt: skip

@@ -11,6 +11,7 @@ from attnserve.training.models.base import Classifier
 from attnserve.training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
 from attnserve.training.models.config import ModelConfig
 from attnserve.training.models.conv_attention import ConvAttentionClassifier, ConvAttentionConfig
+from attnserve.training.models.encoder import EncoderClassifier, EncoderConfig
 from attnserve.training.models.gru_attention import GRUAttentionClassifier, GRUAttentionConfig
 from attnserve.training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
 from attnserve.training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
@@ -26,6 +27,7 @@ FAMILIES: dict[str, type[Classifier]] = {
         BowMLPClassifier,
         ConvAttentionClassifier,
         GRUAttentionClassifier,
+        EncoderClassifier,
     )
 }
 
@@ -61,6 +63,8 @@ __all__ = [
     "Classifier",
     "ConvAttentionClassifier",
     "ConvAttentionConfig",
+    "EncoderClassifier",
+    "EncoderConfig",
     "GRUAttentionClassifier",
     "GRUAttentionConfig",
     "MeanPoolClassifier",

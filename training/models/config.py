@@ -32,6 +32,9 @@ def require(condition: bool, message: str) -> None:
 class ModelConfig:
     """Fields every family has. Subclasses add their own, all with defaults."""
 
+    # Head kinds a family accepts; the pretrained encoder has its own.
+    head_kinds: ClassVar[tuple[str, ...]] = HEADS
+
     vocab_size: int
     num_classes: int = 2
     max_len: int = 64
@@ -56,7 +59,7 @@ class ModelConfig:
             0 <= self.pad_id < self.vocab_size,
             f"{name}.pad_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_id}",
         )
-        self.require_choice("head", HEADS)
+        self.require_choice("head", self.head_kinds)
         require(0.0 <= self.dropout < 1.0, f"{name}.dropout must be in [0, 1), got {self.dropout}")
 
     def require_at_least(self, minimum: int, *names: str) -> None:
