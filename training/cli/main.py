@@ -6,7 +6,8 @@ the validation loss (training/data/recipe.py, measured on SST-2). A built-in tas
 own recipe (its size, trainer settings and, for the transformer, model settings;
 `--task car-order` trains 2 layers of 2 heads with sinusoidal positions and attention
 pooling): flags given override it, and with --data none applies.
-`attnserve-train compare --help` for the side-by-side runs.
+`attnserve-train compare --help` for the side-by-side runs, `attnserve-train distill --help`
+to train a student on a teacher run's logits.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from attnserve.training.cli.flags import (
     family_help,
     picked,
 )
-from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING
+from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING, DataRecipe
+from attnserve.training.distill import cli as distill_cli
 from attnserve.training.loop.config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 from attnserve.training.loop.resume import ResumeError
 from attnserve.training.models import FAMILIES
@@ -189,14 +191,23 @@ def _train(argv: Sequence[str]) -> int:
         return compare_main(argv[1:])
     if argv[:1] == ["tune"]:
         return _tune(argv[1:])
-    ns = build_parser().parse_args(argv)
+    parser, distilling = build_parser(), argv[:1] == ["distill"]
+    if distilling:  # the same run, with a teacher: every flag above applies to the student
+        parser.prog, parser.description = f"{PROG} distill", distill_cli.__doc__
+        distill_cli.add_distill_flags(parser)
+        argv = argv[1:]
+    ns = parser.parse_args(argv)
     resolve_family(ns)
     _configure_logging(ns.verbose)
     spec, overrides, cfg = data_spec(ns), model_overrides(ns), train_config(ns)
+    distill = distill_cli.distill_spec(ns) if distilling else None
     if ns.freeze_embeddings and ns.init_embeddings is None:
         raise UsageError("--freeze-embeddings needs --init-embeddings FILE")
     init = None if ns.init_embeddings is None else EmbeddingInit(ns.init_embeddings, ns.freeze_embeddings)
-    result = train_run(ns.out, ns.model, overrides, cfg, spec, embeddings=init)
+    recipe = None if ns.data is None else DataRecipe(frozenset(picked(ns, TrainConfig)))
+    result = train_run(
+        ns.out, ns.model, overrides, cfg, spec, embeddings=init, recipe=recipe, distill=distill
+    )
     _report(Console(), result.metrics, ns.out)
     return 0
 

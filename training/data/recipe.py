@@ -15,9 +15,22 @@ training phrases, 872 sentences; docs/results/sst2.md):
 - the tokenizer stays WordLevel: WordPiece and BPE scored 0.805-0.818 on validation against
   its 0.829 (two seeds each); a bag of hashed bigrams (--ngram-buckets) cost 3.9x the CPU
   for no gain on test, so it is not part of the recipe.
+
+Those fixed settings hold at every size; the steps, the validations, the patience and the
+model's width and dropout are planned from the data's size once it is loaded
+(training/data/plan.py), SST-2's own plan being the settings above.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from attnserve.training.data.plan import Plan, plan
+from attnserve.training.loop.config import TrainConfig
+from attnserve.training.models import FAMILIES
 
 DATA_FAMILY = "gru_attention"
 # (TrainConfig field, value) for --data, where no flag sets them.
@@ -29,3 +42,51 @@ DATA_TRAINING: tuple[tuple[str, int | float | str], ...] = (
     ("weight_decay", 0.244),
     ("word_dropout", 0.153),
 )
+WIDTH_FIELDS = ("d_model", "hidden")  # a family's width: sequence families, bow_mlp
+WIDTH_STEP = 8  # planned widths are multiples of this (heads and queries divide them)
+MAX_DROPOUT = 0.6
+UNPLANNED_FAMILIES = frozenset({"encoder"})  # a pretrained encoder's size is its checkpoint's
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """The plan for --data, applied where no flag set a field (``given``: the trainer flags given)."""
+
+    given: frozenset[str] = frozenset()
+
+    def apply(
+        self, cfg: TrainConfig, family: str, overrides: dict[str, Any], n_train: int, n_classes: int
+    ) -> tuple[TrainConfig, dict[str, Any], Plan]:
+        """The run's trainer settings and model fields under the plan for its data."""
+        made = plan(n_train, n_classes, cfg.max_seconds, batch_size=cfg.batch_size)
+        names = {f.name for f in dataclasses.fields(TrainConfig)}
+        planned: dict[str, Any] = {"target_steps": made.steps, "min_steps": 0, "patience": made.patience}
+        if made.fit_budget and "plan_to_budget" in names:
+            planned["plan_to_budget"] = True
+        if "eval_every" in names:
+            planned["eval_every"] = made.eval_every
+        else:  # a trainer that validates once an epoch: the same patience in epochs
+            per_epoch = math.ceil(n_train / cfg.batch_size)
+            planned["patience"] = max(3, math.ceil(made.patience * made.eval_spacing(per_epoch) / per_epoch))
+        if "min_steps" in self.given:  # a floor the user asked for still holds
+            del planned["min_steps"]
+        cfg = dataclasses.replace(cfg, **{k: v for k, v in planned.items() if k not in self.given})
+        return cfg, planned_model(family, overrides, made), made
+
+
+def planned_model(family: str, overrides: dict[str, Any], made: Plan) -> dict[str, Any]:
+    """``overrides`` with the plan's width and dropout for the fields they leave to the family."""
+    if family in UNPLANNED_FAMILIES or family not in FAMILIES:
+        return dict(overrides)
+    defaults = {f.name: f.default for f in dataclasses.fields(FAMILIES[family].config_cls)}
+    out = dict(overrides)
+    for name in WIDTH_FIELDS:
+        if name in defaults and name not in overrides and made.width_scale < 1.0:
+            out[name] = max(WIDTH_STEP, round(defaults[name] * made.width_scale / WIDTH_STEP) * WIDTH_STEP)
+    if "dropout" in defaults and "dropout" not in overrides and made.extra_dropout > 0:
+        out["dropout"] = round(min(defaults["dropout"] + made.extra_dropout, MAX_DROPOUT), 4)
+    try:  # a width the family's other fields do not divide (heads, queries): keep its own
+        FAMILIES[family].config_cls(vocab_size=8, **out)
+    except (ValueError, TypeError):
+        return {k: v for k, v in out.items() if k in overrides or k not in WIDTH_FIELDS}
+    return out

@@ -41,13 +41,16 @@ class Split:
 
     input_ids [N, W] right-padded (W is at least the longest row, usually max_len), lengths
     [N] real tokens per row, labels [N], optional groups [N]: rows sharing a group (car-order's
-    sentence pairs) are kept next to each other, and so in the same training batch.
+    sentence pairs) are kept next to each other, and so in the same training batch. Optional
+    soft [N, C]: a teacher's logits per row (distillation); a row without a gold label has
+    label -100 (ignored by cross_entropy) and learns from them alone.
     """
 
     input_ids: np.ndarray
     lengths: np.ndarray
     labels: np.ndarray
     groups: np.ndarray | None = None
+    soft: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.input_ids.shape[0]
@@ -58,6 +61,8 @@ class Split:
             )
         if self.groups is not None and self.groups.shape != (n,):
             raise ValueError(f"groups must be [N={n}], got {self.groups.shape}")
+        if self.soft is not None and (self.soft.ndim != 2 or self.soft.shape[0] != n):
+            raise ValueError(f"soft targets must be [N={n}, C], got {self.soft.shape}")
         if n and int(self.lengths.max()) > self.input_ids.shape[1]:
             raise ValueError(f"a length exceeds the id matrix width {self.input_ids.shape[1]}")
 
@@ -151,3 +156,10 @@ def batch_tensors(
         torch.from_numpy(mask).to(device),
         torch.from_numpy(split.labels[idx].astype(np.int64)).to(device),
     )
+
+
+def soft_targets(split: Split, idx: np.ndarray, device: torch.device) -> torch.Tensor | None:
+    """The teacher's float32 logits [B, C] for rows ``idx``, or None when the split has none."""
+    if split.soft is None:
+        return None
+    return torch.from_numpy(np.ascontiguousarray(split.soft[idx], dtype=np.float32)).to(device)

@@ -17,11 +17,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnserve.training.distill.loss import DistillLoss
 from attnserve.training.loop.batching import capped_runs
 from attnserve.training.loop.config import TrainConfig
 from attnserve.training.models.base import Classifier
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids [B, T], mask [B, T], labels [B]
+Soft = tuple[torch.Tensor, DistillLoss]  # a teacher's logits [B, C] and the loss that uses them
 
 
 def micro_batches(
@@ -47,16 +49,22 @@ def _logits(model: Classifier, ids: torch.Tensor, mask: torch.Tensor, cfg: Train
 
 
 def accumulate_gradients(
-    model: Classifier, batch: Batch, cfg: TrainConfig, class_weights: torch.Tensor | None = None
+    model: Classifier,
+    batch: Batch,
+    cfg: TrainConfig,
+    class_weights: torch.Tensor | None = None,
+    soft: Soft | None = None,
 ) -> tuple[float, int]:
     """Add the gradient of the batch's mean loss to the parameters' ``.grad``.
 
     Returns the batch's mean loss (weighted by ``class_weights`` as the loss is) and the
-    number of rows predicted right.
+    number of rows predicted right. With ``soft`` the loss is the distillation loss.
     """
     ids, mask, labels = batch
     lengths = mask.sum(dim=1).cpu().numpy()  # [B]
     parts = micro_batches(lengths, ids.shape[1], cfg.max_batch_tokens, fixed_width=cfg.pad_to_max_len)
+    if soft is not None:
+        return _distill_gradients(model, batch, parts, cfg, class_weights, soft)
     if len(parts) == 1:
         logits = _logits(model, ids, mask, cfg)  # [B, C]
         loss = F.cross_entropy(logits, labels, weight=class_weights)
@@ -75,16 +83,43 @@ def accumulate_gradients(
     return loss_sum, correct
 
 
+def _distill_gradients(
+    model: Classifier,
+    batch: Batch,
+    parts: list[tuple[np.ndarray, int]],
+    cfg: TrainConfig,
+    class_weights: torch.Tensor | None,
+    soft: Soft,
+) -> tuple[float, int]:
+    """The distillation loss's gradient, a micro-batch at a time: each adds its rows' sum / B.
+
+    A row is right when it picks its gold label, or the teacher's where it has none.
+    """
+    ids, mask, labels = batch
+    teacher, loss_fn = soft
+    wanted = torch.where(labels >= 0, labels, teacher.argmax(-1))  # [B]
+    loss_sum, correct = 0.0, 0
+    for rows, width in parts:
+        at = torch.from_numpy(rows).to(ids.device)
+        logits = _logits(model, ids[at, :width], mask[at, :width], cfg)  # [b, C]
+        share = loss_fn.rows(logits, teacher[at], labels[at], class_weights).sum() / len(labels)
+        share.backward()  # type: ignore[no-untyped-call]
+        loss_sum += float(share.detach())
+        correct += int((logits.detach().argmax(-1) == wanted[at]).sum())
+    return loss_sum, correct
+
+
 def train_step(
     model: Classifier,
     opt: torch.optim.Optimizer,
     batch: Batch,
     cfg: TrainConfig,
     class_weights: torch.Tensor | None = None,
+    soft: Soft | None = None,
 ) -> tuple[float, int]:
     """One optimizer step on (ids, mask, labels); returns the batch's mean loss and correct count."""
     opt.zero_grad(set_to_none=True)
-    loss, correct = accumulate_gradients(model, batch, cfg, class_weights)
+    loss, correct = accumulate_gradients(model, batch, cfg, class_weights, soft)
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
     return loss, correct

@@ -21,10 +21,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnserve.training.distill.loss import DistillLoss
 from attnserve.training.loop.batching import Split as Split  # re-exported: callers build splits for fit
 from attnserve.training.loop.batching import (
     batch_tensors,
     scoring_batches,
+    soft_targets,
     training_batches,
     word_dropout_augment,
 )
@@ -121,12 +123,14 @@ def fit(
     keep_first_token: bool = False,
     state_path: Path | None = None,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    distill: DistillLoss | None = None,
 ) -> History:
     """Train in place, restore the weights of the best validation epoch, return the history.
 
     When ``cfg.max_seconds`` runs out the best weights so far are restored as well, and with
     ``state_path`` the run can be continued later (``cfg.resume``). ``on_epoch`` gets each
     epoch's history row once it is recorded (and saved); an exception it raises ends the run.
+    With ``distill`` the loss learns ``train.soft`` (a teacher's logits) as well.
     """
     if cfg.resume and state_path is None:
         raise ResumeError("resuming needs the run directory whose resume.pt to continue from")
@@ -141,7 +145,8 @@ def fit(
     rng = np.random.default_rng(cfg.seed)
     epochs = planned_epochs(cfg, len(train))
     opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))
-    weights = class_weight_tensor(cfg, train.labels, int(model.config.num_classes))
+    gold = train.labels[train.labels >= 0]  # distillation's augmented rows have none
+    weights = class_weight_tensor(cfg, gold, int(model.config.num_classes))
     weights = None if weights is None else weights.to(device)
     keep = {CLS_ID} if keep_first_token else set()
     augment = word_dropout_augment(cfg.word_dropout, unk_id, rng, keep)
@@ -169,7 +174,9 @@ def fit(
                     threads.between_steps()
                 idx = batches[loop.step]
                 batch = batch_tensors(train, idx, device, pad_to=pad_to, augment=augment)
-                loss, correct = train_step(model, opt, batch, cfg, weights)
+                teacher = soft_targets(train, idx, device) if distill is not None else None
+                soft = None if teacher is None or distill is None else (teacher, distill)
+                loss, correct = train_step(model, opt, batch, cfg, weights, soft)
                 sched.step()
                 loop.step, stepped = loop.step + 1, True
                 loop.running_loss += loss * len(idx)

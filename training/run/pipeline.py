@@ -17,8 +17,10 @@ from tokenizers import Tokenizer
 
 from attnserve.training import data as datasets
 from attnserve.training.data.encoding import encode_texts
+from attnserve.training.data.recipe import DataRecipe
 from attnserve.training.data.spec import DataSpec as DataSpec  # re-exported: the run's data settings
 from attnserve.training.data.spec import load_dataset as load_dataset  # re-exported
+from attnserve.training.distill.student import DistillSpec, student_data
 from attnserve.training.loop.memory import bound_kernel_cache, release_unused_memory
 from attnserve.training.loop.resume import RESUME
 from attnserve.training.loop.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
@@ -103,7 +105,11 @@ def train_run(
     *,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
     embeddings: EmbeddingInit | None = None,
+    recipe: DataRecipe | None = None,
+    distill: DistillSpec | None = None,
 ) -> RunResult:
+    """Train one run into ``out_dir``. ``recipe``: plan the trainer and model from the data's size
+    (--data); ``distill``: learn a teacher run's logits too (attnserve-train distill)."""
     bound_kernel_cache()  # before the first step of the process, or it has no effect
     run_dir = Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -145,6 +151,18 @@ def train_run(
     )
     write_eval_set(run_dir, ds.val)
     samples = attention_examples(ds)
+    teacher = None
+    if distill is not None:  # the teacher labels the training texts and their augmented copies
+        device = pick_device(train_cfg.device)
+        got = student_data(distill, splits["train"], ds.train, ds.val, ds.labels, tokenizer, max_len,
+                           truncation, run_dir, device, train_cfg.max_batch_tokens)  # fmt: skip
+        splits["train"], teacher = got.train, got.record
+    planned = None
+    if recipe is not None:
+        train_cfg, model_overrides, planned = recipe.apply(
+            train_cfg, family, model_overrides, len(splits["train"]), len(ds.labels)
+        )
+        log.info("plan for %d training rows: %s", len(splits["train"]), planned)
 
     cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
     cfg["max_len"] = max_len
@@ -175,6 +193,7 @@ def train_run(
         keep_first_token=add_cls,
         state_path=run_dir / RESUME,
         on_epoch=on_epoch,
+        distill=None if distill is None else distill.loss,
     )
     cpu_seconds = time.process_time() - cpu_start
     release_unused_memory()  # the last steps' activations: evaluation and pictures need far less
@@ -207,6 +226,10 @@ def train_run(
         "load_average": [round(x, 2) for x in os.getloadavg()],  # how shared the machine was
         "history": history.epochs,
     }
+    if teacher is not None:
+        metrics["teacher"] = teacher
+    if planned is not None:
+        metrics["plan"] = dataclasses.asdict(planned)
     write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation, samples)
     if not history.out_of_time:  # complete: nothing left to resume
         (run_dir / RESUME).unlink(missing_ok=True)

@@ -1,0 +1,68 @@
+"""`attnserve-train distill`: train a student of any family on a teacher run's logits.
+
+Every flag of `attnserve-train` applies to the student (--data, --model, its width, the
+trainer's); these add the teacher and how the student learns from it:
+
+    attnserve-train distill --teacher runs/bert --data train.csv --val-data dev.csv --out runs/student
+
+The teacher is any run directory (any family, an encoder fine-tuned with --pretrained
+included) trained on the same labels. It scores the training texts and --augment copies of
+each (masked words, swapped words, n-grams: the copies have no gold label and learn from the
+teacher alone) once; its logits are cached in OUT/teacher/ and reused while the teacher and
+the texts stay the same. --max-seconds budgets the student's training: the teacher's pass is
+not counted (metrics.json records its seconds). The student exports and serves as any run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from attnserve.training.cli.exits import UsageError
+from attnserve.training.distill.augment import AugmentConfig
+from attnserve.training.distill.loss import DISTILL_LOSSES, DistillLoss
+from attnserve.training.distill.student import DistillSpec
+from attnserve.training.run.checkpoint import CHECKPOINT
+
+DEFAULT_AUGMENT = 2
+
+
+def add_distill_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("distillation")
+    g.add_argument("--teacher", required=True, metavar="RUN_DIR", help="the teacher's run directory")
+    g.add_argument(
+        "--distill-loss",
+        default="mse",
+        choices=DISTILL_LOSSES,
+        help="mse: regress the teacher's logits (Tang et al. 2019); kl: temperature-scaled KL "
+        "divergence to its probabilities (Hinton et al. 2015) (default: mse)",
+    )
+    g.add_argument(
+        "--temperature", type=float, default=2.0, help="softens both distributions, kl only (default: 2)"
+    )
+    g.add_argument(
+        "--alpha",
+        type=float,
+        default=0.5,
+        help="weight of the teacher's loss on rows with a gold label, the rest on the gold "
+        "label's cross-entropy (1: the teacher alone; default: 0.5)",
+    )
+    g.add_argument(
+        "--augment",
+        type=int,
+        default=DEFAULT_AUGMENT,
+        metavar="N",
+        help=f"augmented copies of each training text for the teacher to label (default: {DEFAULT_AUGMENT})",
+    )
+
+
+def distill_spec(ns: argparse.Namespace) -> DistillSpec:
+    """The flags as a DistillSpec, checked before any data is read."""
+    if not (Path(ns.teacher) / CHECKPOINT).is_file():
+        raise UsageError(f"--teacher {ns.teacher}: no {CHECKPOINT} there; give a training run directory")
+    try:
+        loss = DistillLoss(ns.distill_loss, ns.temperature, ns.alpha)
+        augment = AugmentConfig(copies=ns.augment, seed=ns.seed if ns.seed is not None else 0)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return DistillSpec(ns.teacher, loss, augment)

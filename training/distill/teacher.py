@@ -1,0 +1,155 @@
+"""The teacher: any run directory, its labels matched to the data's, its logits cached.
+
+The teacher's logits are computed once, in PyTorch through ``load_run`` (on CUDA when
+present), over texts encoded with its own tokenizer and batched by length, and cached in the
+student's run folder under the teacher checkpoint's sha256 and the texts' sha256: the next
+run with the same teacher and texts reads them back; another teacher or other texts
+(another --augment, seed or data) computes them anew and replaces the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from attnserve.training.data.core import DataError
+from attnserve.training.data.encoding import encode_texts
+from attnserve.training.loop.batching import Split, batch_tensors, scoring_batches
+from attnserve.training.loop.progress import on_terminal
+from attnserve.training.run.checkpoint import CHECKPOINT, LoadedRun, load_run
+
+log = logging.getLogger(__name__)
+CACHE_DIR = "teacher"
+MASK = "[MASK]"
+UNK = "[UNK]"
+LOG_EVERY_S = 30.0  # a progress line this often where no bar is drawn
+
+
+class TeacherError(DataError):
+    """The teacher cannot teach this data (its labels differ, its run is incomplete)."""
+
+
+@dataclass(frozen=True)
+class Teacher:
+    run: LoadedRun
+    checksum: str  # sha256 of its checkpoint.pt
+    tokenizer: Tokenizer
+
+    @property
+    def mask_token(self) -> str:
+        """How augmentation writes a mask for this teacher: its [MASK] if it has one."""
+        return MASK if self.tokenizer.token_to_id(MASK) is not None else UNK
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_teacher(run_dir: str | Path) -> Teacher:
+    run_path = Path(run_dir)
+    if not (run_path / CHECKPOINT).is_file():
+        raise TeacherError(f"--teacher {run_path}: no {CHECKPOINT} there; give a training run directory")
+    try:
+        run = load_run(run_path)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise TeacherError(f"--teacher {run_path} cannot be loaded: {exc}") from exc
+    tokenizer = Tokenizer.from_file(str(run.tokenizer_path))
+    return Teacher(run, file_sha256(run_path / CHECKPOINT), tokenizer)
+
+
+def label_order(teacher_labels: Sequence[str], data_labels: Sequence[str]) -> np.ndarray:
+    """Column of the teacher's logits for each of the data's classes, in the data's order."""
+    if sorted(teacher_labels) != sorted(data_labels) or len(set(teacher_labels)) != len(teacher_labels):
+        raise TeacherError(
+            f"the teacher's labels {sorted(teacher_labels)} differ from the data's {sorted(data_labels)}: "
+            "distil from a teacher trained on the same classes"
+        )
+    column = {name: i for i, name in enumerate(teacher_labels)}
+    return np.array([column[name] for name in data_labels], dtype=np.int64)
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+@torch.no_grad()
+def compute_logits(
+    teacher: Teacher, texts: Sequence[str], device: torch.device, batch_size: int = 64, max_tokens: int = 2048
+) -> np.ndarray:
+    """The teacher's logits [N, C] (its own class order) for ``texts``, shortest texts first."""
+    run = teacher.run
+    enc = encode_texts(teacher.tokenizer, texts, run.max_len, run.truncation)
+    split = Split(enc.input_ids, enc.lengths, np.zeros(len(texts), dtype=np.int64))
+    model = run.model.to(device).eval()
+    out = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
+    batches = scoring_batches(split, batch_size, max_tokens)
+    bar = tqdm(total=len(texts), desc="teacher", unit="text", disable=not on_terminal(), leave=False)
+    start = last = time.perf_counter()
+    done = 0
+    for idx in batches:
+        ids, mask, _ = batch_tensors(split, idx, device)
+        out[idx] = model.logits(ids, mask).float().cpu().numpy()
+        done += len(idx)
+        bar.update(len(idx))
+        if bar.disable and time.perf_counter() - last > LOG_EVERY_S:
+            last = time.perf_counter()
+            log.info("teacher: %d/%d texts, %.0f s", done, len(texts), last - start)
+    bar.close()
+    return out
+
+
+@dataclass(frozen=True)
+class TeacherLogits:
+    logits: np.ndarray  # [N, C] in the data's class order
+    cached: bool  # read back from the cache, not computed
+    seconds: float  # what computing (or reading) them took
+    path: Path
+
+
+def cached_logits(
+    teacher: Teacher,
+    texts: Sequence[str],
+    data_labels: Sequence[str],
+    cache_root: Path,
+    device: torch.device,
+    max_tokens: int = 2048,
+) -> TeacherLogits:
+    """The teacher's logits for ``texts`` in the data's class order, from the cache or computed."""
+    order = label_order(teacher.run.labels, data_labels)
+    start = time.perf_counter()
+    folder = cache_root / CACHE_DIR
+    path = folder / f"logits-{teacher.checksum[:16]}-{texts_sha256(texts)[:16]}.npz"
+    if path.is_file():
+        with np.load(path) as saved:
+            logits = saved["logits"]
+        if logits.shape == (len(texts), len(order)):
+            log.info("teacher: %d logits read from %s", len(texts), path)
+            return TeacherLogits(logits[:, order], True, time.perf_counter() - start, path)
+    log.info("teacher: computing logits for %d texts on %s", len(texts), device)
+    logits = compute_logits(teacher, texts, device, max_tokens=max_tokens)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("logits-*.npz"):  # another teacher's or other texts': never read again
+        stale.unlink()
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, logits=logits, teacher=teacher.checksum)
+    tmp.replace(path)
+    seconds = time.perf_counter() - start
+    log.info("teacher: %d texts in %.1f s, cached in %s", len(texts), seconds, path)
+    return TeacherLogits(logits[:, order], False, seconds, path)
