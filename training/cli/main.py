@@ -5,7 +5,10 @@ CLI can never drift from the code. Your own data (--data) trains gru_attention a
 the validation loss (training/data/recipe.py, measured on SST-2). A built-in task brings its
 own recipe (its size, trainer settings and, for the transformer, model settings;
 `--task car-order` trains 2 layers of 2 heads with sinusoidal positions and attention
-pooling): flags given override it, and with --data none applies.
+pooling): flags given override it, and with --data none applies. `--pretrained CHECKPOINT`
+fine-tunes a BERT-family encoder in Hugging Face format with its own tokenizer (family
+encoder, the fine-tuning recipe of training/loop/config.py). Under `torchrun --nproc-per-node N
+-m attnserve.training ...` every family trains on N processes (docs/training.md).
 `attnserve-train compare --help` for the side-by-side runs, `attnserve-train distill --help`
 to train a student on a teacher run's logits.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,16 +37,18 @@ from attnserve.training.cli.flags import (
 )
 from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING, DataRecipe
 from attnserve.training.distill import cli as distill_cli
-from attnserve.training.loop.config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
+from attnserve.training.loop import distributed
+from attnserve.training.loop.config import CLASS_WEIGHTS, FINE_TUNING, SELECT_BY, TrainConfig
 from attnserve.training.loop.resume import ResumeError
 from attnserve.training.models import FAMILIES
+from attnserve.training.models.encoder import ENCODER_HEADS
 from attnserve.training.run.pipeline import train_run
 from attnserve.training.text.embeddings import EmbeddingInit
 
 PROG = "attnserve-train"
 DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.model) applies to it
 # Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
-FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id"})
+FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id", "encoder", "source"})
 TRAIN_NOTES = {
     "batch_size": "car-order: 128",
     "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 28",
@@ -63,6 +69,11 @@ TRAIN_NOTES = {
     "pad_to_max_len": "pad every batch to max_len (the slow path, for measuring)",
     "fused_attention": "fused attention kernel while training (off: the written-out one)",
     "device": "auto | cpu | cuda | mps",
+    "schedule": "cosine | linear: the learning rate's decay after the warmup; --pretrained: linear",
+    "eval_every": "steps between validations inside an epoch (0 = once an epoch); --pretrained: 100",
+    "log_every": "off a terminal, a progress line every this many steps (0 = none); --pretrained: 20",
+    "plan_to_budget": "with --max-seconds, end the learning-rate decay with the budget (timed on the "
+    "first steps); --pretrained: on",
 }
 
 
@@ -82,6 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/default", help="run directory to write (default: runs/default)")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     add_data_flags(p)
+    enc = p.add_argument_group("pretrained encoder")
+    enc.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="fine-tune this BERT-family checkpoint (a Hugging Face folder with config.json, weights "
+        "and tokenizer.json, or a Hub name where the network allows): family encoder, its own "
+        "tokenizer, AdamW 5e-5, batch 32, linear decay, validation every 100 steps",
+    )
+    enc.add_argument(
+        "--encoder-head",
+        default=None,
+        choices=ENCODER_HEADS,
+        help="what the classifier reads: cls (the [CLS] vector) or attention (a learned query over "
+        "the last layer) (default: cls)",
+    )
     e = p.add_argument_group("embeddings")
     e.add_argument(
         "--init-embeddings",
@@ -102,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_family(ns: argparse.Namespace) -> str:
     """--model, or the default: the --data recipe's family for your data, else the task's."""
+    if getattr(ns, "pretrained", None) is not None:
+        if ns.model not in (None, "encoder"):
+            raise UsageError(f"--pretrained fine-tunes the encoder family, not --model {ns.model}")
+        ns.model = "encoder"
+    elif ns.model == "encoder":
+        raise UsageError("the encoder family fine-tunes a pretrained checkpoint: give --pretrained")
     if ns.model is None:
         ns.model = DEFAULT_FAMILY if ns.data is None else DATA_FAMILY
     return str(ns.model)
@@ -113,6 +146,10 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
     owners = family_fields(FAMILIES, FIXED)
     cls = FAMILIES[ns.model].config_cls
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    if getattr(ns, "encoder_head", None) is not None:
+        if ns.model != "encoder":
+            raise UsageError("--encoder-head applies to --pretrained runs")
+        given["head"] = ns.encoder_head
     if ns.data is None and ns.model == DEFAULT_FAMILY:  # a built-in task's recipe, under the flags
         given = {**dict(datasets.DEFAULTS[ns.task].model), **given}
     foreign = sorted(n for n in given if ns.model not in owners[n])
@@ -122,8 +159,10 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
             f"--{foreign[0].replace('_', '-')} is a flag of {', '.join(owners[foreign[0]])}, not of "
             f"{ns.model} (its flags: {own})"
         )
+    # The encoder's config needs its checkpoint's: check its own fields against a stand-in.
+    stand_in = {"encoder": {"model_type": "bert", "vocab_size": 8}} if ns.model == "encoder" else {}
     try:  # check the values now, not after the data is loaded
-        cls(vocab_size=8, num_classes=2, **given)
+        cls(vocab_size=8, num_classes=2, **stand_in, **given)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from exc
     return given
@@ -133,6 +172,8 @@ def train_config(ns: argparse.Namespace) -> TrainConfig:
     """The training flags given, then a built-in task's own settings, then TrainConfig's."""
     values = picked(ns, TrainConfig)
     recipe = datasets.DEFAULTS[ns.task].training if ns.data is None else DATA_TRAINING
+    if getattr(ns, "pretrained", None) is not None:
+        recipe = FINE_TUNING
     for name, value in recipe:
         values.setdefault(name, value)
     try:
@@ -180,7 +221,9 @@ def _configure_logging(verbose: bool) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger = logging.getLogger("attnserve.training")
     logger.handlers[:] = [handler]
-    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # Under torchrun the other ranks repeat rank 0's lines: they say only what goes wrong.
+    quiet = int(os.environ.get("RANK", "0")) > 0
+    logger.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
     logger.propagate = False
 
 
@@ -204,10 +247,13 @@ def _train(argv: Sequence[str]) -> int:
     if ns.freeze_embeddings and ns.init_embeddings is None:
         raise UsageError("--freeze-embeddings needs --init-embeddings FILE")
     init = None if ns.init_embeddings is None else EmbeddingInit(ns.init_embeddings, ns.freeze_embeddings)
-    recipe = None if ns.data is None else DataRecipe(frozenset(picked(ns, TrainConfig)))
-    result = train_run(
-        ns.out, ns.model, overrides, cfg, spec, embeddings=init, recipe=recipe, distill=distill
-    )
+    fine_tuning = ns.pretrained is not None  # the fine-tuning recipe, not the plan for --data
+    recipe = None if ns.data is None or fine_tuning else DataRecipe(frozenset(picked(ns, TrainConfig)))
+    result = train_run(ns.out, ns.model, overrides, cfg, spec, embeddings=init, recipe=recipe,
+                       distill=distill, pretrained=ns.pretrained)  # fmt: skip
+    distributed.finish()  # every rank leaves the process group before the process ends
+    if distributed.launched() and int(os.environ.get("RANK", "0")) > 0:
+        return 0  # rank 0 reports
     _report(Console(), result.metrics, ns.out)
     return 0
 
@@ -224,6 +270,10 @@ def _tune(argv: Sequence[str]) -> int:
     ns.model = DATA_FAMILY  # the search draws the family; flags of any family are kept where they fit
     owners = family_fields(FAMILIES, FIXED)
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
+    if ns.encoder_head is not None:
+        if ns.pretrained is None:
+            raise UsageError("--encoder-head applies to --pretrained runs")
+        given["head"] = ns.encoder_head  # fixed for every trial: the search leaves it
     return tune_main(ns, train_config(ns), data_spec(ns), given)
 
 
@@ -242,4 +292,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_cli(PROG, _train, list(sys.argv[1:] if argv is None else argv), user_errors=(ResumeError,))
     finally:
         logger.handlers[:], logger.level, logger.propagate = saved
-

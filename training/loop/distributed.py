@@ -167,8 +167,7 @@ class Replicated(Classifier):
     def __init__(self, model: Classifier, device: torch.device) -> None:
         super().__init__(model.config)
         ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
-        # Buffers (position ids) never change while training: nothing to broadcast each step.
-        self.ddp = DistributedDataParallel(_Logits(model), device_ids=ids, broadcast_buffers=False)
+        self.ddp = DistributedDataParallel(_Logits(model), device_ids=ids)
 
     def classify(
         self, input_ids: Tensor, attention_mask: Tensor, *, with_attention: bool

@@ -1,4 +1,4 @@
-"""A model-agnostic training loop: AdamW, warmup + cosine decay, clipping, early stopping.
+"""A model-agnostic training loop: AdamW, warmup + cosine or linear decay, clipping, early stopping.
 
 The trainer sees only token ids, lengths and labels; it knows nothing about a particular
 family. A wall-clock budget is checked between steps; with a state file the loop state is
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from attnserve.training.distill.loss import DistillLoss
+from attnserve.training.loop import distributed
 from attnserve.training.loop.batching import Split as Split  # re-exported: callers build splits for fit
 from attnserve.training.loop.batching import (
     batch_tensors,
@@ -34,8 +35,9 @@ from attnserve.training.loop.config import TrainConfig as TrainConfig  # re-expo
 from attnserve.training.loop.config import class_weight_tensor, planned_epochs, selection_key
 from attnserve.training.loop.progress import EpochProgress, on_terminal
 from attnserve.training.loop.resume import LoopState, ResumeError, fingerprint, load_state, save_state
+from attnserve.training.loop.schedule import PLAN_AFTER_STEPS, LearningRate, budget_steps
 from attnserve.training.loop.step import train_step as train_step  # re-exported: one optimisation step
-from attnserve.training.loop.threads import Threads, training_probe
+from attnserve.training.loop.threads import Threads, training_probe, usable_cores
 from attnserve.training.models.base import Classifier
 from attnserve.training.report.metrics import Scores, score
 from attnserve.training.text.tokenizer import CLS_ID
@@ -59,10 +61,11 @@ def seed_everything(seed: int) -> None:
 
 
 def pick_device(name: str) -> torch.device:
+    """``name``, or the best device there is ("auto"); under torchrun, this rank's CUDA device."""
     if name != "auto":
-        return torch.device(name)
+        return distributed.local_device(torch.device(name))
     if torch.cuda.is_available():
-        return torch.device("cuda")
+        return distributed.local_device(torch.device("cuda"))
     if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
@@ -97,20 +100,13 @@ def evaluate(model: Classifier, split: Split, device: torch.device, max_tokens: 
 def make_optimizer(
     model: Classifier, cfg: TrainConfig, steps: int
 ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW with a linear warmup over ``warmup_fraction`` of ``steps``, then cosine decay to 0."""
-    total = max(steps, 1)
-    warmup = max(int(cfg.warmup_fraction * total), 1)
-
-    def lr_factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1.0 + math.cos(math.pi * min((step - warmup) / max(total - warmup, 1), 1.0)))
-
+    """AdamW with a linear warmup over ``warmup_fraction`` of ``steps``, then ``cfg.schedule``'s
+    decay to 0 (cosine or linear: training/loop/schedule.py)."""
     # PyTorch's per-tensor update, on purpose: foreach=True gives the same weights bit for bit
     # and its step alone runs 2.5x as fast, yet car-order's epochs took 4.5-4.8 s with it
     # against 4.05 s without (2 threads, taken in turns); fused=True rounds differently.
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, LearningRate(cfg, steps))
 
 
 def fit(
@@ -125,49 +121,80 @@ def fit(
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
     distill: DistillLoss | None = None,
 ) -> History:
-    """Train in place, restore the weights of the best validation epoch, return the history.
+    """Train in place, restore the weights of the best validation, return the history.
 
     When ``cfg.max_seconds`` runs out the best weights so far are restored as well, and with
     ``state_path`` the run can be continued later (``cfg.resume``). ``on_epoch`` gets each
-    epoch's history row once it is recorded (and saved); an exception it raises ends the run.
-    With ``distill`` the loss learns ``train.soft`` (a teacher's logits) as well.
+    validation's history row once it is recorded (and, at an epoch's end, saved); an exception
+    it raises ends the run. With ``distill`` the loss learns ``train.soft`` (a teacher's
+    logits) as well. Under torchrun every rank trains on its share of the batches and rank 0
+    validates (training/loop/distributed.py).
     """
     if cfg.resume and state_path is None:
         raise ResumeError("resuming needs the run directory whose resume.pt to continue from")
     seed_everything(cfg.seed)
+    at = distributed.ranks()
     device = pick_device(cfg.device)
     model.to(device)
     # torch's CPU threads: set (and timed again as the run goes) only when the CPU trains.
+    # Ranks sharing a machine share its cores, and a probe step outside DDP would upset it.
     threads = None
     if device.type == "cpu":
-        threads = Threads(cfg.threads, lambda: training_probe(model, train, cfg))
+        fixed = cfg.threads or (max(usable_cores() // at.local_world, 1) if at.world > 1 else 0)
+        threads = Threads(fixed, lambda: training_probe(model, train, cfg))
         threads.start()
-    rng = np.random.default_rng(cfg.seed)
-    epochs = planned_epochs(cfg, len(train))
-    opt, sched = make_optimizer(model, cfg, steps=epochs * math.ceil(len(train) / cfg.batch_size))
+    stepper: Classifier = model if at.world == 1 else distributed.Replicated(model, device)
+    if at.world > 1:
+        torch.manual_seed(cfg.seed + at.rank)  # the weights are rank 0's; dropout differs per rank
+    rng = np.random.default_rng(cfg.seed)  # the batch order: the same on every rank
+    epochs = planned_epochs(cfg, len(train) // at.world)
+    steps_per_epoch = max(math.ceil(len(train) / cfg.batch_size) // at.world, 1)
+    opt, sched = make_optimizer(model, cfg, steps=epochs * steps_per_epoch)
+    rate = sched.lr_lambdas[0]
+    assert isinstance(rate, LearningRate)
     gold = train.labels[train.labels >= 0]  # distillation's augmented rows have none
     weights = class_weight_tensor(cfg, gold, int(model.config.num_classes))
     weights = None if weights is None else weights.to(device)
     keep = {CLS_ID} if keep_first_token else set()
-    augment = word_dropout_augment(cfg.word_dropout, unk_id, rng, keep)
+    own = rng if at.world == 1 else np.random.default_rng([cfg.seed, at.rank])
+    augment = word_dropout_augment(cfg.word_dropout, unk_id, own, keep)
     prints = fingerprint(model, cfg, train, val)
     parts: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "rng": rng}
     parts["prints"] = prints
     loop = load_state(state_path, **parts) if cfg.resume and state_path else LoopState()
     pad_to = train.input_ids.shape[1] if cfg.pad_to_max_len else None
-    bar = EpochProgress(cfg.progress, epochs)
+    bar = EpochProgress(cfg.progress and at.main, epochs, log_every=cfg.log_every if at.main else 0)
     start = time.perf_counter()
-    stepped = out_of_time = False
+    session_steps, validated_at = 0, sched.last_epoch
+    out_of_time = False
+
+    def validate(*, epoch_end: bool) -> None:
+        nonlocal validated_at
+        seconds = loop.seconds + time.perf_counter() - start
+        lr, count = float(sched.get_last_lr()[0]), threads.count if threads else None
+        if at.main:
+            _validate(loop, model, val, device, cfg, epochs, step=sched.last_epoch, lr=lr, seconds=seconds,
+                      threads=count)  # fmt: skip
+        stop = at.main and loop.since_best >= cfg.patience
+        last = (epoch_end and loop.epoch >= epochs) or sched.last_epoch >= rate.total
+        loop.finished = distributed.from_main(stop, at) or last
+        validated_at = sched.last_epoch
+        if on_epoch is not None and at.main and not epoch_end:
+            on_epoch(loop.epochs[-1])
+
     try:
         while not loop.finished and not out_of_time:
             if loop.plan is None:
                 plan = training_batches(train, cfg.batch_size, rng, by_length=cfg.group_by_length)
                 loop.plan = [torch.from_numpy(b) for b in plan]
-            batches = loop.batches()
-            bar.start(loop.epoch, len(train), len(batches), loop.seen, loop.step)
+            batches = distributed.shard(loop.batches(), at)
+            bar.start(loop.epoch, sum(len(b) for b in batches), len(batches), loop.seen, loop.step)
             model.train()
-            while loop.step < len(batches):
-                if stepped and cfg.max_seconds and time.perf_counter() - start > cfg.max_seconds:
+            while loop.step < len(batches) and not loop.finished:
+                late = bool(
+                    session_steps and cfg.max_seconds and time.perf_counter() - start > cfg.max_seconds
+                )
+                if distributed.any_rank(late, at):
                     out_of_time = True
                     break
                 if threads is not None:
@@ -176,24 +203,40 @@ def fit(
                 batch = batch_tensors(train, idx, device, pad_to=pad_to, augment=augment)
                 teacher = soft_targets(train, idx, device) if distill is not None else None
                 soft = None if teacher is None or distill is None else (teacher, distill)
-                loss, correct = train_step(model, opt, batch, cfg, weights, soft)
+                loss, correct = train_step(stepper, opt, batch, cfg, weights, soft)
                 sched.step()
-                loop.step, stepped = loop.step + 1, True
+                loop.step, session_steps = loop.step + 1, session_steps + 1
                 loop.running_loss += loss * len(idx)
                 loop.correct += correct
                 loop.seen += len(idx)
                 bar.update(len(idx), loss)
+                if cfg.plan_to_budget and cfg.max_seconds and session_steps == PLAN_AFTER_STEPS:
+                    _plan_to_budget(
+                        rate, at, sched.last_epoch, session_steps, time.perf_counter() - start, cfg
+                    )
+                if cfg.eval_every and sched.last_epoch % cfg.eval_every == 0 and loop.step < len(batches):
+                    validate(epoch_end=False)
+                    if cfg.plan_to_budget and cfg.max_seconds and not loop.finished:
+                        seconds = time.perf_counter() - start
+                        _plan_to_budget(rate, at, sched.last_epoch, session_steps, seconds, cfg)
+                    model.train()
+                if sched.last_epoch >= rate.total and rate.total < rate.planned:
+                    break  # the budget's plan is done: the epoch ends here
             bar.close()
+            looked = sched.last_epoch > validated_at  # steps since the last validation
             if not out_of_time:
-                seconds = loop.seconds + time.perf_counter() - start
-                lr, count = float(sched.get_last_lr()[0]), threads.count if threads else None
-                _end_epoch(loop, model, val, device, cfg, epochs, lr=lr, seconds=seconds, threads=count)
+                if looked:
+                    validate(epoch_end=True)
+                loop.epoch, loop.step, loop.plan = loop.epoch + 1, 0, None
+                loop.running_loss, loop.correct, loop.seen = 0.0, 0, 0
+            elif cfg.eval_every and looked:
+                validate(epoch_end=False)  # the steps since the last look may hold the best point
             if loop.finished and loop.best_state is not None:
                 model.load_state_dict(loop.best_state)
-            if state_path is not None:
+            if state_path is not None and at.main:
                 spent = LoopState(**{**vars(loop), "seconds": loop.seconds + time.perf_counter() - start})
                 save_state(state_path, spent, **parts)
-            if on_epoch is not None and not out_of_time:
+            if on_epoch is not None and at.main and not out_of_time and looked:
                 on_epoch(loop.epochs[-1])
     finally:
         bar.close()
@@ -204,12 +247,31 @@ def fit(
         epochs=loop.epochs,
         best_epoch=loop.best_epoch,
         seconds=loop.seconds + time.perf_counter() - start,
-        stopped_early=len(loop.epochs) < epochs,
+        stopped_early=len({row["epoch"] for row in loop.epochs}) < epochs,
         out_of_time=out_of_time,
     )
 
 
-def _end_epoch(
+def _plan_to_budget(
+    rate: LearningRate,
+    at: distributed.Ranks,
+    steps: int,
+    session_steps: int,
+    seconds: float,
+    cfg: TrainConfig,
+) -> None:
+    """End the learning-rate decay where the budget ends, at this session's pace (never later
+    than first planned); every rank keeps the slowest rank's plan."""
+    fits = distributed.least(budget_steps(steps, session_steps, seconds, cfg.max_seconds), at)
+    total = max(min(fits, rate.planned), steps + 1)
+    if total != rate.total:
+        if at.main:
+            log.info("the %.0f s budget covers about %d steps of the %d planned: the schedule ends there",
+                     cfg.max_seconds, total, rate.planned)  # fmt: skip
+        rate.plan(total)
+
+
+def _validate(
     loop: LoopState,
     model: Classifier,
     val: Split,
@@ -217,26 +279,27 @@ def _end_epoch(
     cfg: TrainConfig,
     epochs: int,
     *,
+    step: int,
     lr: float,
     seconds: float,
     threads: int | None,
 ) -> None:
-    """Validate, record the epoch, keep the best weights; mark the loop finished when it is."""
+    """Validate, record a history row, keep the best weights; count validations without gain."""
     val_scores = evaluate(model, val, device, cfg.max_batch_tokens)
     # Train figures are running ones (during the epoch, with dropout and augmentation on):
     # a second pass over the training set would cost a third of the epoch again.
     row = {
         "epoch": loop.epoch,
-        "step": (loop.epochs[-1].get("step", 0) if loop.epochs else 0) + loop.step,  # steps so far
+        "step": step,  # steps so far, over the whole run
         "train_loss": loop.running_loss / max(loop.seen, 1),
         "train_accuracy": loop.correct / max(loop.seen, 1),
         "lr": lr,
         "seconds": seconds,
-        "threads": threads,  # torch's CPU count at the epoch's end (None off the CPU)
+        "threads": threads,  # torch's CPU count at this point (None off the CPU)
         **{f"val_{k}": v for k, v in val_scores.as_dict().items() if k != "n"},
     }
     loop.epochs.append(row)
-    # One line an epoch where no bar is drawn (a log file, a pipe, CI): a long run is never silent.
+    # One line a validation where no bar is drawn (a log file, a pipe, CI): never silent.
     level = logging.DEBUG if cfg.progress and on_terminal() else logging.INFO
     log.log(level, "epoch %d/%d  step %d  train loss %.4f  val accuracy %.4f  val loss %.4f  %.0f s",
             loop.epoch, epochs, row["step"], row["train_loss"], val_scores.accuracy, val_scores.loss,
@@ -247,6 +310,3 @@ def _end_epoch(
         loop.best_state = copy.deepcopy(model.state_dict())
     else:
         loop.since_best += 1
-    loop.finished = loop.since_best >= cfg.patience or loop.epoch >= epochs
-    loop.epoch, loop.step, loop.plan = loop.epoch + 1, 0, None
-    loop.running_loss, loop.correct, loop.seen = 0.0, 0, 0

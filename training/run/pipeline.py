@@ -1,4 +1,9 @@
-"""One training run end to end: data -> tokenizer -> model -> fit -> evaluate -> run directory."""
+"""One training run end to end: data -> tokenizer -> model -> fit -> evaluate -> run directory.
+
+With ``pretrained`` the tokenizer and the encoder come from a Hugging Face checkpoint
+(training/text/pretrained.py) instead of being built from the data. Under torchrun every
+rank prepares the same data and trains its share; rank 0 alone writes the run directory.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import dataclasses
 import logging
 import os
 import resource
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +27,12 @@ from attnserve.training.data.recipe import DataRecipe
 from attnserve.training.data.spec import DataSpec as DataSpec  # re-exported: the run's data settings
 from attnserve.training.data.spec import load_dataset as load_dataset  # re-exported
 from attnserve.training.distill.student import DistillSpec, student_data
+from attnserve.training.loop import distributed
 from attnserve.training.loop.memory import bound_kernel_cache, release_unused_memory
 from attnserve.training.loop.resume import RESUME
 from attnserve.training.loop.trainer import History, Split, TrainConfig, fit, pick_device, seed_everything
 from attnserve.training.models import FAMILIES, build_model
+from attnserve.training.models.base import Classifier
 from attnserve.training.report.data import (
     DataReport,
     auto_max_len,
@@ -40,6 +48,7 @@ from attnserve.training.run.outputs import (
     write_run,
 )
 from attnserve.training.text.embeddings import EmbeddingInit, apply_embeddings, load_vectors
+from attnserve.training.text.pretrained import Pretrained, encode_pretrained, load_pretrained
 from attnserve.training.text.tokenizer import (
     UNK_ID,
     build_tokenizer,
@@ -59,15 +68,28 @@ class RunResult:
 
 
 def resolve_max_len(
-    spec: DataSpec, family: str, overrides: dict[str, Any], lengths: dict[str, np.ndarray]
+    spec: DataSpec,
+    family: str,
+    overrides: dict[str, Any],
+    lengths: dict[str, np.ndarray],
+    positions: int | None = None,
 ) -> tuple[int, str]:
     """max_len and where it came from: set, auto, a task's or the family's default.
 
     auto takes a percentile of the training lengths, raised to the longest text of the splits
     the run is judged on (val, test): training on SST-2's short phrases, p95 alone (24 tokens)
     cut a fifth of its test sentences. Batches are padded to their own longest text, so a
-    longer max_len costs only where texts are long.
+    longer max_len costs only where texts are long. ``positions`` (a pretrained encoder's
+    position table) caps the result.
     """
+    if positions is not None:
+        capped = dataclasses.replace(spec, max_len_cap=min(spec.max_len_cap, positions))
+        value, how = resolve_max_len(capped, family, overrides, lengths)
+        if value > positions:
+            raise datasets.DataError(
+                f"--max-len {value} exceeds the {positions} positions of the pretrained encoder"
+            )
+        return value, f"{how} (the encoder has {positions} positions)"
     requested = spec.max_len if spec.max_len is not None else overrides.get("max_len")
     if requested is None and spec.path is not None:
         requested = "auto"
@@ -88,9 +110,20 @@ def resolve_max_len(
     return int(defaults["max_len"]), "model default"
 
 
-def encode(tok: Tokenizer, examples: list[datasets.Example], max_len: int, truncation: str) -> Split:
-    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time."""
-    enc = encode_texts(tok, [e.text for e in examples], max_len, truncation)
+def encode(
+    tok: Tokenizer,
+    examples: list[datasets.Example],
+    max_len: int,
+    truncation: str,
+    *,
+    pretrained: bool = False,
+) -> Split:
+    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time.
+
+    A pretrained tokenizer's texts keep their [CLS] and [SEP] when cut (encode_pretrained).
+    """
+    texts = [e.text for e in examples]
+    enc = (encode_pretrained if pretrained else encode_texts)(tok, texts, max_len, truncation)
     labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
     groups = np.fromiter((e.group for e in examples), dtype=np.int64, count=len(examples))
     return Split(enc.input_ids, enc.lengths, labels, groups)
@@ -107,55 +140,71 @@ def train_run(
     embeddings: EmbeddingInit | None = None,
     recipe: DataRecipe | None = None,
     distill: DistillSpec | None = None,
+    pretrained: str | None = None,
 ) -> RunResult:
     """Train one run into ``out_dir``. ``recipe``: plan the trainer and model from the data's size
-    (--data); ``distill``: learn a teacher run's logits too (attnserve-train distill)."""
+    (--data); ``distill``: learn a teacher run's logits too (attnserve-train distill);
+    ``pretrained``: fine-tune that checkpoint (family ``encoder``)."""
     bound_kernel_cache()  # before the first step of the process, or it has no effect
+    at = distributed.start(pick_device(train_cfg.device))
     run_dir = Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    source = _pretrained(family, pretrained)
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
     train_texts = [e.text for e in ds.train]
-    tokenizer = build_tokenizer(
-        train_texts,
-        kind=data_spec.tokenizer,
-        min_frequency=data_spec.min_frequency,
-        add_cls=add_cls,
-        vocab_size=data_spec.vocab_size,
-    )
+    if source is not None:
+        tokenizer = source.tokenizer
+    else:
+        tokenizer = build_tokenizer(
+            train_texts,
+            kind=data_spec.tokenizer,
+            min_frequency=data_spec.min_frequency,
+            add_cls=add_cls,
+            vocab_size=data_spec.vocab_size,
+        )
     evaluated = {"val": ds.val, "test": ds.test, **ds.extra}
     lengths = {"train": token_lengths(tokenizer, train_texts)}
     lengths |= {k: token_lengths(tokenizer, [e.text for e in v]) for k, v in evaluated.items() if v}
-    max_len, how = resolve_max_len(data_spec, family, model_overrides, lengths)
+    positions = None if source is None else source.max_positions
+    max_len, how = resolve_max_len(data_spec, family, model_overrides, lengths, positions)
     truncation = data_spec.truncation
 
     report = DataReport()
     check_lengths(report, lengths, max_len, truncation, how)
-    splits = {"train": encode(tokenizer, ds.train, max_len, truncation)}
-    splits |= {k: encode(tokenizer, v, max_len, truncation) for k, v in evaluated.items() if v}
-    check_vocabulary(
-        report,
-        tokenizer,
-        train_texts,
-        {k: (s.input_ids, s.lengths) for k, s in splits.items() if k in ("train", "val")},
-        data_spec.vocab_size,
-    )
+    ours = source is not None
+    splits = {"train": encode(tokenizer, ds.train, max_len, truncation, pretrained=ours)}
+    splits |= {
+        k: encode(tokenizer, v, max_len, truncation, pretrained=ours) for k, v in evaluated.items() if v
+    }
+    if source is None:  # a pretrained vocabulary was not built from these texts: nothing to check
+        check_vocabulary(
+            report,
+            tokenizer,
+            train_texts,
+            {k: (s.input_ids, s.lengths) for k, s in splits.items() if k in ("train", "val")},
+            data_spec.vocab_size,
+        )
     check_classes(report, ds.labels, [e.label for e in ds.train], train_cfg.class_weights != "none")
     log.info("%s: %s", ds.name, ", ".join(f"{len(s):,} {k}" for k, s in splits.items()))
     for line in report.notes:
         log.info("%s", line)
     for warning in report.warnings:
         log.warning("%s", warning)
-    tokenizer_path = save_tokenizer(
-        tokenizer, run_dir / "tokenizer.json", max_len=max_len, truncation=truncation
-    )
-    write_eval_set(run_dir, ds.val)
+    tokenizer_path = run_dir / "tokenizer.json"
+    if at.main and source is not None:  # the checkpoint's own file, byte for byte
+        shutil.copyfile(source.tokenizer_path, tokenizer_path)
+    elif at.main:
+        save_tokenizer(tokenizer, tokenizer_path, max_len=max_len, truncation=truncation)
+    if at.main:
+        write_eval_set(run_dir, ds.val)
     samples = attention_examples(ds)
     teacher = None
     if distill is not None:  # the teacher labels the training texts and their augmented copies
         device = pick_device(train_cfg.device)
         got = student_data(distill, splits["train"], ds.train, ds.val, ds.labels, tokenizer, max_len,
-                           truncation, run_dir, device, train_cfg.max_batch_tokens)  # fmt: skip
+                           truncation, run_dir, device, train_cfg.max_batch_tokens,
+                           encode_pretrained if ours else encode_texts)  # fmt: skip
         splits["train"], teacher = got.train, got.record
     planned = None
     if recipe is not None:
@@ -164,13 +213,17 @@ def train_run(
         )
         log.info("plan for %d training rows: %s", len(splits["train"]), planned)
 
-    cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
-    cfg["max_len"] = max_len
-    vectors = None if embeddings is None else load_vectors(embeddings.path)
-    if vectors is not None:
-        cfg.setdefault("d_model", vectors.vector_size)  # the vectors' width unless --d-model says otherwise
     seed_everything(train_cfg.seed)  # the initial weights are part of what a seed reproduces
-    model = build_model(family, cfg)
+    if source is not None:
+        model: Classifier = source.build(num_classes=len(ds.labels), max_len=max_len, **model_overrides)
+        vectors = None
+    else:
+        cfg = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels), **model_overrides}
+        cfg["max_len"] = max_len
+        vectors = None if embeddings is None else load_vectors(embeddings.path)
+        if vectors is not None:
+            cfg.setdefault("d_model", vectors.vector_size)  # the vectors' width unless --d-model says so
+        model = build_model(family, cfg)
     if vectors is not None and embeddings is not None:
         report.figures["embeddings"] = apply_embeddings(model, vectors, tokenizer, embeddings.freeze)
         del vectors
@@ -182,7 +235,7 @@ def train_run(
     ds = dataclasses.replace(ds, train=[], val=[], test=[], extra={})
     del train_texts, evaluated, tokenizer
     release_unused_memory()
-    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer = source.tokenizer if source is not None else load_tokenizer(_written(tokenizer_path, at))
     cpu_start = time.process_time()  # wall time alone misleads on a shared machine
     history = fit(
         model,
@@ -196,6 +249,9 @@ def train_run(
         distill=None if distill is None else distill.loss,
     )
     cpu_seconds = time.process_time() - cpu_start
+    if not at.main:  # rank 0 evaluates and writes the run directory
+        distributed.barrier()
+        return RunResult(run_dir, {}, history)
     release_unused_memory()  # the last steps' activations: evaluation and pictures need far less
     device = pick_device(train_cfg.device)
     evaluated_splits = {k: s for k, s in splits.items() if k != "train"}
@@ -210,7 +266,8 @@ def train_run(
         "labels": list(ds.labels),
         "ordered_labels": ds.ordered,
         "params": sum(p.numel() for p in model.parameters()),
-        "tokenizer": data_spec.tokenizer,
+        "tokenizer": data_spec.tokenizer if source is None else f"pretrained: {source.source}",
+        "processes": at.world,  # torchrun's ranks (1 without it); a step took batch_size on each
         "train_seconds": round(history.seconds, 2),
         "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
@@ -233,4 +290,25 @@ def train_run(
     write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation, samples)
     if not history.out_of_time:  # complete: nothing left to resume
         (run_dir / RESUME).unlink(missing_ok=True)
+    distributed.barrier()
     return RunResult(run_dir, metrics, history)
+
+
+def _pretrained(family: str, pretrained: str | None) -> Pretrained | None:
+    """The checkpoint to fine-tune, checked before any data is read (the encoder family needs one)."""
+    if pretrained is None:
+        if family == "encoder":
+            raise datasets.DataError(
+                "the encoder family fine-tunes a pretrained checkpoint: give --pretrained"
+            )
+        return None
+    if family != "encoder":
+        raise datasets.DataError(f"--pretrained fine-tunes the encoder family, not {family}")
+    return load_pretrained(pretrained)
+
+
+def _written(path: Path, at: distributed.Ranks) -> Path:
+    """``path`` once rank 0 has written it (other ranks wait for it at a barrier)."""
+    if at.world > 1:
+        distributed.barrier()
+    return path

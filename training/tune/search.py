@@ -1,12 +1,16 @@
 """`attnserve-train tune`: search the family and its main settings on the validation split.
 
-Optuna's TPE sampler proposes each trial; every epoch reports its validation score, and a
-trial below the median of the earlier trials at the same epoch is pruned. The search never
+Optuna's TPE sampler proposes each trial; every validation (one an epoch, or one every
+--eval-every steps) reports its score, and a trial below the median of the earlier trials at
+the same validation is pruned. The search never
 reads a test part: trials train on --data and score on its validation part. The best trial's
 run directory is copied to OUT/best (an ordinary run: export it, serve it), beside
 OUT/trials.md (every trial) and OUT/trials.png.
 
     attnserve-train tune --data train.csv --val-data dev.csv --trials 30 --max-seconds 3600
+    attnserve-train tune --data train.csv --val-data dev.csv --pretrained FOLDER --trials 8
+
+With --pretrained the search fine-tunes that checkpoint: learning rate, batch size and head.
 
 Flags of `attnserve-train` not named here (--text-column, --max-len, --epochs, --seed, ...)
 apply to every trial; a setting the search draws overrides the same flag.
@@ -46,6 +50,7 @@ class TuneConfig:
     families: tuple[str, ...] = SEARCHED
     metric: str = "accuracy"  # validation figure maximised and pruned on
     seed: int = 0  # the sampler's
+    pretrained: str | None = None  # fine-tune this checkpoint: the search is over the encoder alone
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -55,6 +60,8 @@ class TuneConfig:
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown or not self.families:
             raise UsageError(f"unknown families {unknown}; choose among {', '.join(sorted(FAMILIES))}")
+        if (self.pretrained is not None) != (self.families == ("encoder",)):
+            raise UsageError("the encoder is searched with --pretrained, and --pretrained searches it alone")
         if self.metric not in METRICS:
             raise UsageError(f"--metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
 
@@ -100,13 +107,15 @@ def tune(out_dir: Path, base: TrainConfig, spec: DataSpec, given: dict[str, Any]
 
         def report(row: dict[str, Any]) -> None:
             reported.append(float(row[f"val_{cfg.metric}"]))
-            trial.report(reported[-1], int(row["epoch"]))
+            trial.report(reported[-1], len(reported))  # validations, several an epoch with eval_every
             if trial.should_prune():
                 raise optuna.TrialPruned(f"epoch {row['epoch']}: below the median of earlier trials")
 
         started = time.monotonic()
         try:
-            result = train_run(run_dir, settings.family, model, train_cfg, spec, on_epoch=report)
+            result = train_run(
+                run_dir, settings.family, model, train_cfg, spec, on_epoch=report, pretrained=cfg.pretrained
+            )
         except optuna.TrialPruned:
             seconds = time.monotonic() - started
             rows.append(TrialRow(trial.number, "pruned", settings, reported[-1], seconds))
@@ -147,7 +156,10 @@ def tune_main(ns: argparse.Namespace, base: TrainConfig, spec: DataSpec, given: 
     if spec.path is None:
         raise UsageError("tune searches on your data: give --data (and --val-data or --val-split)")
     families = tuple(f.strip() for f in ns.families.split(",") if f.strip())
-    cfg = TuneConfig(ns.trials, base.max_seconds, families, ns.metric, ns.sampler_seed)
+    pretrained = getattr(ns, "pretrained", None)
+    if pretrained is not None and ns.families == ",".join(SEARCHED):  # --families left as it was
+        families = ("encoder",)
+    cfg = TuneConfig(ns.trials, base.max_seconds, families, ns.metric, ns.sampler_seed, pretrained)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     best = tune(Path(ns.out), dataclasses.replace(base, max_seconds=0.0), spec, given, cfg)
     print(f"best run: {best} (trials: {Path(ns.out) / 'trials.md'}, {Path(ns.out) / 'trials.png'})")

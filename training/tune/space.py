@@ -3,6 +3,9 @@
 Ranges are those where SST-2's validation accuracy moved (docs/results/sst2.md): learning
 rate, the three kinds of regularisation (dropout, word dropout, weight decay) and the width;
 a family's own structure (convolution width, pooling queries, layers) comes after.
+A pretrained encoder (--pretrained) has its size from its checkpoint: the search draws what
+fine-tuning is sensitive to, the learning rate and batch size around the BERT paper's grid
+(2e-5 to 5e-5, batch 16 or 32, widened a little), and the head.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ SEARCHED = (
     "bow_mlp",
 )
 SEQUENCE_WIDTHS = (32, 64, 128)
+ENCODER_HEADS = ("cls", "attention")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class TrialSettings:
 def suggest(trial: optuna.Trial, families: tuple[str, ...]) -> TrialSettings:
     """One point of the search space, drawn by the study's sampler."""
     family = str(trial.suggest_categorical("family", list(families)))
+    if family == "encoder":
+        return suggest_encoder(trial)
     training: dict[str, Any] = {
         "lr": trial.suggest_float("lr", 2e-4, 5e-3, log=True),
         "weight_decay": trial.suggest_float("weight_decay", 1e-3, 0.3, log=True),
@@ -59,3 +65,13 @@ def suggest(trial: optuna.Trial, families: tuple[str, ...]) -> TrialSettings:
     elif family == "attention_pool":
         model["positions"] = trial.suggest_categorical("positions", ["none", "learned", "sinusoidal"])
     return TrialSettings(family, model, training)
+
+
+def suggest_encoder(trial: optuna.Trial) -> TrialSettings:
+    """A fine-tuning trial of the pretrained encoder."""
+    training: dict[str, Any] = {
+        "lr": trial.suggest_float("lr", 1e-5, 1e-4, log=True),
+        "batch_size": trial.suggest_categorical("batch_size", [16, 32]),
+    }
+    model: dict[str, Any] = {"head": trial.suggest_categorical("head", list(ENCODER_HEADS))}
+    return TrialSettings("encoder", model, training)
