@@ -1,8 +1,10 @@
-"""Python clients of attnserve: `Client` (blocking), `AsyncClient` (asyncio), `AdminClient`."""
+"""Python clients of attnserve: `Client` (blocking), `AsyncClient` (asyncio), `AdminClient`;
+`classify_file` for CSV, JSONL and Parquet files."""
 
 from attnserve.service.client.admin import AdminClient
 from attnserve.service.client.aio import AsyncClient
 from attnserve.service.client.channels import PLAINTEXT, Security
+from attnserve.service.client.files import FileError, FileJob, JobReport, classify_file
 from attnserve.service.client.messages import (
     Classification,
     ClientError,
@@ -20,9 +22,13 @@ __all__ = [
     "Classification",
     "Client",
     "ClientError",
+    "FileError",
+    "FileJob",
+    "JobReport",
     "ModelInfo",
     "Security",
     "TextResult",
     "TopToken",
     "build_request",
+    "classify_file",
 ]

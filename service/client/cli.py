@@ -18,6 +18,8 @@ from typing import Any
 import grpc
 
 from attnserve.service.client.channels import Security
+from attnserve.service.client.explain import add_arguments as explain_flags
+from attnserve.service.client.files.cli import add_arguments as file_flags
 from attnserve.service.client.messages import ClientError
 from attnserve.service.client.tracecontext import environment_trace
 from attnserve.service.helpformat import DefaultsHelpFormatter
@@ -92,11 +94,14 @@ def _client_parser() -> argparse.ArgumentParser:
             formatter_class=DefaultsHelpFormatter,
         )
 
-    classify = command("classify", "classify texts; print labels, probabilities and attention")
-    classify.add_argument("texts", nargs="+", help="texts to classify, one argument each")
-    explain = command("explain", "write a PNG of the attention of one text (every layer and head)")
+    classify = command(
+        "classify", "classify texts, or every row of a file (--input/--output); print labels and attention"
+    )
+    classify.add_argument("texts", nargs="*", help="texts to classify, one argument each")
+    explain = command("explain", "write a PNG of the attention of one text (every map, or one picked)")
     explain.add_argument("text", help="the text to explain")
     explain.add_argument("--out", default="attention.png", help="PNG file to write")
+    explain_flags(explain)
     for sub in (classify, explain):
         sub.add_argument(
             "--model",
@@ -112,6 +117,7 @@ def _client_parser() -> argparse.ArgumentParser:
     )
     classify.add_argument("--top-k", type=int, default=0, help="also list the k most attended tokens")
     classify.add_argument("--json", action="store_true", help="print JSON instead of tables (default: off)")
+    file_flags(classify)
     models = command("models", "list the served models")
     models.add_argument("--json", action="store_true", help="print JSON instead of a table (default: off)")
     health = command("health", "print the health status (exit 0 when SERVING)")
@@ -207,6 +213,10 @@ def _run(args: argparse.Namespace, security: Security) -> int:
     if args.command in ("reload", "unload"):
         return _admin(args, security)
     with Client(args.target, timeout=args.timeout, security=security) as client:
+        if args.command == "classify" and args.input is not None:
+            from attnserve.service.client.files.cli import run as run_file
+
+            return run_file(client, args)
         if args.command == "classify":
             return _classify(client, args)
         if args.command == "explain":
@@ -223,6 +233,10 @@ def _run(args: argparse.Namespace, security: Security) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _client_parser()
     args = parser.parse_args(argv)
+    if args.command == "classify" and not args.texts and args.input is None:
+        parser.error("classify needs texts, or --input FILE --output FILE")
+    if args.command == "classify" and args.texts and args.input is not None:
+        parser.error("classify takes texts or --input, not both")
     try:
         security = _security(args)
     except ValueError as exc:

@@ -1,16 +1,81 @@
 """`attnserve-client explain`: a PNG of a text's attention, one panel per layer and head
-(query tokens down, key tokens across) or one strip of pooling weights, with a colour bar."""
+(query tokens down, key tokens across), the maps picked with --layer/--head, the rollout,
+or one strip of pooling weights, with a colour bar; --merge-pieces draws words, not pieces."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from attnserve.service.client.pieces import merge_matrix, merge_vector, special_flags, word_groups
+
 _CELL_INCHES = 0.3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--layer", type=int, help="draw this layer only, 1 = the first (default: every layer)"
+    )
+    parser.add_argument("--head", type=int, help="draw this head only, 1 = the first (default: every head)")
+    parser.add_argument(
+        "--attention",
+        choices=["all", "rollout"],
+        default="all",
+        help="all: the layer x head maps; rollout: one map through every layer (heads averaged)",
+    )
+    parser.add_argument("--rollout", action="store_true", help="the same as --attention rollout")
+    parser.add_argument(
+        "--merge-pieces", action="store_true", help="merge word pieces into words (sum columns, average rows)"
+    )
+
+
+@dataclass(frozen=True)
+class Picture:
+    """What to draw: labels, which are special, and [L, H, n, n] maps (or [n] pooling weights)."""
+
+    labels: list[str]
+    special: list[bool]
+    weights: np.ndarray
+    titles: list[list[str]]
+
+
+def picture(result: Any, text: str, mode: str, layer: int | None, head: int | None, merge: bool) -> Picture:
+    tokens, weights = list(result.tokens), np.asarray(result.attention)
+    offsets, flags = getattr(result, "offsets", ()), getattr(result, "special", ())
+    words = word_groups(tokens, text, offsets, flags) if merge else None
+    labels = [w.label for w in words] if words else tokens
+    special = [w.special for w in words] if words else special_flags(tokens, flags)
+    if weights.ndim == 1:
+        return Picture(labels, special, merge_vector(weights, words) if words else weights, [])
+    if mode == "rollout":
+        weights = weights[None, None]
+        titles = [["rollout (every layer, heads averaged)"]]
+    else:
+        layers = range(weights.shape[0]) if layer is None else [layer - 1]
+        heads = range(weights.shape[1]) if head is None else [head - 1]
+        weights = weights[np.ix_(list(layers), list(heads))]
+        titles = [[f"layer {lay + 1} head {h + 1}" for h in heads] for lay in layers]
+    return Picture(labels, special, merge_matrix(weights, words) if words else weights, titles)
+
+
+def check_pick(info: Any, args: argparse.Namespace) -> str | None:
+    """A problem with --layer/--head/--rollout for this model, in words, or None."""
+    picked = args.layer is not None or args.head is not None
+    if info.attention_kind not in ("self", "layers") and (picked or args.rollout or args.attention != "all"):
+        return f"model {info.name!r} pools attention into one weight per token: no layers, heads or rollout"
+    layers, heads = (1, 1) if info.attention_kind == "self" else (info.attention_layers, info.attention_heads)
+    if args.layer is not None and not 1 <= args.layer <= layers:
+        return f"--layer must be from 1 to {layers} for model {info.name!r}, not {args.layer}"
+    if args.head is not None and not 1 <= args.head <= heads:
+        return f"--head must be from 1 to {heads} for model {info.name!r}, not {args.head}"
+    if picked and (args.rollout or args.attention == "rollout"):
+        return "--rollout draws one map through every layer: leave out --layer and --head"
+    return None
 
 
 def pyplot() -> Any:
@@ -24,10 +89,18 @@ def pyplot() -> Any:
     return plt
 
 
-def pooled_figure(plt: Any, tokens: list[str], weights: np.ndarray) -> tuple[Any, int]:
+def _mark_special(labels: list[Any], special: list[bool]) -> None:
+    for tick, flag in zip(labels, special, strict=False):
+        if flag:  # [CLS], [SEP]: added by the tokenizer, drawn apart
+            tick.set_color("#b2182b")
+            tick.set_fontstyle("italic")
+
+
+def pooled_figure(plt: Any, tokens: list[str], weights: np.ndarray, special: list[bool]) -> tuple[Any, int]:
     figure, axis = plt.subplots(figsize=(max(4.0, 0.5 * len(tokens)), 2.6), layout="constrained")
     image = axis.imshow(weights[None, :], cmap="viridis", aspect="auto", vmin=0)
     axis.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right")
+    _mark_special(axis.get_xticklabels(), special)
     axis.set_yticks([])
     axis.set_xlabel("token")
     axis.set_title("pooling weights", fontsize=9)
@@ -35,8 +108,11 @@ def pooled_figure(plt: Any, tokens: list[str], weights: np.ndarray) -> tuple[Any
     return figure, 1
 
 
-def layers_figure(plt: Any, tokens: list[str], weights: np.ndarray) -> tuple[Any, int]:
+def layers_figure(
+    plt: Any, tokens: list[str], weights: np.ndarray, titles: list[list[str]], special: list[bool]
+) -> tuple[Any, int]:
     layers, heads = weights.shape[:2]
+    peak = max(1.0, float(weights.max()))  # merged columns can exceed 1
     size = max(2.5, _CELL_INCHES * len(tokens))
     figure, grid = plt.subplots(
         layers, heads, figsize=(size * heads + 1.2, size * layers), squeeze=False, layout="constrained"
@@ -45,10 +121,12 @@ def layers_figure(plt: Any, tokens: list[str], weights: np.ndarray) -> tuple[Any
     for layer in range(layers):
         for head in range(heads):
             axis = grid[layer][head]
-            image = axis.imshow(weights[layer, head], cmap="viridis", vmin=0, vmax=1)
+            image = axis.imshow(weights[layer, head], cmap="viridis", vmin=0, vmax=peak)
             axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
             axis.set_yticks(range(len(tokens)), tokens, fontsize=7)
-            axis.set_title(f"layer {layer + 1} head {head + 1}", fontsize=9)
+            _mark_special(axis.get_xticklabels(), special)
+            _mark_special(axis.get_yticklabels(), special)
+            axis.set_title(titles[layer][head], fontsize=9)
             if layer == layers - 1:
                 axis.set_xlabel("key (attended token)", fontsize=8)
             if head == 0:
@@ -70,17 +148,25 @@ def explain(client: Any, args: argparse.Namespace) -> int:
     if info.attention_kind == "none":
         print(f"attnserve-client: model {info.name!r} has no attention weights to explain", file=sys.stderr)
         return 1
-    mode = "all" if info.attention_kind in ("self", "layers") else "pooled"
+    problem = check_pick(info, args)
+    if problem:
+        print(f"attnserve-client: {problem}", file=sys.stderr)
+        return 2
+    mode = "rollout" if args.rollout else args.attention
+    if info.attention_kind not in ("self", "layers"):
+        mode = "pooled"
     reply = client.classify([args.text], model=args.model, version=args.version, attention=mode)
     result = reply.results[0]
-    tokens, weights = result.tokens, result.attention
-    if weights.ndim == 1:
-        figure, panels = pooled_figure(plt, tokens, weights)
+    shown = picture(result, args.text, mode, args.layer, args.head, args.merge_pieces)
+    tokens = shown.labels
+    if shown.weights.ndim == 1:
+        figure, panels = pooled_figure(plt, tokens, shown.weights, shown.special)
     else:
-        figure, panels = layers_figure(plt, tokens, weights)
+        figure, panels = layers_figure(plt, tokens, shown.weights, shown.titles, shown.special)
     figure.suptitle(f"{reply.model} v{reply.version}: {result.label} ({result.probabilities.max():.3f})")
     out = Path(args.out)
     figure.savefig(out, dpi=110)
     plt.close(figure)
-    print(f"wrote {out} ({panels} panel(s), {len(tokens)} tokens, label {result.label})")
+    unit = "words" if args.merge_pieces else "tokens"
+    print(f"wrote {out} ({panels} panel(s), {len(tokens)} {unit}, label {result.label})")
     return 0

@@ -10,8 +10,9 @@ Failures raise `ClientError` with the gRPC status code and the server's message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -27,6 +28,9 @@ from attnserve.service.client.messages import (
 from attnserve.service.client.stubs import health_name, unary
 from attnserve.service.client.tracecontext import with_trace
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+
+if TYPE_CHECKING:
+    from attnserve.service.client.files import JobReport
 
 CLASSIFIER = pb.DESCRIPTOR.services_by_name["Classifier"]
 
@@ -68,6 +72,13 @@ class Client:
                 request, timeout=timeout or self.timeout, metadata=with_trace(self.metadata)
             )
             return to_classification(reply)
+
+    def classify_file(self, input: str | Path, output: str | Path, **options: Any) -> JobReport:
+        """Classify every row of a CSV, JSONL or Parquet file into `output`, in input order;
+        `options` are `FileJob`'s fields (text_column, batch_size, workers, resume, ...)."""
+        from attnserve.service.client.files import FileJob, classify_file
+
+        return classify_file(self, FileJob(Path(input), Path(output), **options))
 
     def models(self) -> list[ModelInfo]:
         with rpc_errors():

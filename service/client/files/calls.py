@@ -1,0 +1,121 @@
+"""One batch of rows through the service: retried with exponential backoff while the server
+is busy or away (RESOURCE_EXHAUSTED, UNAVAILABLE); a batch the server refuses as invalid is
+tried row by row, so one bad row is rejected with its reason and the others still classified."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from attnserve.service.client.messages import ClientError, TextResult
+from attnserve.service.engine.request.attention import importance
+
+TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# Refusals of one text (empty, too long, ...) rather than of the call.
+PER_ROW = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE})
+
+
+@dataclass(frozen=True)
+class Retry:
+    tries: int = 6  # calls per batch, the first included
+    first_wait: float = 0.2  # seconds, doubled after each try, with jitter
+    longest_wait: float = 10.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A batch's rows back in order: each a result or the reason it was rejected."""
+
+    results: list[TextResult | None]
+    reasons: list[str | None]
+    retries: int
+
+
+class GiveUp(Exception):
+    """The service kept refusing a whole batch (or refused it for a reason no retry mends)."""
+
+
+def with_retries(call: Callable[[], Any], retry: Retry, stop: threading.Event) -> tuple[Any, int]:
+    """`call()` and the retries it took. A stopping run retries no more: what is left of it
+    is for --resume, so Ctrl-C is not held up by a server that stays away."""
+    wait = retry.first_wait
+    for attempt in range(1, retry.tries + 1):
+        try:
+            return call(), attempt - 1
+        except ClientError as exc:
+            if exc.code not in TRANSIENT or attempt == retry.tries or stop.is_set():
+                raise
+        # Jitter: workers refused together do not come back together.
+        stop.wait(wait * random.uniform(0.5, 1.0))
+        wait = min(wait * 2, retry.longest_wait)
+    raise AssertionError("unreachable")
+
+
+def classify_batch(
+    client: Any,
+    texts: list[str | None],
+    *,
+    model: str,
+    version: int,
+    attention: str,
+    retry: Retry,
+    stop: threading.Event,
+) -> Outcome:
+    """Classify the batch's non-empty texts; rows without text are rejected without a call."""
+    results: list[TextResult | None] = [None] * len(texts)
+    reasons: list[str | None] = [None] * len(texts)
+    todo = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            reasons[i] = (
+                "no text: the text column is empty"
+                if text is None or isinstance(text, str)
+                else (f"the text column holds a {type(text).__name__}, not text")
+            )
+        else:
+            todo.append(i)
+
+    def call(indices: list[int]) -> Any:
+        batch = [texts[i] for i in indices]
+        return client.classify(batch, model=model, version=version, attention=attention)
+
+    retries = 0
+    if todo:
+        try:
+            reply, retries = with_retries(lambda: call(todo), retry, stop)
+            for i, result in zip(todo, reply.results, strict=True):
+                results[i] = result
+        except ClientError as exc:
+            if exc.code not in PER_ROW:
+                raise GiveUp(f"{exc.code.name}: {exc.details}") from None
+            for i in todo:  # find the rows the server refuses, one call each
+                try:
+                    reply, tried = with_retries(lambda i=i: call([i]), retry, stop)  # type: ignore[misc]
+                    retries += tried
+                    results[i] = reply.results[0]
+                except ClientError as row_error:
+                    if row_error.code not in PER_ROW:
+                        raise GiveUp(f"{row_error.code.name}: {row_error.details}") from None
+                    reasons[i] = f"{row_error.code.name}: {row_error.details}"
+    return Outcome(results, reasons, retries)
+
+
+def added_columns(labels: list[str], prefix: str, with_attention: bool) -> list[str]:
+    names = [f"{prefix}label", *(f"{prefix}p_{label}" for label in labels)]
+    return names + ([f"{prefix}tokens", f"{prefix}attention"] if with_attention else [])
+
+
+def added_values(result: TextResult, labels: list[str], prefix: str, with_attention: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {f"{prefix}label": result.label}
+    for label, p in zip(labels, result.probabilities.tolist(), strict=True):
+        values[f"{prefix}p_{label}"] = round(float(p), 6)
+    if with_attention:
+        values[f"{prefix}tokens"] = list(result.tokens)
+        weights = importance(result.attention) if result.attention is not None else []
+        values[f"{prefix}attention"] = [round(float(w), 6) for w in weights]
+    return values
