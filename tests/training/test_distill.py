@@ -176,3 +176,24 @@ def test_the_command_trains_a_student_whose_metrics_name_the_teacher(
     }
     assert metrics["plan"]["steps"] > 0  # --data: the run was planned from its size
     assert main([*argv, "--out", str(out), "--alpha", "1.5"]) == 2
+
+
+def test_a_fine_tuned_encoder_teaches_a_gru_student(tmp_path: Path) -> None:
+    from tests.support.tiny_bert import train_tiny_encoder_run, write_reviews
+
+    with torch_threads(1):
+        teacher = train_tiny_encoder_run(tmp_path / "bert")
+    assert load_teacher(teacher).mask_token == "[MASK]"  # augmented texts mask the BERT way
+    data = write_reviews(tmp_path / "more.csv", 200, seed=3)
+    with torch_threads(1):
+        student = train_run(
+            tmp_path / "student",
+            "gru_attention",
+            STUDENT,
+            TrainConfig(epochs=3, batch_size=32, lr=1e-2, progress=False, seed=1),
+            DataSpec(path=str(data)),
+            distill=DistillSpec(str(teacher), DistillLoss("kl", alpha=0.5), AugmentConfig(1)),
+        )
+    record = student.metrics["teacher"]
+    assert record["family"] == "encoder" and record["augmented_rows"] > 0
+    assert record["val_accuracy"] > 0.7  # the teacher's own skill, on the student's validation split

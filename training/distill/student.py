@@ -8,6 +8,7 @@ the teacher does on the split the student is judged on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ import torch
 from tokenizers import Tokenizer
 
 from attnserve.training.data.core import Example
-from attnserve.training.data.encoding import encode_texts
+from attnserve.training.data.encoding import EncodedTexts, encode_texts
 from attnserve.training.distill.augment import AugmentConfig, augment_texts
 from attnserve.training.distill.loss import NO_LABEL, DistillLoss
 from attnserve.training.distill.teacher import cached_logits, load_teacher
 from attnserve.training.loop.batching import Split
 
 log = logging.getLogger(__name__)
+Encoder = Callable[[Tokenizer, Sequence[str], int, str], EncodedTexts]
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,17 @@ def student_data(
     run_dir: Path,
     device: torch.device,
     max_tokens: int = 2048,
+    encode: Encoder = encode_texts,
 ) -> StudentData:
+    """The student's training split and the teacher's record; ``encode`` encodes the augmented
+    texts as the training texts were (a pretrained student's tokenizer keeps [CLS] and [SEP])."""
     teacher = load_teacher(spec.teacher)
     texts = [e.text for e in train_examples]
     aug = augment_texts(texts, spec.augment, teacher.mask_token)
     val_texts = [e.text for e in val_examples]
     got = cached_logits(teacher, texts + aug.teacher + val_texts, labels, run_dir, device, max_tokens)
     n, m = len(texts), len(aug.student)
-    enc = encode_texts(tokenizer, aug.student, max_len, truncation)
+    enc = encode(tokenizer, aug.student, max_len, truncation)
     groups = None
     if train.groups is not None:  # augmented rows in groups of their own
         start = int(train.groups.max()) + 1 if n else 0

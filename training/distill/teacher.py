@@ -95,7 +95,10 @@ def compute_logits(
 ) -> np.ndarray:
     """The teacher's logits [N, C] (its own class order) for ``texts``, shortest texts first."""
     run = teacher.run
-    enc = encode_texts(teacher.tokenizer, texts, run.max_len, run.truncation)
+    encode = encode_texts
+    if run.family == "encoder":  # a pretrained tokenizer keeps [CLS] and [SEP] when it cuts
+        from attnserve.training.text.pretrained import encode_pretrained as encode
+    enc = encode(teacher.tokenizer, texts, run.max_len, run.truncation)
     split = Split(enc.input_ids, enc.lengths, np.zeros(len(texts), dtype=np.int64))
     model = run.model.to(device).eval()
     out = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
