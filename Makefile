@@ -1,5 +1,6 @@
-# attnserve: `make serve` (set up, train + export the default model if needed, serve), `make check`
-# (the inner loop: lint, types, fast tests) and `make test` (everything; what CI runs).
+# attnserve: `make serve` (the serving install, then serve the shipped default model), `make model`
+# (retrain it), `make check` (the inner loop: lint, types, fast tests) and `make test` (everything;
+# what CI runs).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -24,18 +25,26 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# Train and export the built-in car-order model unless the repository already holds one.
-model: setup
-	@if [ -z "$$(ls -A $(REPO)/$(MODEL) 2>/dev/null)" ]; then \
-		echo "== training the default car-order model (two to three minutes on 2 cores)"; \
-		$(BIN)/attnserve-train --task car-order --model transformer --out runs/$(MODEL) && \
-		echo "== exporting it to $(REPO)/$(MODEL)" && \
-		$(BIN)/attnserve-export runs/$(MODEL) --repository $(REPO) --name $(MODEL); \
-	else echo "== $(REPO)/$(MODEL) already holds a model"; fi
+# The serving set only (onnxruntime, tokenizers, grpc, starlette, ...): no PyTorch, no test tools;
+# a venv that already has everything (setup) has it too.
+$(BIN)/.serving: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	if [ -f $(BIN)/.installed ] && [ $(BIN)/.installed -nt pyproject.toml ]; then :; \
+	else $(BIN)/python -m pip install -qq --disable-pip-version-check -e .; fi
+	touch $@
 
-# The default model answers calls that name none; the repository is watched (new exports are served).
-serve: model
-	@echo "== serving $(REPO) on 127.0.0.1:$(PORT) (metrics on :$(METRICS_PORT)/metrics), default model $(MODEL)"
+# Retrain and export the default car-order model (models/car-order/PROVENANCE.md: the same command
+# made the shipped version 1); the export is the repository's next version, which a running
+# `make serve` picks up. Two to three minutes on 2 cores, with the training extra (PyTorch).
+model: setup
+	$(BIN)/attnserve-train --task car-order --model transformer --seed 0 --out runs/$(MODEL)
+	$(BIN)/attnserve-export runs/$(MODEL) --repository $(REPO) --name $(MODEL)
+
+# Serve the repository; the shipped car-order bundle (models/car-order/1) answers calls that name
+# no model. The repository is watched: new exports are served. Without a bundle, `make model` first.
+serve: $(BIN)/.serving
+	@if [ -z "$$(ls -A $(REPO)/$(MODEL) 2>/dev/null)" ]; then $(MAKE) --no-print-directory model; fi
+	@echo "== serving $(REPO) on 127.0.0.1:$(PORT) (HTTP and the explorer on :8000, metrics on :$(METRICS_PORT)/metrics), default model $(MODEL)"
 	@echo "   try:  $(BIN)/attnserve-client --target 127.0.0.1:$(PORT) classify 'the white car is on the left of the black car'"
 	exec $(BIN)/attnserve-serve --repository $(REPO) --port $(PORT) --metrics-port $(METRICS_PORT) \
 		--default-model $(MODEL) $(SERVE_ARGS)
@@ -74,5 +83,7 @@ bench: setup
 loadtest: setup
 	$(BIN)/python -m loadtest --target 127.0.0.1:$(PORT) --metrics 127.0.0.1:$(METRICS_PORT) --duration 30s
 
+# Keeps the shipped bundle (tracked in git); removes every other export.
 clean:
-	rm -rf runs $(REPO) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf runs .pytest_cache .mypy_cache .ruff_cache
+	git clean -fdXq -- $(REPO) 2>/dev/null || rm -rf $(REPO)
