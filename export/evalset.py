@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from tokenizers import Tokenizer
 
 from attnserve.export.errors import ExportError
-from attnserve.training.text.tokenizer import encode_batch, load_tokenizer
+from attnserve.training.text.tokenizer import encode_batch
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,17 @@ class EncodedChunk:
     input_ids: npt.NDArray[np.int64]  # [B, T], padded to this chunk's longest row
     attention_mask: npt.NDArray[np.int64]  # [B, T]
     labels: npt.NDArray[np.int64]  # [B]
+
+
+def load_bundle_tokenizer(path: Path) -> Tokenizer:
+    """The bundle's tokenizer.json as the service loads it: any tokenizers file, its special
+    tokens wherever its vocabulary puts them (a pretrained BERT's [UNK] is 100, not 1)."""
+    if not path.is_file():
+        raise ExportError(f"tokenizer file not found: {path}")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for malformed JSON
+        raise ExportError(f"{path} is not a valid tokenizers JSON file: {exc}") from None
 
 
 def read_eval_set(path: Path | None, num_classes: int) -> EvalSet:
@@ -68,7 +80,7 @@ def encode_chunks(
     tokenizer_path: Path, eval_set: EvalSet, max_len: int, chunk_size: int = 64
 ) -> Iterator[EncodedChunk]:
     """Encode in chunks sorted by length, so each chunk pads only to its own longest text."""
-    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer = load_bundle_tokenizer(tokenizer_path)
     order = sorted(range(len(eval_set)), key=lambda i: len(eval_set.texts[i]))
     for start in range(0, len(order), chunk_size):
         picked = order[start : start + chunk_size]
@@ -83,5 +95,5 @@ def encode_one(
     tokenizer_path: Path, text: str, max_len: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """One text as a batch of one without padding: ids and mask [1, T]."""
-    encoded = encode_batch(load_tokenizer(tokenizer_path), [text], max_len)
+    encoded = encode_batch(load_bundle_tokenizer(tokenizer_path), [text], max_len)
     return encoded.input_ids, encoded.attention_mask

@@ -18,10 +18,10 @@ import onnxruntime as ort
 from pydantic import ValidationError
 
 from attnserve.export.errors import ExportError
-from attnserve.export.evalset import EvalSet
+from attnserve.export.evalset import EvalSet, load_bundle_tokenizer
 from attnserve.service.bundle import DataProfile, TrainingFigures, profile_texts
 from attnserve.service.bundle.profile import unknown_ratios
-from attnserve.training.text.tokenizer import UNK_TOKEN, encode_batch, load_tokenizer
+from attnserve.training.text.tokenizer import UNK_TOKEN, encode_batch
 
 SOURCE = "validation split (eval.jsonl) through the exported graph"
 CHUNK = 64
@@ -40,7 +40,7 @@ def measure_profile(
     max_len: int,
     metrics: Mapping[str, Any],
 ) -> DataProfile:
-    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer = load_bundle_tokenizer(tokenizer_path)
     unk_id = tokenizer.token_to_id(UNK_TOKEN)
     if unk_id is None:
         raise ExportError(f"{tokenizer_path} has no {UNK_TOKEN} token: it is not a training tokenizer")
