@@ -271,7 +271,8 @@ def train_run(
         "train_seconds": round(history.seconds, 2),
         "train_cpu_seconds": round(cpu_seconds, 2),
         "best_epoch": history.best_epoch,
-        "epochs_run": len(history.epochs),
+        "epochs_run": len({row["epoch"] for row in history.epochs}),
+        "validations": len(history.epochs),  # one an epoch, more with eval_every
         "out_of_time": history.out_of_time,
         "seeds": {"data": data_spec.seed, "weights": train_cfg.seed},  # --data-seed, --seed
         "select_by": train_cfg.select_by,

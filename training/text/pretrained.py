@@ -195,7 +195,9 @@ def _check_tokenizer(tok: Tokenizer, encoder: dict[str, Any], source: str) -> in
 def load_weights(model: EncoderClassifier, folder: Path) -> None:
     """Copy the checkpoint's encoder weights into ``model.encoder``: all of them, or an error."""
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a bar per load would fill a training log
     try:
         pretrained, info = AutoModel.from_pretrained(
             str(folder), local_files_only=True, output_loading_info=True
