@@ -78,7 +78,7 @@ def planned_model(family: str, overrides: dict[str, Any], made: Plan) -> dict[st
     """``overrides`` with the plan's width and dropout for the fields they leave to the family."""
     if family in UNPLANNED_FAMILIES or family not in FAMILIES:
         return dict(overrides)
-    defaults = {f.name: f.default for f in dataclasses.fields(FAMILIES[family].config_cls)}
+    defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(FAMILIES[family].config_cls)}
     out = dict(overrides)
     for name in WIDTH_FIELDS:
         if name in defaults and name not in overrides and made.width_scale < 1.0:
