@@ -156,7 +156,6 @@ def classify_file(
     batch_size = max(1, min(job.batch_size, info.limits.get("max_texts_per_request") or job.batch_size))
     text_column, prefix, attention = job.text_column, job.prefix, job.with_attention
     progress_file = checkpoint.progress_path(job.output)
-    checkpoint.save(progress_file, state)
     rows = enumerate(table.rows(state.rows_done), start=state.rows_done)
     batches = iter(lambda: list(itertools.islice(rows, batch_size)), [])
     pending: deque[tuple[list[tuple[int, Row]], Future[Outcome]]] = deque()
@@ -171,6 +170,8 @@ def classify_file(
         )
         checkpoint.save(progress_file, state)  # after the rows it counts are on disk
         uncommitted = 0
+
+    commit()  # a new output's header counts as done: a resumed run keeps it
 
     mode = "pooled" if attention else "none"
     with (

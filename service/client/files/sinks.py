@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
-from attnserve.service.client.files.tables import Row, pyarrow_modules
+from attnserve.service.client.files.tables import FileError, Row, pyarrow_modules
 
 
 class Sink(Protocol):
@@ -41,6 +41,10 @@ class LineSink:
             if fmt == "csv":
                 csv.writer(self._handle).writerow(columns)
         else:
+            if not path.is_file() or path.stat().st_size < position:
+                raise FileError(
+                    f"{path} is shorter than its progress file says: start again with --overwrite"
+                )
             os.truncate(path, position)
             self._handle = path.open("a", newline="", encoding="utf-8")
         self._csv = csv.DictWriter(self._handle, fieldnames=columns, restval="", extrasaction="ignore")
@@ -71,6 +75,10 @@ class ParquetSink:
         if position is None:
             shutil.rmtree(self.parts, ignore_errors=True)
             self.parts.mkdir(parents=True)
+        if position is not None and len(list(self.parts.glob("part-*.parquet"))) < position:
+            raise FileError(
+                f"{self.parts} lacks parts its progress file counts: start again with --overwrite"
+            )
         for part in sorted(self.parts.glob("part-*.parquet"))[position or 0 :]:
             part.unlink()  # written after the last recorded commit
         self._count = len(list(self.parts.glob("part-*.parquet")))

@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -206,3 +207,19 @@ def test_a_server_that_is_not_up_yet_is_retried_with_backoff(tmp_path: Path) -> 
     assert (report.rows_done, report.rejected, report.stopped) == (10, 0, None)
     assert report.retries >= 1
     assert [int(row["id"]) for row in read_rows(target)] == list(range(10))
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_run_stopped_before_its_first_batch_resumes_cleanly(
+    client: Client, tmp_path: Path, suffix: str
+) -> None:
+    source, target = tmp_path / "in.jsonl", tmp_path / f"out{suffix}"
+    write_rows(source, rows(5))
+    stop = threading.Event()
+    stop.set()
+    report = classify_file(client, FileJob(source, target), stop=stop)
+    assert (report.rows_done, report.stopped) == (0, "stopped")
+    assert client.classify_file(source, target, resume=True).stopped is None
+    assert [int(row["id"]) for row in read_rows(target)] == list(range(5))
+    if suffix == ".csv":
+        assert target.read_text().count("id,text,note") == 1  # one header, kept from the first run
