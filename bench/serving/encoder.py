@@ -1,0 +1,179 @@
+"""A pretrained encoder served: attnserve's cost per text beside a raw onnxruntime session.
+
+    .venv/bin/python -m bench encoder --repository models --model minilm --int8-model minilm-int8
+    .venv/bin/python -m bench encoder --tiny --repository models --model minilm   # seconds
+
+For each model given (the float bundle, and with `--int8-model` its int8 form), on texts of
+the load test's length mix:
+
+- `raw`: the bundle's model.onnx in this process through onnxruntime with the server's
+  thread setting, tokenization included (encode, pad, run): the p50 latency of one text and
+  texts/s of `--per-call`-text batches. It is the floor a server on this machine approaches.
+- `serve`: attnserve-serve in its own process, attnserve.v1 Classify over gRPC without
+  attention: single-text calls at each `--concurrency` (texts/s, p50 and p99 latency) and
+  `--per-call`-text calls at concurrency 1, with the peak RSS of the server process (the
+  model loaded and serving) sampled throughout.
+
+Each line is printed as it is measured; `--out FILE` writes every figure as JSON too. The
+figures are only as quiet as the machine: run it alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnserve.service.bundle import BundleError, read_bundle
+from attnserve.service.bundle.layout import RepositoryError
+from bench.harness import attnserve
+from bench.sections import parser as section_parser
+from bench.sections import require_at_least
+from bench.serving.ceiling import bundle_dir, encode, session_for, tokenizer_for
+from bench.serving.loadgen import Measurement, run_closed
+from bench.serving.memory import MB, Sampler
+from bench.serving.texts import mixed_texts, prepared
+
+TEXTS = 256
+
+
+@dataclass(frozen=True)
+class Raw:
+    model: str
+    single_p50_ms: float
+    batch_texts_per_s: float
+
+
+@dataclass(frozen=True)
+class Served:
+    model: str
+    texts_per_call: int
+    concurrency: int
+    texts_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+@dataclass(frozen=True)
+class Memory:
+    model: str
+    peak_rss_mb: float
+
+
+def measure_raw(bundle_path: Path, model: str, texts: Sequence[str], per_call: int, seconds: float,
+                threads: int) -> Raw:  # fmt: skip
+    bundle = read_bundle(bundle_path)
+    session, tokenizer = session_for(bundle, threads), tokenizer_for(bundle)
+
+    def run(group: Sequence[str]) -> None:
+        ids, mask = encode(tokenizer, group)
+        session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+
+    run(texts[:per_call])  # warm-up: first-run allocations stay out of the figures
+    latencies: list[float] = []
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds / 2 or len(latencies) < 3:
+        text = texts[len(latencies) % len(texts)]
+        begun = time.perf_counter()
+        run([text])
+        latencies.append(1e3 * (time.perf_counter() - begun))
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds / 2 or done < 3 * per_call:
+        start = done % len(texts)
+        run([texts[(start + j) % len(texts)] for j in range(per_call)])
+        done += per_call
+    return Raw(model, float(np.percentile(latencies, 50)), done / (time.perf_counter() - started))
+
+
+def _served(model: str, texts_per_call: int, concurrency: int, m: Measurement) -> Served:
+    return Served(model, texts_per_call, concurrency, m.texts_per_s, m.percentile(50), m.percentile(99),
+                  sum(m.errors.values()))  # fmt: skip
+
+
+def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: Sequence[int], per_call: int,
+                   seconds: float, warmup: float) -> tuple[list[Served], Memory]:  # fmt: skip
+    """Serve this one model version alone (a private copy of the repository), so the RSS is its own."""
+    single = prepared("native", model, texts, 1, False)
+    batch = prepared("native", model, texts, per_call, False)
+    points: list[Served] = []
+    with contextlib.ExitStack() as stack:
+        repository = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-encoder-")))
+        shutil.copytree(version_dir, repository / model / version_dir.name)
+        server = stack.enter_context(attnserve(repository))
+        sampler = stack.enter_context(Sampler(server.pid, 0.1))
+        for concurrency in levels:
+            m = run_closed(server.target, single, concurrency, seconds, warmup=warmup)
+            points.append(_served(model, 1, concurrency, m))
+            print(_line(points[-1]), flush=True)
+        m = run_closed(server.target, batch, 1, seconds, warmup=warmup)
+        points.append(_served(model, per_call, 1, m))
+        print(_line(points[-1]), flush=True)
+        sampler.sample()
+    peak = max(sample.rss_mb for sample in sampler.samples)
+    return points, Memory(model, peak)
+
+
+def _line(p: Served) -> str:
+    return (
+        f"  serve {p.model:<20s} {p.texts_per_call:>2d} text(s)/call c={p.concurrency:<3d} "
+        f"{p.texts_per_s:8.1f} texts/s  p50 {p.p50_ms:7.2f} ms  p99 {p.p99_ms:7.2f} ms"
+        + (f"  errors {p.errors}" if p.errors else "")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = section_parser("encoder", __doc__)
+    parser.add_argument("--repository", type=Path, required=True, help="model repository")
+    parser.add_argument("--model", required=True, help="the float bundle's model name")
+    parser.add_argument("--int8-model", default=None, help="the same model exported with --quantize int8")
+    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated, single-text calls")
+    parser.add_argument("--per-call", type=int, default=32, help="texts per call of the batch point")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per point")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per point")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads of the raw session")
+    parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
+    args = parser.parse_args(argv)
+    require_at_least(parser, args, {"per_call": 1, "threads": 1})
+    levels = [int(level) for level in args.concurrency.split(",") if level]
+    if not levels or min(levels) < 1:
+        parser.error("--concurrency needs positive integers, e.g. 1,8,32")
+    models = [args.model] + ([args.int8_model] if args.int8_model else [])
+    raw: list[Raw] = []
+    served: list[Served] = []
+    memory: list[Memory] = []
+    try:
+        for model in models:
+            path = bundle_dir(args.repository, model)
+            texts = mixed_texts(TEXTS, read_bundle(path).manifest.max_len)
+            raw.append(measure_raw(path, model, texts, args.per_call, args.seconds, args.threads))
+            r = raw[-1]
+            print(f"  raw   {model:<20s} single text p50 {r.single_p50_ms:.2f} ms, "
+                  f"{args.per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
+            points, peak = measure_served(
+                path, model, texts, levels, args.per_call, args.seconds, args.warmup
+            )
+            served += points
+            memory.append(peak)
+            print(f"  rss   {model:<20s} peak {peak.peak_rss_mb:.0f} MB", flush=True)
+    except (BundleError, RepositoryError, FileNotFoundError) as exc:
+        print(f"bench encoder: {exc}", file=sys.stderr)
+        return 2
+    if args.out is not None:
+        document = {
+            "raw": [asdict(r) for r in raw],
+            "served": [asdict(s) for s in served],
+            "memory": [asdict(m) for m in memory],
+            "rss_unit": f"{MB} bytes",
+        }
+        args.out.write_text(json.dumps(document, indent=2) + "\n")
+    failed = [p for p in served if p.errors or p.texts_per_s <= 0]
+    return 1 if failed else 0
