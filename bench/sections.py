@@ -1,6 +1,6 @@
 """The sections of `python -m bench`: what each measures, where it lives, what `--tiny` means for it.
 
-The serving suite (`python -m bench [--tiny|--quick] [--sections ...]`) runs its parts on
+The serving suite (`python -m bench [--tiny|--quick] [--sections ...]`) runs its sections on
 shared servers into one report (bench/serving/suite.py). Every other section is a command of
 its own, `python -m bench NAME [flags]`, whose `main(argv)` is imported only when it runs, so
 a serving-only install never imports torch. `--tiny` before or among a section's flags stands
@@ -23,7 +23,7 @@ class Section:
     tiny: tuple[str, ...]  # the flags `--tiny` stands for
 
 
-SERVING_PARTS = ("ceiling", "native", "v2", "naive", "mlserver", "memory", "seqlen", "profile")
+SERVING_SECTIONS = ("ceiling", "native", "v2", "naive", "mlserver", "memory", "seqlen", "profile")
 
 SECTIONS: tuple[Section, ...] = (
     Section("peers", "bench.serving.peers",
@@ -68,10 +68,10 @@ def expand_tiny(section: Section, argv: list[str]) -> list[str]:
 def listing() -> str:
     """Every section with what it measures and the flags of its --tiny."""
     lines = [
-        "serving suite: python -m bench [--tiny|--quick] [--sections PARTS]",
-        f"  parts: {', '.join(SERVING_PARTS)}",
+        "serving suite: python -m bench [--tiny|--quick] [--sections SECTIONS]",
+        f"  sections: {', '.join(SERVING_SECTIONS)}",
         "",
-        "sections: python -m bench NAME [--tiny] [flags]",
+        "sections with a command of their own: python -m bench NAME [--tiny] [flags]",
     ]
     for section in SECTIONS:
         lines += [f"  {section.name:<16} {section.summary}", f"  {'':<16} --tiny = {' '.join(section.tiny)}"]

@@ -1,11 +1,11 @@
 """The serving suite: attnserve beside its limits and the alternatives, measured in one run on
 the same machine, to a folder of markdown and PNGs (`python -m bench [--tiny|--quick]`).
 
-Parts (`--sections`): ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via
+Sections (`--sections`): ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via
 perf_analyzer and the own generator), naive (hand-written baseline server), mlserver
 (MLServer in its own environment), memory (RSS idle / after N calls / soak), seqlen (cost
 against text length), profile (py-spy). Every server runs on 127.0.0.1 and every load is
-bounded in time. Exit status 1 when a part failed (the report says which and why).
+bounded in time. Exit status 1 when a section failed (the report says which and why).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from attnserve.service.bundle import read_bundle
 from bench.harness import ROOT
-from bench.sections import SERVING_PARTS as SECTIONS
+from bench.sections import SERVING_SECTIONS as SECTIONS
 from bench.serving import (
     ceiling,
     compare,

@@ -41,10 +41,10 @@ def missing_tool(reason: str) -> None:
     pytest.skip(reason)
 
 
-def run_suite(repository: Path, out: Path, parts: str, *extra: str) -> dict[str, Any]:
-    """Run parts of the serving suite in tiny mode; return results.json after checking the outputs."""
+def run_suite(repository: Path, out: Path, sections: str, *extra: str) -> dict[str, Any]:
+    """Run sections of the serving suite in tiny mode; return results.json after checking the outputs."""
     status = main(["--tiny", "--repository", str(repository), "--model", MODEL, "--out", str(out),
-                   "--sections", parts, "--strict", *extra])  # fmt: skip
+                   "--sections", sections, "--strict", *extra])  # fmt: skip
     results: dict[str, Any] = json.loads((out / "results.json").read_text())
     assert status == 0, results["skipped"]
     report = (out / "report.md").read_text()

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from bench.cli import main
-from bench.sections import BY_NAME, SECTIONS, SERVING_PARTS, expand_tiny
+from bench.sections import BY_NAME, SECTIONS, SERVING_SECTIONS, expand_tiny
 
 
 def test_every_section_names_a_main_and_a_tiny_size() -> None:
@@ -26,14 +26,14 @@ def test_tiny_stands_for_the_sections_flags_and_later_flags_win() -> None:
     assert expand_tiny(section, ["--calls", "5"]) == ["--calls", "5"]
 
 
-def test_list_names_every_section_and_suite_part(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_names_every_section_and_suite_section(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(section.name in out for section in SECTIONS)
-    assert all(part in out for part in SERVING_PARTS)
+    assert all(name in out for name in SERVING_SECTIONS)
 
 
-def test_an_unknown_suite_part_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_suite_section_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--tiny", "--sections", "ceiling,warp"])
     assert exit_info.value.code == 2

@@ -1,4 +1,4 @@
-"""Every part of the serving suite in tiny mode against real servers on 127.0.0.1: outputs, not speed."""
+"""Every section of the serving suite in tiny mode against real servers on 127.0.0.1: outputs, not speed."""
 
 from __future__ import annotations
 
