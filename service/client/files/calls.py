@@ -116,6 +116,6 @@ def added_values(result: TextResult, labels: list[str], prefix: str, with_attent
         values[f"{prefix}p_{label}"] = round(float(p), 6)
     if with_attention:
         values[f"{prefix}tokens"] = list(result.tokens)
-        weights = importance(result.attention) if result.attention is not None else []
+        weights: list[float] = [] if result.attention is None else importance(result.attention).tolist()
         values[f"{prefix}attention"] = [round(float(w), 6) for w in weights]
     return values
