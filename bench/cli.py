@@ -7,21 +7,35 @@
     python -m bench training-speed --tiny         # any section at its tiny size
     python -m bench list                          # every section, what it measures, its --tiny
 
-Exit status 1 when a measurement failed, 2 for a bad command line or a missing model.
+Exit status 1 when a measurement failed, 2 for a bad command line, a missing model or a
+missing tool; 130 after Ctrl-C and 143 after SIGTERM, once every server it started is stopped.
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from bench.harness import Stopped, stop_on_sigterm
 from bench.sections import BY_NAME, expand_tiny, listing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with stop_on_sigterm():
+            return _run(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("bench: interrupted; the servers it started are stopped", file=sys.stderr)
+        return 130
+    except Stopped:
+        print("bench: stopped by SIGTERM; the servers it started are stopped", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
+def _run(args: list[str]) -> int:
     if args[:1] in (["list"], ["--list"]):
         print(listing())
         return 0

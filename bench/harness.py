@@ -129,25 +129,60 @@ class Launched:
         return ":\n" + self.log.read_text(errors="replace")[-3000:]
 
     def stop(self) -> None:
+        """SIGTERM to the server's process group (workers included), SIGKILL after 30 s, and
+        SIGKILL to any descendant that outlived its parent."""
+        tree = _process_tree(self.process.pid)
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            _signal_group(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                _signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
+        for process in tree[1:]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if process.is_running():
+                    process.kill()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
 
 
 def spawn(
     command: Sequence[str], target: str, log: Path, *, env: dict[str, str] | None = None, cwd: Path = ROOT,
     metrics_url: str | None = None,
 ) -> Launched:  # fmt: skip
-    """Start `command` with its output in `log` (quoted if it fails to start)."""
+    """Start `command` with its output in `log` (quoted if it fails to start), in a process
+    group of its own: `stop()` ends the group, and a Ctrl-C at the terminal reaches only the
+    bench, which then stops its servers in order."""
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            list(command), cwd=cwd, env={**os.environ, **(env or {})}, stdout=sink, stderr=subprocess.STDOUT
-        )
+            list(command), cwd=cwd, env={**os.environ, **(env or {})}, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
     return Launched(process, target, metrics_url, log)
+
+
+class Stopped(BaseException):
+    """SIGTERM reached the bench: unwinds every `with` that started a server (a BaseException,
+    so no section's `except Exception` takes it for a failed measurement)."""
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM raises `Stopped` in the main thread, so the servers' `finally`
+    blocks run as they do for Ctrl-C; the previous handler comes back on the way out."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

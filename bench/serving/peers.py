@@ -30,7 +30,7 @@ from typing import Any
 
 from attnserve.service.bundle import read_bundle
 from bench.harness import ROOT, attnserve
-from bench.serving import ceiling
+from bench.serving import ceiling, tools
 from bench.serving.peer_points import System, loadgen_point, perf_point
 from bench.serving.peer_report import publish, render
 from bench.serving.results import PeerPoint
@@ -121,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, NotADirectoryError):
         print(f"bench peers: no model {args.model!r} in {args.repository}", file=sys.stderr)
         return 2
+    lacking = tools.missing(needed_tools(args))
+    if lacking:
+        print(tools.message(lacking, "leave the systems that need them out of --systems"), file=sys.stderr)
+        return 2
     out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     results = measure(args, bundle_dir, out, argv)
@@ -130,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         publish(results, out, args.publish, before)
     print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
     return 0
+
+
+def needed_tools(args: argparse.Namespace) -> list[str]:
+    """The tools outside this environment that the wanted systems and workloads need."""
+    wanted = set(args.systems.split(","))
+    perf = bool(args.workloads) and bool(wanted & {"floor", "pytriton", "v2-w1", "v2-w2"})
+    return [tool for tool, needed in (("perf_analyzer", perf), ("PyTriton", "pytriton" in wanted),
+                                      ("MLServer", "mlserver" in wanted)) if needed]  # fmt: skip
 
 
 def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[str] | None) -> dict[str, Any]:

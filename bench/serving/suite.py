@@ -5,7 +5,8 @@ Sections (`--sections`): ceiling (raw onnxruntime), native (attnserve.v1 sweep),
 perf_analyzer and the own generator), naive (hand-written baseline server), mlserver
 (MLServer in its own environment), memory (RSS idle / after N calls / soak), seqlen (cost
 against text length), profile (py-spy). Every server runs on 127.0.0.1 and every load is
-bounded in time. Exit status 1 when a section failed (the report says which and why).
+bounded in time. Exit status 1 when a section failed (the report says which and why); 2 with
+--strict when a tool is missing (one message, before anything runs, names each and its install).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ from bench.serving import (
     compare,
     machine,
     memory,
-    perf_analyzer,
     plots,
     profiling,
     report,
     seqlen,
     sweep,
+    tools,
 )
 from bench.serving.plan import PLANS, Plan
 from bench.serving.publish import publish
@@ -85,12 +86,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def perf_analyzer_ready() -> None:
-    problem = perf_analyzer.locate()
-    if problem is not None:
-        raise Skip(problem)
-
-
 def model_facts(bundle_dir: Path) -> dict[str, Any]:
     manifest = read_bundle(bundle_dir).manifest
     spec = manifest.attention
@@ -122,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench: no model {args.model!r} in {args.repository}; train and export one first "
               "(`make model`), or pass --repository/--model", file=sys.stderr)  # fmt: skip
         return 2
+    needs = {"perf_analyzer": "v2" in wanted, "MLServer": "mlserver" in wanted and args.no_mlserver_setup}
+    lacking = tools.missing(tool for tool, needed in needs.items() if needed)
+    if lacking and args.strict:
+        leave_out = "leave their sections out of --sections (or drop --strict to skip them)"
+        print(tools.message(lacking, leave_out), file=sys.stderr)
+        return 2
     out = args.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     facts = model_facts(bundle_dir)
@@ -135,21 +136,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     repo, model = args.repository, args.model
 
     def run_sweep() -> None:
-        perf = "v2" in wanted
-        if perf:
-            try:
-                perf_analyzer_ready()
-            except Skip as exc:
-                if args.strict:
-                    raise
-                results.skipped["v2 (perf_analyzer)"] = str(exc)
-                perf = False
+        perf = "v2" in wanted and "perf_analyzer" not in lacking
+        if "perf_analyzer" in lacking:
+            install = tools.INSTALL["perf_analyzer"]
+            results.skipped["v2 (perf_analyzer)"] = f"{lacking['perf_analyzer']} (install: {install})"
         results.points += sweep.run(
             repo, model, texts, plan, native="native" in wanted, v2="v2" in wanted, perf_analyzer=perf,
             has_attention=has_attention, work_dir=out,
         )  # fmt: skip
 
     def run_mlserver() -> None:
+        if "MLServer" in lacking:
+            raise Skip(f"{lacking['MLServer']} (or run without --no-mlserver-setup)")
         try:
             python = mlserver_env(create=not args.no_mlserver_setup)
         except Unavailable as exc:

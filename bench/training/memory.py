@@ -84,6 +84,10 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
                 child.kill()
                 status = child.wait()
             timed_out = True
+        except BaseException:  # Ctrl-C or SIGTERM: the training run ends with the bench
+            child.kill()
+            child.wait()
+            raise
         done.set()
         sampler.join()
     reported = int(report.read_text()) / 1024 if report.is_file() else math.nan
