@@ -54,8 +54,8 @@ TRAIN_NOTES = {
     "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 28",
     "min_steps": "optimisation steps an automatic epoch budget reaches at least",
     "target_steps": "epochs 0: plan the epochs of about this many steps instead of 25 (0 = off); "
-    "--data: 3000",
-    "patience": "epochs without validation improvement before stopping",
+    "--data: planned from the data's size (3000 on SST-2)",
+    "patience": "validations without improvement before stopping (--data: planned, 3 on SST-2)",
     "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
     "threads": "torch CPU threads; 0: the faster of 1 and every core for a timed probe step, "
