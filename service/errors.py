@@ -57,6 +57,10 @@ class ResourceExhausted(ServiceError):
     code = Status.RESOURCE_EXHAUSTED
 
 
+class ReplyTooLarge(ResourceExhausted):
+    """The reply would exceed max_reply_bytes: the same request fails again, so no retry is advised."""
+
+
 class Unavailable(ServiceError):
     code = Status.UNAVAILABLE
 

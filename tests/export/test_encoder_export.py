@@ -56,7 +56,7 @@ def test_the_bundle_holds_every_layer_and_head_and_the_checkpoints_tokenizer(
     assert [spec.name for spec in manifest.inputs] == ["input_ids", "attention_mask"]
     shapes = {spec.name: spec.shape for spec in manifest.outputs}
     assert shapes["attention"] == ["batch", 2, 2, "sequence", "sequence"]
-    assert manifest.parity.logits_max_abs_diff <= DEFAULT_TOLERANCE
+    assert manifest.parity is not None and manifest.parity.logits_max_abs_diff <= DEFAULT_TOLERANCE
     assert (manifest.parity.attention_max_abs_diff or 0.0) <= DEFAULT_TOLERANCE
     assert bundle.tokenizer_path.read_bytes() == (encoder_run / "tokenizer.json").read_bytes()
     tokenizer = Tokenizer.from_file(str(bundle.tokenizer_path))
@@ -78,7 +78,7 @@ def test_the_bundle_holds_every_layer_and_head_and_the_checkpoints_tokenizer(
 @pytest.mark.slow  # the dynamo exporter takes about ten seconds on the tiny model
 def test_the_dynamo_exporter_proves_the_same_contract(encoder_run: Path, repository: Path) -> None:
     manifest = read_bundle(export_run(encoder_run, repository, "dynamo", exporter="dynamo")).manifest
-    assert manifest.parity.logits_max_abs_diff <= DEFAULT_TOLERANCE
+    assert manifest.parity is not None and manifest.parity.logits_max_abs_diff <= DEFAULT_TOLERANCE
     assert {spec.name: spec.shape for spec in manifest.outputs}["attention"] == [
         "batch", 2, 2, "sequence", "sequence"
     ]  # fmt: skip
@@ -91,8 +91,9 @@ def test_optimize_fuses_the_layers_but_keeps_the_attention_output(
     ops = _ops(bundle.model_path)
     assert ops["SkipLayerNormalization"] > 0 and ops["Softmax"] == 2, ops
     assert not FUSED_ATTENTION & set(ops), ops
-    assert bundle.manifest.parity.attention_max_abs_diff is not None
-    assert bundle.manifest.parity.attention_max_abs_diff <= DEFAULT_TOLERANCE
+    parity = bundle.manifest.parity
+    assert parity is not None and parity.attention_max_abs_diff is not None
+    assert parity.attention_max_abs_diff <= DEFAULT_TOLERANCE
 
 
 def test_the_attention_fusion_cannot_keep_the_attention_output(encoder_run: Path, tmp_path: Path) -> None:

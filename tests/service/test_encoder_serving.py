@@ -155,6 +155,7 @@ def test_v2_returns_the_pooled_attention_padded_to_the_longest_text(
     attention = output(reply, "ATTENTION")
     assert attention.shape == (len(TEXTS), max(lengths), max(lengths))
     for row, (n, result) in enumerate(zip(lengths, native, strict=True)):
+        assert result.attention is not None
         np.testing.assert_allclose(attention[row, :n, :n], result.attention, atol=1e-6)
         assert not attention[row, n:, :].any() and not attention[row, :, n:].any()
     np.testing.assert_allclose(output(reply, "LOGITS"), [r.logits for r in native], atol=1e-5)
@@ -166,9 +167,15 @@ def test_a_reply_over_the_size_limit_is_refused_clearly(encoder_run: Path, tmp_p
     long = " ".join(["the plot was superb and the cast was lovely"] * max_len)  # cut to max_len tokens
     # Four texts: every layer and head (2 x 2 maps a text) is twice the limit, pooled half of it.
     limit = 4 * 2 * 4 * max_len * max_len
-    with RunningServer(make_settings(repository, max_reply_bytes=limit)) as running:
+    settings = make_settings(repository, max_reply_bytes=limit, http_port=free_port())
+    with RunningServer(settings) as running:
         every = pb.ClassifyRequest(model=MODEL, texts=[long] * 4, attention=pb.ATTENTION_MODE_ALL)
         code, message = call(running.target, CLASSIFY, every.SerializeToString())
         assert code == "RESOURCE_EXHAUSTED" and "max_reply_bytes" in message, message
         pooled = pb.ClassifyRequest(model=MODEL, texts=[long] * 4, attention=pb.ATTENTION_MODE_POOLED)
         assert call(running.target, CLASSIFY, pooled.SerializeToString()) == ("OK", "")
+        assert running.server is not None
+        refused = http.classify(running.server.http_port, MODEL, {"texts": [long] * 4, "attention": "all"})
+        assert refused.status == 429 and refused.error["code"] == "RESOURCE_EXHAUSTED"
+        assert "max_reply_bytes" in refused.error["message"]
+        assert "retry-after" not in refused.headers  # the same request would be refused again

@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from attnserve.service.errors import ServiceError, Status
+from attnserve.service.errors import ReplyTooLarge, ServiceError, Status
 
 HTTP_STATUS = {
     Status.CANCELLED: 499,  # the client closed the request (nginx's convention)
@@ -81,6 +81,13 @@ def _headers(error: ServiceError, extra: dict[str, str] | None) -> dict[str, str
     headers = dict(extra or {})
     if error.code is Status.UNAUTHENTICATED:
         headers.setdefault("WWW-Authenticate", 'Bearer realm="attnserve"')
-    elif error.code in (Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED) and http_status(error) != 413:
+    elif _retryable(error):
         headers.setdefault("Retry-After", "1")
     return headers
+
+
+def _retryable(error: ServiceError) -> bool:
+    """Overload and unavailability pass; a body or reply over a size limit fails again as sent."""
+    if error.code not in (Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED):
+        return False
+    return http_status(error) != 413 and not isinstance(error, ReplyTooLarge)

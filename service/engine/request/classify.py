@@ -21,7 +21,7 @@ from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
 from attnserve.service.engine.request.runner import TopTokens
 from attnserve.service.engine.request.tokenization import EncodedTexts
-from attnserve.service.errors import InvalidArgument, ResourceExhausted
+from attnserve.service.errors import InvalidArgument, ReplyTooLarge
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
     estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
     estimate += reply_bytes(model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
     if estimate > limit:
-        raise ResourceExhausted(
+        raise ReplyTooLarge(
             f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "
             f"the limit of {limit} (max_reply_bytes; gRPC clients accept 4 MiB by default); ask for a "
             "smaller attention mode (POOLED, or NONE), fewer or shorter texts per request, or raise "
