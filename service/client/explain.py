@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,14 +90,16 @@ def pyplot() -> Any:
     return plt
 
 
-def _mark_special(labels: list[Any], special: list[bool]) -> None:
+def _mark_special(labels: list[Any], special: Sequence[bool]) -> None:
     for tick, flag in zip(labels, special, strict=False):
         if flag:  # [CLS], [SEP]: added by the tokenizer, drawn apart
             tick.set_color("#b2182b")
             tick.set_fontstyle("italic")
 
 
-def pooled_figure(plt: Any, tokens: list[str], weights: np.ndarray, special: list[bool]) -> tuple[Any, int]:
+def pooled_figure(
+    plt: Any, tokens: list[str], weights: np.ndarray, special: Sequence[bool] = ()
+) -> tuple[Any, int]:
     figure, axis = plt.subplots(figsize=(max(4.0, 0.5 * len(tokens)), 2.6), layout="constrained")
     image = axis.imshow(weights[None, :], cmap="viridis", aspect="auto", vmin=0)
     axis.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right")
@@ -109,9 +112,16 @@ def pooled_figure(plt: Any, tokens: list[str], weights: np.ndarray, special: lis
 
 
 def layers_figure(
-    plt: Any, tokens: list[str], weights: np.ndarray, titles: list[list[str]], special: list[bool]
+    plt: Any,
+    tokens: list[str],
+    weights: np.ndarray,
+    titles: Sequence[Sequence[str]] = (),
+    special: Sequence[bool] = (),
 ) -> tuple[Any, int]:
+    """One panel per map of `weights` [L, H, n, n]; `titles` per panel (default: layer and head)."""
     layers, heads = weights.shape[:2]
+    if not titles:
+        titles = [[f"layer {lay + 1} head {h + 1}" for h in range(heads)] for lay in range(layers)]
     peak = max(1.0, float(weights.max()))  # merged columns can exceed 1
     size = max(2.5, _CELL_INCHES * len(tokens))
     figure, grid = plt.subplots(
