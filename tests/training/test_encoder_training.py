@@ -54,10 +54,10 @@ def test_a_shorter_plan_moves_the_end_of_the_decay_and_survives_the_schedulers_s
 
 
 def test_budget_steps_are_those_the_rest_of_the_budget_covers_at_the_pace_so_far() -> None:
-    # 10 steps in 2 s: 0.2 s a step; 98 s left of 100 -> 98 * 0.95 / 0.2 steps more.
-    assert budget_steps(10, 10, 2.0, 100.0) == 10 + int(98 * BUDGET_SHARE / 0.2)
-    assert budget_steps(40, 10, 2.0, 100.0) == 40 + int(98 * BUDGET_SHARE / 0.2)  # earlier sessions count
-    assert budget_steps(10, 10, 120.0, 100.0) == 10  # over budget: no more steps
+    # 0.2 s a step; 98 s left of 100 -> 98 * 0.95 / 0.2 steps more.
+    assert budget_steps(10, 0.2, 2.0, 100.0) == 10 + int(98 * BUDGET_SHARE / 0.2)
+    assert budget_steps(40, 0.2, 2.0, 100.0) == 40 + int(98 * BUDGET_SHARE / 0.2)  # earlier sessions count
+    assert budget_steps(10, 0.2, 120.0, 100.0) == 10  # over budget: no more steps
 
 
 def test_validation_every_n_steps_keeps_rows_and_patience_counts_validations() -> None:
@@ -95,3 +95,15 @@ def test_pretrained_runs_take_the_fine_tuning_recipe_under_the_flags_given(tmp_p
     )
     assert config("--pretrained", str(tmp_path), "--lr", "3e-5", "--eval-every", "50").lr == 3e-5
     assert config().schedule == "cosine" and config().eval_every == 0  # --data alone: unchanged
+
+
+def test_a_budget_too_short_for_the_epochs_shortens_the_plan(caplog: pytest.LogCaptureFixture) -> None:
+    # 6 steps an epoch for 1000 epochs: no step is fast enough for 6000 of them in 2 s.
+    cfg = TrainConfig(epochs=1000, batch_size=16, max_seconds=2.0, plan_to_budget=True, schedule="linear",
+                      eval_every=20, patience=10**6, progress=False, threads=1)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="attnserve.training"):
+        history = fit(toy_model(), toy_split(96, 0), toy_split(16, 1), cfg)
+    assert any("budget covers about" in r.getMessage() for r in caplog.records)
+    last = history.epochs[-1]
+    assert last["step"] < 6000
+    assert last["lr"] == 0.0 or history.out_of_time  # the decay ended with the plan, or time cut it

@@ -10,7 +10,10 @@ from attnserve.training.loop.config import TrainConfig
 # Share of the budget left that further steps may take: the rest is for the last
 # validation and for writing the run directory.
 BUDGET_SHARE = 0.95
-PLAN_AFTER_STEPS = 10  # steps timed before the first plan from the budget
+PLAN_AFTER_STEPS = 10  # steps taken before the first plan from the budget
+# The first steps of a session pay for start-up (allocations, kernel choices, threads; on a
+# GPU the first step took 10x a later one): they are not timed.
+WARM_STEPS = 2
 
 
 class LearningRate:
@@ -40,11 +43,10 @@ class LearningRate:
         return 0.5 * (1.0 + math.cos(math.pi * done))
 
 
-def budget_steps(steps_done: int, session_steps: int, seconds: float, budget: float) -> int:
-    """The run's steps when the rest of ``budget`` goes on at the pace of this session so far.
+def budget_steps(steps_done: int, pace: float, seconds: float, budget: float) -> int:
+    """The run's steps when what is left of ``budget`` goes at ``pace`` seconds a step.
 
-    ``seconds`` is this session's time (validations included once one ran), ``session_steps``
-    the steps it took, ``steps_done`` the run's steps over every session.
+    ``seconds`` of the budget are spent; ``steps_done`` counts the run's steps over every
+    session. The pace after a validation includes the validations' share.
     """
-    pace = seconds / max(session_steps, 1)  # seconds a step
     return steps_done + int(max(budget - seconds, 0.0) * BUDGET_SHARE / max(pace, 1e-9))

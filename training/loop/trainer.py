@@ -35,7 +35,7 @@ from attnserve.training.loop.config import TrainConfig as TrainConfig  # re-expo
 from attnserve.training.loop.config import class_weight_tensor, planned_epochs, selection_key
 from attnserve.training.loop.progress import EpochProgress, on_terminal
 from attnserve.training.loop.resume import LoopState, ResumeError, fingerprint, load_state, save_state
-from attnserve.training.loop.schedule import PLAN_AFTER_STEPS, LearningRate, budget_steps
+from attnserve.training.loop.schedule import PLAN_AFTER_STEPS, WARM_STEPS, LearningRate, budget_steps
 from attnserve.training.loop.step import train_step as train_step  # re-exported: one optimisation step
 from attnserve.training.loop.threads import Threads, training_probe, usable_cores
 from attnserve.training.models.base import Classifier
@@ -165,7 +165,7 @@ def fit(
     pad_to = train.input_ids.shape[1] if cfg.pad_to_max_len else None
     bar = EpochProgress(cfg.progress and at.main, epochs, log_every=cfg.log_every if at.main else 0)
     start = time.perf_counter()
-    session_steps, validated_at = 0, sched.last_epoch
+    session_steps, validated_at, warm = 0, sched.last_epoch, start
     out_of_time = False
 
     def validate(*, epoch_end: bool) -> None:
@@ -210,15 +210,16 @@ def fit(
                 loop.correct += correct
                 loop.seen += len(idx)
                 bar.update(len(idx), loss)
-                if cfg.plan_to_budget and cfg.max_seconds and session_steps == PLAN_AFTER_STEPS:
-                    _plan_to_budget(
-                        rate, at, sched.last_epoch, session_steps, time.perf_counter() - start, cfg
-                    )
+                planning = cfg.plan_to_budget and cfg.max_seconds > 0
+                if planning and session_steps == WARM_STEPS:
+                    warm = time.perf_counter()
+                timed = session_steps - WARM_STEPS
+                if planning and session_steps == PLAN_AFTER_STEPS:
+                    _plan_to_budget(rate, at, sched.last_epoch, warm, timed, start, cfg)
                 if cfg.eval_every and sched.last_epoch % cfg.eval_every == 0 and loop.step < len(batches):
                     validate(epoch_end=False)
-                    if cfg.plan_to_budget and cfg.max_seconds and not loop.finished:
-                        seconds = time.perf_counter() - start
-                        _plan_to_budget(rate, at, sched.last_epoch, session_steps, seconds, cfg)
+                    if planning and not loop.finished and session_steps > PLAN_AFTER_STEPS:
+                        _plan_to_budget(rate, at, sched.last_epoch, warm, timed, start, cfg)
                     model.train()
                 if sched.last_epoch >= rate.total and rate.total < rate.planned:
                     break  # the budget's plan is done: the epoch ends here
@@ -256,13 +257,17 @@ def _plan_to_budget(
     rate: LearningRate,
     at: distributed.Ranks,
     steps: int,
-    session_steps: int,
-    seconds: float,
+    since: float,
+    timed: int,
+    start: float,
     cfg: TrainConfig,
 ) -> None:
-    """End the learning-rate decay where the budget ends, at this session's pace (never later
-    than first planned); every rank keeps the slowest rank's plan."""
-    fits = distributed.least(budget_steps(steps, session_steps, seconds, cfg.max_seconds), at)
+    """End the learning-rate decay where the budget ends, at the pace of the ``timed`` steps
+    taken since ``since`` (never later than first planned); every rank keeps the slowest
+    rank's plan. ``start``: when this session began."""
+    now = time.perf_counter()
+    fits = budget_steps(steps, (now - since) / max(timed, 1), now - start, cfg.max_seconds)
+    fits = distributed.least(fits, at)
     total = max(min(fits, rate.planned), steps + 1)
     if total != rate.total:
         if at.main:
