@@ -197,3 +197,15 @@ def test_a_fine_tuned_encoder_teaches_a_gru_student(tmp_path: Path) -> None:
     record = student.metrics["teacher"]
     assert record["family"] == "encoder" and record["augmented_rows"] > 0
     assert record["val_accuracy"] > 0.7  # the teacher's own skill, on the student's validation split
+
+
+def test_the_bundle_of_a_student_names_its_teacher(files: tuple[Path, Path], tmp_path: Path) -> None:
+    from attnserve.export.writer import export_run
+    from attnserve.service.bundle import read_bundle
+
+    data, teacher = files
+    student = _student(tmp_path / "student", data, teacher, epochs=1)
+    with torch_threads(1):
+        bundle = read_bundle(export_run(student.run_dir, tmp_path / "models", "student"))
+    assert bundle.manifest.family == "gru_attention"
+    assert bundle.manifest.training_metrics["teacher"] == student.metrics["teacher"]
