@@ -50,7 +50,8 @@ def test_a_shorter_plan_moves_the_end_of_the_decay_and_survives_the_schedulers_s
     assert rate(200) == 0.0 and rate(105) == pytest.approx(0.5)
     again = make_optimizer(model, TrainConfig(schedule="linear", lr=1.0), 1000)[1]
     again.load_state_dict(sched.state_dict())  # what --resume restores
-    assert again.lr_lambdas[0].total == 200
+    restored = again.lr_lambdas[0]
+    assert isinstance(restored, LearningRate) and restored.total == 200
 
 
 def test_budget_steps_are_those_the_rest_of_the_budget_covers_at_the_pace_so_far() -> None:

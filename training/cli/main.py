@@ -160,7 +160,9 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
             f"{ns.model} (its flags: {own})"
         )
     # The encoder's config needs its checkpoint's: check its own fields against a stand-in.
-    stand_in = {"encoder": {"model_type": "bert", "vocab_size": 8}} if ns.model == "encoder" else {}
+    stand_in: dict[str, Any] = (
+        {"encoder": {"model_type": "bert", "vocab_size": 8}} if ns.model == "encoder" else {}
+    )
     try:  # check the values now, not after the data is loaded
         cls(vocab_size=8, num_classes=2, **stand_in, **given)
     except (ValueError, TypeError) as exc:

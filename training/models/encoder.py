@@ -15,7 +15,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -23,6 +23,9 @@ from torch import Tensor, nn
 from attnserve.training.models.base import Classifier, check_inputs
 from attnserve.training.models.config import ModelConfig, require
 from attnserve.training.models.layers import masked_softmax
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ENCODER_HEADS = ("cls", "attention")
 EAGER, FUSED = "eager", "sdpa"
@@ -58,20 +61,20 @@ class EncoderConfig(ModelConfig):
         )
 
 
-def build_encoder(encoder: dict[str, Any]) -> nn.Module:
+def build_encoder(encoder: dict[str, Any]) -> PreTrainedModel:
     """The Hugging Face base model (no task head, no pooler) of a config dict, randomly initialised."""
     from transformers import AutoConfig, AutoModel
 
     settings = {k: v for k, v in encoder.items() if k != "model_type"}
     hf_config = AutoConfig.for_model(str(encoder["model_type"]), **settings)
     try:
-        model: nn.Module = AutoModel.from_config(hf_config, attn_implementation=FUSED)
+        model: PreTrainedModel = AutoModel.from_config(hf_config, attn_implementation=FUSED)  # type: ignore[no-untyped-call]
     except (ValueError, ImportError):  # a family without the fused kernel: written-out attention only
-        model = AutoModel.from_config(hf_config, attn_implementation=EAGER)
+        model = AutoModel.from_config(hf_config, attn_implementation=EAGER)  # type: ignore[no-untyped-call]
     if getattr(model, "pooler", None) is not None:
         # BERT's pooler (a tanh layer trained for next-sentence prediction) is not the head here;
         # left in, it would be a parameter without gradient, which DistributedDataParallel refuses.
-        model.pooler = None
+        model.register_module("pooler", None)
     return model
 
 
@@ -80,6 +83,7 @@ class EncoderClassifier(Classifier):
     attention_kind = "layers"
     config_cls = EncoderConfig
     config: EncoderConfig
+    encoder: PreTrainedModel
 
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__(config)

@@ -161,7 +161,7 @@ def _encoder_config(folder: Path) -> dict[str, Any]:
         )
     if not any((folder / name).is_file() for name in WEIGHT_FILES):
         raise PretrainedError(f"{folder}: no model weights ({' or '.join(WEIGHT_FILES)})")
-    encoder = config.to_dict()
+    encoder: dict[str, Any] = dict(config.to_dict())
     encoder["model_type"] = kind
     return encoder
 
@@ -197,7 +197,7 @@ def load_weights(model: EncoderClassifier, folder: Path) -> None:
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # a bar per load would fill a training log
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a bar per load fills a log
     try:
         pretrained, info = AutoModel.from_pretrained(
             str(folder), local_files_only=True, output_loading_info=True
