@@ -20,7 +20,7 @@ from bench.harness import Launched, cpu_seconds
 from bench.serving import perf_analyzer
 from bench.serving.loadgen import run_closed
 from bench.serving.model_cost import model_cpu_per_text
-from bench.serving.results import PeerPoint
+from bench.serving.results import Point
 from bench.serving.sweep import batch_totals
 from bench.serving.texts import prepared
 
@@ -73,7 +73,7 @@ class CpuMeter:
 
 def perf_point(
     system: System, workload: str, mode: str, concurrency: int, data: Path, seconds: float, bundle: Path
-) -> PeerPoint | None:
+) -> Point | None:
     """One perf_analyzer run (retried once with 3x longer windows when it cannot settle, as a slow
     server's calls can outlast a window); None when the system cannot take the workload or mode."""
     model = system.ids_model if workload.startswith("ids") else system.model
@@ -87,10 +87,12 @@ def perf_point(
                                  count_calls=True, timeout=300)  # fmt: skip
         if done.row is not None:
             cpu, without, mean = meter.per_call(done.calls)
-            point = PeerPoint(
-                system.name, "v2", "perf_analyzer", workload, mode, concurrency,
-                float(done.row["Inferences/Second"]), done.ms("p50 latency"), done.ms("p99 latency"),
-                cpu, without, mean,
+            rps = float(done.row["Inferences/Second"])
+            point = Point(
+                system.name, concurrency, rps, done.ms("p50 latency"), done.ms("p99 latency"),
+                texts_per_s=rps, p95_ms=done.ms("p95 latency"), mean_batch=mean, api="v2",
+                generator="perf_analyzer", workload=workload, mode=mode, cpu_ms_per_call=cpu,
+                cpu_ms_per_call_no_model=without,
             )  # fmt: skip
             log(point)
             return point
@@ -118,7 +120,7 @@ def loadgen_point(
     concurrency: int,
     seconds: float,
     bundle: Path,
-) -> PeerPoint:
+) -> Point:
     requests = prepared(api, system.model, texts, per_call, False)
     meter = CpuMeter(system.launched, bundle, texts)
     measured = run_closed(
@@ -133,32 +135,21 @@ def loadgen_point(
     if measured.error_share:
         print(f"  {system.name} {api}: errors {dict(measured.errors)}", file=sys.stderr)
     workload = "text16" if per_call == 1 else f"text16x{per_call}"
-    point = PeerPoint(
-        system.name,
-        api,
-        "own",
-        workload,
-        "unary",
-        concurrency,
-        measured.rps,
-        measured.percentile(50),
-        measured.percentile(99),
-        cpu,
-        without,
-        mean,
-        per_call,
-    )
+    point = Point.of(
+        measured, mean, system=system.name, concurrency=concurrency, texts=per_call, api=api,
+        workload=workload, cpu_ms_per_call=cpu, cpu_ms_per_call_no_model=without,
+    )  # fmt: skip
     log(point)
     return point
 
 
-def log(point: PeerPoint) -> None:
+def log(point: Point) -> None:
     without = (
         "" if point.cpu_ms_per_call_no_model is None else f" ({point.cpu_ms_per_call_no_model:.3f} w/o model)"
     )
     print(
         f"  {point.system:<14} {point.api:<6} {point.generator:<13} {point.workload:<10} {point.mode:<9} "
-        f"c={point.concurrency:<3} {point.calls_per_s:8.0f} calls/s  p50 {point.p50_ms:6.2f} ms  "
+        f"c={point.concurrency:<3} {point.rps:8.0f} calls/s  p50 {point.p50_ms:6.2f} ms  "
         f"p99 {point.p99_ms:6.2f} ms  cpu {point.cpu_ms_per_call:.3f} ms/call{without}",
         file=sys.stderr,
         flush=True,

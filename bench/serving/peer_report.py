@@ -1,21 +1,19 @@
-"""The peer comparison as markdown (tables and the goal ratios) and a PNG, and its page in the
-docs (`python -m bench peers --from RUN/peers.json [--before EARLIER/peers.json] --publish docs`)."""
+"""The peer comparison as markdown (tables and the goal ratios) and a PNG, from its peers.json
+(`python -m bench peers --from RUN/peers.json [--before EARLIER/peers.json]`); bench/serving/publish.py
+puts it into the docs."""
 
 from __future__ import annotations
 
+import json
 import math
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.publish import write_between
+from bench.serving.results import Point
 
-Results = dict[str, Any]
-Point = dict[str, Any]
+Results = dict[str, Any]  # peers.json, its "points" read back as `Point`s (see `load`)
 W1, W2, FLOOR, TRITON, MLSERVER = "attnserve w1", "attnserve w2", "floor", "PyTriton", "MLServer"
-BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
-PAGE = Path("results") / "peers.md"
 
 
 def find(
@@ -29,23 +27,18 @@ def find(
     c: int,
 ) -> Point | None:
     for point in results["points"]:
-        if (
-            point["system"],
-            point["api"],
-            point["generator"],
-            point["workload"],
-            point["mode"],
-            point["concurrency"],
-        ) == (system, api, generator, workload, mode, c):
+        if (point.system, point.api, point.generator, point.workload, point.mode, point.concurrency) == (
+            system, api, generator, workload, mode, c,
+        ):  # fmt: skip
             found: Point = point
             return found
     return None
 
 
-def ratio(a: Point | None, b: Point | None, key: str = "calls_per_s") -> float:
-    if a is None or b is None or not b[key] or a[key] is None:
+def ratio(a: Point | None, b: Point | None, key: str = "rps") -> float:
+    if a is None or b is None or not getattr(b, key) or getattr(a, key) is None:
         return math.nan
-    return float(a[key]) / float(b[key])
+    return float(getattr(a, key)) / float(getattr(b, key))
 
 
 def goals(results: Results) -> list[tuple[str, str, bool | None]]:
@@ -62,7 +55,7 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
     for c in (8, 32):
         add(f"V2 TEXT w1 / floor, c={c} (>= 0.6)", ratio(f(W1, c=c), f(FLOOR, c=c)), lambda v: v >= 0.6)
     one, floor_one = f(W1, c=1), f(FLOOR, c=1)
-    gap = one["p50_ms"] - floor_one["p50_ms"] if one and floor_one else math.nan
+    gap = one.p50_ms - floor_one.p50_ms if one and floor_one else math.nan
     add("V2 TEXT w1 p50 - floor p50, c=1 (<= 0.25 ms)", gap, lambda v: v <= 0.25, " ms")
     add("V2 TEXT w1 / PyTriton, c=32 (>= 2)", ratio(f(W1, c=32), f(TRITON, c=32)), lambda v: v >= 2)
     for c in results["levels"]:
@@ -80,11 +73,12 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
     add("V2 TEXT w2 / w1, c=64 (>= 1.6)", ratio(f(W2, c=64), f(W1, c=64)), lambda v: v >= 1.6)
     for c in results["levels"]:
         ours, floor = f(W1, c=c), f(FLOOR, c=c)  # the floor runs no model: all its CPU counts
-        cpu = ours["cpu_ms_per_call_no_model"] / floor["cpu_ms_per_call"] if ours and floor else math.nan
+        without = ours.cpu_ms_per_call_no_model if ours else None
+        cpu = without / floor.cpu_ms_per_call if without is not None and floor else math.nan
         add(f"CPU per call w/o model, V2 TEXT w1 / floor, c={c} (<= 1.5)", cpu, lambda v: v <= 1.5)
-    multi = [p for p in results["points"] if p["workload"] == "text16x32" and p["system"] == W1]
+    multi = [p for p in results["points"] if p.workload == "text16x32" and p.system == W1]
     if multi and results.get("raw_32_texts_per_s"):
-        best = max(p["calls_per_s"] * p["texts_per_call"] for p in multi)
+        best = max(p.rps * p.texts for p in multi)
         add(
             "32 texts per call / raw onnxruntime + tokenization (>= 0.85)",
             best / results["raw_32_texts_per_s"],
@@ -96,19 +90,19 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
 def _cell(point: Point | None) -> str:
     if point is None:
         return "–"
-    return f"{point['calls_per_s']:,.0f} ({point['p50_ms']:.2f} / {point['p99_ms']:.2f})"
+    return f"{point.rps:,.0f} ({point.p50_ms:.2f} / {point.p99_ms:.2f})"
 
 
 def _cpu(point: Point | None) -> str:
     if point is None:
         return "–"
-    without = point["cpu_ms_per_call_no_model"]
-    return f"{point['cpu_ms_per_call']:.3f}" + ("" if without is None else f" ({without:.3f})")
+    without = point.cpu_ms_per_call_no_model
+    return f"{point.cpu_ms_per_call:.3f}" + ("" if without is None else f" ({without:.3f})")
 
 
 def tables(results: Results) -> str:
     points = results["points"]
-    systems = list(dict.fromkeys(p["system"] for p in points))
+    systems = list(dict.fromkeys(p.system for p in points))
     load = results.get("load_average")
     lines = [
         f"Run: {results['when']}{' — ' + results['label'] if results['label'] else ''}"
@@ -116,7 +110,7 @@ def tables(results: Results) -> str:
         + f". Command: `{results['command']}`.",
         "",
     ]
-    keys = list(dict.fromkeys((p["api"], p["generator"], p["workload"], p["mode"]) for p in points))
+    keys = list(dict.fromkeys((p.api, p.generator, p.workload, p.mode) for p in points))
     for title, cell in (
         ("calls/s (p50 / p99 ms)", _cell),
         ("server CPU ms per call (without the model)", _cpu),
@@ -177,11 +171,11 @@ def plot(results: Results, path: Path) -> None:
 
     figure, panes = plt.subplots(1, 2, figsize=(11, 4.2))
     for pane, mode in zip(panes, ("unary", "streaming"), strict=True):
-        for system in dict.fromkeys(p["system"] for p in results["points"]):
+        for system in dict.fromkeys(p.system for p in results["points"]):
             series = [(c, find(results, system, mode=mode, c=c)) for c in results["levels"]]
             xs = [c for c, p in series if p]
             if xs:
-                pane.plot(xs, [p["calls_per_s"] for _, p in series if p], marker="o", label=system)
+                pane.plot(xs, [p.rps for _, p in series if p], marker="o", label=system)
         pane.set_xscale("log", base=2)
         pane.set_xlabel("concurrency")
         pane.set_ylabel("calls/s (one 16-token TEXT per call)")
@@ -214,6 +208,17 @@ CPU per call.
 """
 
 
+def load(path: Path) -> Results:
+    """A run's peers.json with its points as `Point`s."""
+    results: Results = json.loads(path.read_text())
+    results["points"] = [Point.from_dict(point) for point in results["points"]]
+    return results
+
+
+def dump(results: Results, path: Path) -> None:
+    path.write_text(json.dumps({**results, "points": [p.as_dict() for p in results["points"]]}, indent=1))
+
+
 def render(results: Results, out: Path, before: Results | None = None) -> str:
     text = INTRO + "### Goals\n\n" + goal_table(results, before) + "\n### Measurements\n\n" + tables(results)
     if before is not None:
@@ -221,12 +226,3 @@ def render(results: Results, out: Path, before: Results | None = None) -> str:
     (out / "peers.md").write_text(text)
     plot(results, out / "peers.png")
     return text
-
-
-def publish(results: Results, out: Path, docs: Path, before: Results | None = None) -> Path:
-    """Replace the generated part of `docs/results/peers.md` with this run's report and plot."""
-    text = render(results, out, before)
-    (docs / "img").mkdir(parents=True, exist_ok=True)
-    shutil.copy(out / "peers.png", docs / "img" / "bench_peers.png")
-    body = f"![peers](../img/bench_peers.png)\n\n{text}"
-    return write_between(docs / PAGE, BEGIN, END, body, "attnserve beside its peers: latest published run")

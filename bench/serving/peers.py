@@ -32,8 +32,9 @@ from attnserve.service.bundle import read_bundle
 from bench.harness import ROOT, attnserve
 from bench.serving import ceiling, tools
 from bench.serving.peer_points import System, loadgen_point, perf_point
-from bench.serving.peer_report import publish, render
-from bench.serving.results import PeerPoint
+from bench.serving.peer_report import dump, load, render
+from bench.serving.publish import publish_peers
+from bench.serving.results import Point
 from bench.serving.systems.floor_server import floor_server
 from bench.serving.systems.mlserver import Unavailable, mlserver, mlserver_env
 from bench.serving.systems.pytriton_env import pytriton_python, pytriton_server
@@ -108,11 +109,11 @@ def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    before = json.loads(args.before.read_text()) if args.before else None
+    before = load(args.before) if args.before else None
     if args.source is not None:
-        earlier = json.loads(args.source.read_text())
+        earlier = load(args.source)
         if args.publish is not None:
-            publish(earlier, args.source.parent, args.publish, before)
+            publish_peers(earlier, args.source.parent, args.publish, before)
         else:
             print(render(earlier, args.source.parent, before))
         return 0
@@ -128,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     results = measure(args, bundle_dir, out, argv)
-    (out / "peers.json").write_text(json.dumps(results, indent=1))
+    dump(results, out / "peers.json")
     render(results, out, before)
     if args.publish is not None:
-        publish(results, out, args.publish, before)
+        publish_peers(results, out, args.publish, before)
     print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
     return 0
 
@@ -152,7 +153,7 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
     inputs = write_inputs(bundle_dir, out)
     texts16 = (out / "texts16.txt").read_text().splitlines()
     bundle = read_bundle(bundle_dir)
-    points: list[PeerPoint] = []
+    points: list[Point] = []
     notes: list[str] = []
     # Size the queue to the largest offered load: the sweep measures speed, not shedding.
     flags = ["--max-queue", str(max(1024, 64 * max(levels)))]
@@ -222,7 +223,7 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average": load,
         "levels": levels,
-        "points": [p.as_dict() for p in points],
+        "points": points,
         "notes": notes,
         "raw_32_texts_per_s": sum(raw) / len(raw) if raw else None,
         "command": " ".join(["python -m bench peers", *(argv or sys.argv[1:])]),

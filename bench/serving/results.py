@@ -1,5 +1,5 @@
-"""What a serving benchmark measured, as plain dataclasses: the suite's results.json and the
-peer comparison's points (peers.json)."""
+"""What a serving benchmark measured, as plain dataclasses: one `Point` per measurement, for
+the suite's results.json and the peer comparison's peers.json alike."""
 
 from __future__ import annotations
 
@@ -15,22 +15,30 @@ from bench.serving.loadgen import Measurement
 
 @dataclass(frozen=True)
 class Point:
-    """One closed-loop measurement of one server setup at one concurrency."""
+    """One closed-loop measurement of one server setup at one concurrency: the serving suite's
+    (results.json) and the peer comparison's (peers.json, which also fills api, generator,
+    workload, mode and the server tree's CPU per call)."""
 
-    system: str  # attnserve native | attnserve V2 | attnserve V2 (perf_analyzer) | naive | MLServer
-    batching: bool
-    attention: bool
-    workers: int
-    texts: int  # per request
+    system: str  # attnserve native | attnserve V2 | ... | naive | MLServer | floor | PyTriton | attnserve w1
     concurrency: int
     rps: float  # successful calls per second
-    texts_per_s: float
     p50_ms: float
-    p95_ms: float
     p99_ms: float
-    error_share: float
+    texts: int = 1  # per call
+    texts_per_s: float = math.nan
+    p95_ms: float = math.nan
+    error_share: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     mean_batch: float | None = None  # texts per model call on the server, when it reports it
+    batching: bool = True
+    attention: bool = False
+    workers: int = 1
+    api: str = "native"  # "native" or "v2"
+    generator: str = "own"  # "own" (bench/serving/loadgen.py) or "perf_analyzer"
+    workload: str = ""  # peers: text16, text64, ids16, or text16x32 (32 texts per call)
+    mode: str = "unary"  # or "streaming"
+    cpu_ms_per_call: float = math.nan  # the server's whole process tree
+    cpu_ms_per_call_no_model: float | None = None  # the same with the model's share taken out
 
     @classmethod
     def of(cls, m: Measurement, mean_batch: float | None = None, **setup: Any) -> Point:
@@ -40,25 +48,12 @@ class Point:
             **setup,
         )  # fmt: skip
 
-
-@dataclass(frozen=True)
-class PeerPoint:
-    """One point of the peer comparison (`python -m bench peers`): a system, a workload, a mode
-    and a concurrency, with the server tree's CPU per call."""
-
-    system: str
-    api: str  # "v2" or "native"
-    generator: str  # "perf_analyzer" or "own"
-    workload: str  # text16, text64, ids16, or text16x32 (32 texts per call)
-    mode: str  # unary or streaming
-    concurrency: int
-    calls_per_s: float
-    p50_ms: float
-    p99_ms: float
-    cpu_ms_per_call: float
-    cpu_ms_per_call_no_model: float | None
-    mean_batch: float | None = None
-    texts_per_call: int = 1
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Point:
+        """A point as results.json or peers.json hold it (peers.json from before the two kinds of
+        point were one: `calls_per_s` and `texts_per_call`)."""
+        renamed = {"calls_per_s": "rps", "texts_per_call": "texts"}
+        return cls(**{renamed.get(key, key): value for key, value in data.items()})
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -125,14 +120,14 @@ class Results:
         data = json.loads(path.read_text())
         memory, seqlen = data.pop("memory"), data.pop("seqlen")
         results = cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
-                         "points": [Point(**point) for point in data["points"]]})  # fmt: skip
+                         "points": [Point.from_dict(point) for point in data["points"]]})  # fmt: skip
         if memory is not None:
             samples = [RssSample(**sample) for sample in memory.pop("samples")]
             results.memory = Memory(**memory, samples=samples)
         if seqlen is not None:
             results.seqlen = SeqLen(
                 raw_texts_per_s={int(k): v for k, v in seqlen["raw_texts_per_s"].items()},
-                service={int(k): Point(**v) for k, v in seqlen["service"].items()},
+                service={int(k): Point.from_dict(v) for k, v in seqlen["service"].items()},
                 padding=seqlen["padding"],
             )
         return results

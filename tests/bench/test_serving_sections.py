@@ -12,8 +12,14 @@ from bench.cli import main
 from bench.serving import perf_analyzer
 from bench.serving.http import PATHS
 from bench.serving.inprocess import measure
-from bench.serving.peer_report import BEGIN, END, PAGE
+from bench.serving.peer_report import dump, load, render
+from bench.serving.publish import PEERS_BEGIN as BEGIN
+from bench.serving.publish import PEERS_END as END
+from bench.serving.publish import PEERS_PAGE as PAGE
+from bench.serving.results import Point
 from tests.bench.conftest import MODEL
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # three servers, raw onnxruntime between the 32-text points: about 15 s
@@ -28,7 +34,7 @@ def test_peers_measures_attnserve_and_renders_and_publishes_a_run_again(
     results = json.loads((out / "peers.json").read_text())
     own = [p for p in results["points"] if p["generator"] == "own" and p["system"] == "attnserve w1"]
     assert {(p["api"], p["workload"]) for p in own} >= {("native", "text16"), ("native", "text16x32")}
-    assert all(p["calls_per_s"] > 0 and p["cpu_ms_per_call"] > 0 for p in own), own
+    assert all(p["rps"] > 0 and p["cpu_ms_per_call"] > 0 for p in own), own
     assert results["raw_32_texts_per_s"] > 0 and len(results["load_average"]) == 3
     assert (out / "peers.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "peers.md").read_text()
@@ -39,6 +45,18 @@ def test_peers_measures_attnserve_and_renders_and_publishes_a_run_again(
     page = (docs / PAGE).read_text()
     assert page.startswith("# ") and "### Goals" in page.split(BEGIN, 1)[1].split(END, 1)[0]
     assert (docs / "img" / "bench_peers.png").is_file()
+
+
+def test_a_peers_json_from_before_points_were_one_type_renders(tmp_path: Path) -> None:
+    earlier = load(
+        ROOT / "docs" / "results" / "peers" / "quiet-2026-11-26.json"
+    )  # calls_per_s, texts_per_call
+    assert all(isinstance(p, Point) and p.rps > 0 for p in earlier["points"])
+    report = render(earlier, tmp_path)
+    assert "### Goals" in report and "| v2 | perf_analyzer | text16 | unary | 8 |" in report
+    dump(earlier, tmp_path / "peers.json")
+    again = load(tmp_path / "peers.json")["points"]
+    assert json.dumps([p.as_dict() for p in again]) == json.dumps([p.as_dict() for p in earlier["points"]])
 
 
 def test_peers_without_the_model_is_one_line_and_status_2(
