@@ -6,6 +6,7 @@ a missing column, Parquet without pyarrow."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import pytest
 from attnserve.service.client import Client, FileError, FileJob, classify_file
 from attnserve.service.client.cli import main as client_main
 from attnserve.service.client.files import Retry
+from attnserve.service.client.files.progress import JobProgress
 from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.shipped import shipped_repository
 
@@ -223,3 +225,11 @@ def test_a_run_stopped_before_its_first_batch_resumes_cleanly(
     assert [int(row["id"]) for row in read_rows(target)] == list(range(5))
     if suffix == ".csv":
         assert target.read_text().count("id,text,note") == 1  # one header, kept from the first run
+
+
+def test_progress_off_a_terminal_is_a_line_with_rate_rows_left_and_rejects() -> None:
+    out = io.StringIO()  # not a terminal: lines, no bar
+    with JobProgress(10, 2, every=0.0, stream=out) as progress:
+        progress.advance(4, 1)
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("6/10 rows, ") and " rows/s, 4 left, 1 rejected" in line
