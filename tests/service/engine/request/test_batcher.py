@@ -20,6 +20,7 @@ from attnserve.service.engine.metrics import Metrics, ModelMetrics
 from attnserve.service.engine.request.batcher import MAX_HOLD_S, Batcher
 from attnserve.service.engine.request.queue import Batch, BatchLimits, Job
 from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
+from tests.support.waits import until
 
 
 class FakeRunner:
@@ -140,8 +141,9 @@ def test_an_expired_call_is_dropped_before_the_runner_sees_it(runner: FakeRunner
         runner.gate.clear()
         first = asyncio.ensure_future(batcher.submit("first", [5], None))
         await asyncio.to_thread(runner.entered.wait, 10)  # the runner is busy with "first"
-        late = asyncio.ensure_future(batcher.submit("late", [5, 5], time.monotonic() + 0.05))
-        await asyncio.sleep(0.15)
+        soon = time.monotonic() + 0.05
+        late = asyncio.ensure_future(batcher.submit("late", [5, 5], soon))
+        await until(lambda: batcher.queued == 2 and time.monotonic() > soon, what="late queued and expired")
         runner.gate.set()
         await first
         with pytest.raises(DeadlineExceeded):
@@ -161,8 +163,7 @@ def test_a_cancelled_call_frees_its_queue_slots_at_once(runner: FakeRunner) -> N
         first = asyncio.ensure_future(batcher.submit("first", [5], None))
         await asyncio.to_thread(runner.entered.wait, 10)
         gone = asyncio.ensure_future(batcher.submit("gone", [5, 6, 7], None))
-        await asyncio.sleep(0.01)
-        assert batcher.queued == 3
+        await until(lambda: batcher.queued == 3, what="three rows queued")
         gone.cancel()
         with pytest.raises(asyncio.CancelledError):
             await gone
@@ -183,7 +184,7 @@ def test_a_full_queue_refuses_at_once_and_accepts_again_once_drained(runner: Fak
         first = asyncio.ensure_future(batcher.submit("first", [5], None))
         await asyncio.to_thread(runner.entered.wait, 10)
         waiting = asyncio.ensure_future(batcher.submit("waiting", [5, 5, 5], None))
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.queued == 3, what="the waiting call queued")
         with pytest.raises(ResourceExhausted, match="queue of model 'm' is full"):
             await batcher.submit("refused", [5, 5], None)
         runner.gate.set()
@@ -234,13 +235,15 @@ def test_calls_waiting_together_share_one_batch_and_finish_together(runner: Fake
         runner.gate.clear()
         first = asyncio.ensure_future(batcher.submit("first", [5], None))
         await asyncio.to_thread(runner.entered.wait, 10)
+        held_from = time.monotonic()  # "first" is in the runner from before here
         rest = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(8)]
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.queued == 8, what="eight calls queued")
+        held = time.monotonic() - held_from  # ... to after here: the gate held it all along
         runner.gate.set()
         first_job, *rest_jobs = await asyncio.gather(first, *rest)
-        # The gate held the first batch for at least the 10 ms slept above; the rest waited for it.
-        assert first_job.run_seconds >= 0.01, first_job.run_seconds
-        assert all(job.queue_seconds >= 0.01 for job in rest_jobs), [job.queue_seconds for job in rest_jobs]
+        # The first batch ran while the gate held it; the rest queued from their submit until it opened.
+        assert first_job.run_seconds >= held, (first_job.run_seconds, held)
+        assert all(job.queue_seconds > 0 for job in rest_jobs), [job.queue_seconds for job in rest_jobs]
         await batcher.close()
 
     asyncio.run(run())
@@ -281,7 +284,7 @@ def test_each_expired_call_gets_an_error_of_its_own(runner: FakeRunner) -> None:
         await asyncio.to_thread(runner.entered.wait, 10)
         soon = time.monotonic() + 0.05
         late = [asyncio.ensure_future(batcher.submit(f"late{i}", [5], soon)) for i in range(2)]
-        await asyncio.sleep(0.15)
+        await until(lambda: batcher.queued == 2 and time.monotonic() > soon, what="both queued and expired")
         runner.gate.set()
         await first
         errors = [error for error in await asyncio.gather(*late, return_exceptions=True)]
@@ -329,7 +332,7 @@ def test_calls_arriving_during_a_batch_make_the_next_batch_wait_for_more_rows(ru
             first = asyncio.ensure_future(batcher.submit("first", [4], None))
             assert await asyncio.to_thread(runner.entered.wait, 10)
             later = [asyncio.ensure_future(batcher.submit(name, [4], None)) for name in ("a", "b")]
-            await asyncio.sleep(0)
+            await until(lambda: batcher is not None and batcher.queued == 2, what="a and b queued")
             runner.gate.set()
             await asyncio.gather(first, *later)
             alone = await batcher.submit("alone", [4], None)  # nothing arrived during a+b: not held
