@@ -143,7 +143,9 @@ function draw() {
     const heading = `${r.main.model} v${r.main.version}: ${r.text}`;
     const png = el("button", { type: "button", id: `download-png-${r.side}`, textContent: "Download PNG" });
     const json = el("button", { type: "button", id: `download-json-${r.side}`, textContent: "Download JSON" });
-    png.addEventListener("click", () => savePng(heading, r.main.results[0].label, views[k], scale,
+    const result = r.main.results[0];
+    const label = `${result.label} (${(100 * result.probabilities[result.label_id]).toFixed(1)}%)`;
+    png.addEventListener("click", () => savePng(heading, label, views[k], scale,
       `attention-${r.side}.png`).catch((err) => showError(explain(err))));
     json.addEventListener("click", () => saveJson(r.mainText, `reply-${r.side}.json`));
     if (kind !== "none") box.append(el("div", { className: "downloads" }, png, json));

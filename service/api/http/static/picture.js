@@ -44,6 +44,14 @@ function paint(title, label, view, scale) {
   g.textBaseline = "top";
   g.fillText(title, GAP, GAP);
   g.fillText(`label: ${label}`, GAP, GAP + 20);
+  if (view.maps.some((m) => !m.rollout)) {  // the colour scale the layer × head maps share
+    const left = Math.max(GAP + 300, width - GAP - 240), y = GAP + 22;
+    g.font = FONT;
+    g.fillText("0", left - 14, y);
+    for (let x = 0; x < 160; x++) { g.fillStyle = colour(x / 159); g.fillRect(left + x, y, 1, 12); }
+    g.fillStyle = "#111";
+    g.fillText(fmt(scale), left + 166, y);
+  }
   let top = GAP + 48;
   const columnLabels = (left, y) => {  // written upwards, ending at the top of the grid
     view.labels.forEach((word, j) => {
