@@ -85,3 +85,8 @@ def test_every_family_builds_with_its_planned_fields(family: str) -> None:
 
 def test_a_pretrained_encoder_keeps_its_checkpoints_size() -> None:
     assert planned_model("encoder", {"head": "cls"}, plan(1000, 5)) == {"head": "cls"}
+
+
+def test_word_vectors_keep_their_width() -> None:
+    _, model, made = DataRecipe(keep_width=True).apply(TrainConfig(), "gru_attention", {}, 4500, 2)
+    assert model == {"dropout": 0.575} and made.width_scale == 1.0

@@ -53,6 +53,7 @@ class DataRecipe:
     """The plan for --data, applied where no flag set a field (``given``: the trainer flags given)."""
 
     given: frozenset[str] = frozenset()
+    keep_width: bool = False  # word vectors (--init-embeddings) set the width
 
     def apply(
         self, cfg: TrainConfig, family: str, overrides: dict[str, Any], n_train: int, n_classes: int
@@ -71,6 +72,8 @@ class DataRecipe:
         if "min_steps" in self.given:  # a floor the user asked for still holds
             del planned["min_steps"]
         cfg = dataclasses.replace(cfg, **{k: v for k, v in planned.items() if k not in self.given})
+        if self.keep_width:
+            made = dataclasses.replace(made, width_scale=1.0)
         return cfg, planned_model(family, overrides, made), made
 
 
