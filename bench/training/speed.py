@@ -17,7 +17,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -77,20 +77,21 @@ class TurnClock:
     (six passes, about 0.6 s in 5 s), a cost a run pays once a minute. On this clock the
     probe runs as often as in a run of the same length."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
         self.spent = 0.0
+        self._now = now
         self._since: float | None = None
 
     def start(self) -> None:
-        self._since = time.perf_counter()
+        self._since = self._now()
 
     def stop(self) -> None:
         if self._since is not None:
-            self.spent += time.perf_counter() - self._since
+            self.spent += self._now() - self._since
             self._since = None
 
     def __call__(self) -> float:
-        return self.spent + (0.0 if self._since is None else time.perf_counter() - self._since)
+        return self.spent + (0.0 if self._since is None else self._now() - self._since)
 
 
 def corpus(rows: int, max_len: int, seed: int) -> tuple[Split, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,18 +25,18 @@ def test_long_texts_are_seeded_long_and_labelled() -> None:
 
 
 def test_turn_clock_runs_only_during_the_variants_own_turns() -> None:
-    clock = TurnClock()
+    wall = [100.0]  # the injected wall clock, in seconds
+    clock = TurnClock(lambda: wall[0])
     assert clock() == 0.0
     clock.start()
-    time.sleep(0.05)
+    wall[0] += 5.0  # this variant's turn
+    assert clock() == 5.0
     clock.stop()
-    spent = clock()
-    assert 0.04 <= spent < 5.0
-    time.sleep(0.05)  # another variant's turn: the re-timing minute does not advance
-    assert clock() == spent
+    wall[0] += 90.0  # another variant's turn: the re-timing minute does not advance
+    assert clock() == 5.0
     clock.start()
-    time.sleep(0.01)
-    assert clock() > spent
+    wall[0] += 1.5
+    assert clock() == 6.5
 
 
 def test_data_parallel_takes_the_one_process_step_in_two_processes(
