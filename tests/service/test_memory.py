@@ -32,6 +32,7 @@ from tests.support.load import record_figures
 from tests.support.methods import CLASSIFY, MODEL_INFER
 from tests.support.process import ServerProcess
 from tests.support.servers import free_port
+from tests.support.waits import until
 
 TOKEN = "inference-token-0123456789"
 BODY_BYTES = 2_000_000
@@ -196,24 +197,25 @@ def test_hundreds_of_refused_4mb_calls_leave_memory_bounded(model_repository: Pa
 
 def test_the_trimmer_trims_after_large_requests_at_most_once_per_interval() -> None:
     calls: list[int] = []
+    at: list[float] = []  # time.monotonic() of each trim: the clock the trimmer schedules on
 
     def trim(pad: int) -> int:
         calls.append(pad)
+        at.append(time.monotonic())
         return 1
 
     async def scenario() -> None:
         trimmer = Trimmer(interval_s=0.3, trim=trim)
-        trimmer.after(LARGE_BYTES - 1)  # small: nothing to give back
-        await asyncio.sleep(0.1)
-        assert calls == []
+        trimmer.after(LARGE_BYTES - 1)  # small: nothing to give back, nothing scheduled
+        assert trimmer._pending is None and calls == []
         for _ in range(50):
             trimmer.after(LARGE_BYTES)
-        await asyncio.sleep(0.1)
-        assert calls == [0]
+        await until(lambda: calls == [0], what="one trim for the burst")
+        burst = time.monotonic()
         trimmer.after(LARGE_BYTES)  # within the interval: waits for it
-        await asyncio.sleep(0.05)
-        assert calls == [0]
-        await asyncio.sleep(0.4)
+        await until(lambda: len(calls) == 2, what="the second trim")
+        # One trim for 50 large requests, the next one interval after the first, not at once.
         assert calls == [0, 0] and trimmer.trims == 2
+        assert at[1] - at[0] >= 0.3 and at[1] > burst
 
     asyncio.run(scenario())
