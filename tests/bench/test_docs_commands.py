@@ -52,7 +52,7 @@ def test_a_quoted_bench_command_answers_help(path: tuple[str, ...]) -> None:
         try:
             status = main([*path[1:], "--help"]) if path[0] == "bench" else _module_help(path[0])
         except SystemExit as exit_info:
-            status = exit_info.code or 0
+            status = exit_info.code if isinstance(exit_info.code, int) else 1
     assert status == 0, f"{where}: `python -m {' '.join(path)} --help` exited {status}: {err.getvalue()}"
     assert out.getvalue().strip(), f"{where}: `python -m {' '.join(path)} --help` printed nothing"
 
