@@ -160,12 +160,20 @@ class InferInput(BaseModel):
 
 class InferRequestedOutput(BaseModel):
     name: str = Field(min_length=1)
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = Field(
+        None,
+        description="binary_data (bool); on ATTENTION, attention_mode: pooled (default), "
+        "last_layer, all or rollout.",
+    )
 
 
 class InferRequest(BaseModel):
     id: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = Field(
+        None,
+        description="binary_data_output (bool); attention_mode (as on the ATTENTION output, "
+        "for clients that set no output parameters).",
+    )
     inputs: list[InferInput] = Field(min_length=1)
     outputs: list[InferRequestedOutput] | None = None
 

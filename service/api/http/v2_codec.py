@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from attnserve.service.api.v2.schema import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
 from attnserve.service.api.v2.types import (
     InferRequest,
@@ -30,6 +31,7 @@ from attnserve.service.api.v2.types import (
     RequestedOutput,
 )
 from attnserve.service.edges import check_text, parse_uint, quote
+from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.errors import InvalidArgument
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -61,6 +63,12 @@ def _object(value: object, where: str) -> dict[str, Any]:
 
 def _parameters(item: Mapping[str, Any], where: str) -> dict[str, Any]:
     return _object(item.get("parameters", {}), f"{where}.parameters")
+
+
+def _attention_mode(parameters: Mapping[str, Any], field: str) -> AttentionMode | None:
+    if ATTENTION_MODE not in parameters:
+        return None
+    return parse_attention_mode(parameters[ATTENTION_MODE], field)
 
 
 def _string(item: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -183,8 +191,22 @@ def parse_request(
         if not isinstance(wants_binary, bool):
             raise InvalidArgument(f"{where}.parameters.binary_data: expected true or false")
         binary_of[output_name] = wants_binary
-        outputs.append(RequestedOutput(output_name, "classification" in output_parameters))
-    request = InferRequest(name, version, request_id, inputs, outputs, deadline=deadline)
+        outputs.append(
+            RequestedOutput(
+                output_name,
+                "classification" in output_parameters,
+                _attention_mode(output_parameters, f"{where}.parameters.{ATTENTION_MODE}"),
+            )
+        )
+    request = InferRequest(
+        name,
+        version,
+        request_id,
+        inputs,
+        outputs,
+        deadline=deadline,
+        attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
+    )
     return RestRequest(request, binary_of, binary_default)
 
 

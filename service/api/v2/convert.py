@@ -11,6 +11,7 @@ from attnserve.service.api.v2 import schema
 from attnserve.service.api.v2.schema import (
     ATTENTION,
     ATTENTION_MASK,
+    ATTENTION_MODE,
     INPUT_DECLS,
     INPUT_IDS,
     LABEL,
@@ -19,8 +20,9 @@ from attnserve.service.api.v2.schema import (
     PROBABILITIES,
 )
 from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
-from attnserve.service.api.v2.types import InputTensor, OutputTensor, RequestedOutput
+from attnserve.service.api.v2.types import InferRequest, InputTensor, OutputTensor, RequestedOutput
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import SUPPORTED, AttentionMode
 from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.engine.request.tokenization import EncodedTexts
 from attnserve.service.errors import InvalidArgument
@@ -89,6 +91,47 @@ def requested_outputs(outputs: Sequence[RequestedOutput], declared: list[str]) -
     return wanted
 
 
+def attention_mode(request: InferRequest, wanted: list[str], model: LoadedModel) -> AttentionMode:
+    """The mode the request's ATTENTION output is extracted in (NONE when not asked for): its
+    attention_mode parameter, from the output or the request, else POOLED."""
+    given = request.attention_mode
+    for requested in request.outputs:
+        mode = requested.attention_mode
+        if mode is None:
+            continue
+        if requested.name != ATTENTION:
+            raise InvalidArgument(
+                f"output {requested.name[:64]}: parameters.{ATTENTION_MODE} applies to {ATTENTION} only"
+            )
+        if given is not None and given != mode:
+            raise InvalidArgument(
+                f"output {ATTENTION}: parameters.{ATTENTION_MODE} {schema.mode_name(mode)!r} differs from "
+                f"the request's {schema.mode_name(given)!r}; give one of them"
+            )
+        given = mode
+    if ATTENTION not in wanted:
+        if given is not None:
+            missing = (
+                f"model {model.name!r} has no attention weights"
+                if model.attention_kind == "none"
+                else "the request does not ask for it"
+            )
+            raise InvalidArgument(
+                f"parameters.{ATTENTION_MODE}: picks the mode of the {ATTENTION} output, and {missing}"
+            )
+        return AttentionMode.NONE
+    mode = AttentionMode.POOLED if given is None else given
+    supported = SUPPORTED[model.attention_kind]
+    if mode not in supported:
+        # attention.check_request's rule, worded with this protocol's names
+        allowed = ", ".join(schema.mode_name(m) for m in supported)
+        raise InvalidArgument(
+            f"output {ATTENTION}: {ATTENTION_MODE} {schema.mode_name(mode)!r} is not available for model "
+            f"{model.name!r} (attention kind {model.attention_kind!r}); use one of: {allowed}"
+        )
+    return mode
+
+
 def decode_ids(tensors: dict[str, InputTensor]) -> EncodedTexts:
     """INPUT_IDS + ATTENTION_MASK as unpadded rows (the mask must be right padding)."""
     for name in (INPUT_IDS, ATTENTION_MASK):
@@ -112,16 +155,19 @@ def decode_ids(tensors: dict[str, InputTensor]) -> EncodedTexts:
 
 
 def pad_attention(rows: list[np.ndarray], lengths: list[int]) -> np.ndarray:
-    """Per-text attention ([n] or [n, n]) padded with zeros to the request's longest text."""
+    """Per-text attention padded with zeros on its token axes to the request's longest text:
+    [n] -> [B, T]; [..., n, n] (pooled, rollout, last_layer, all) -> [B, ..., T, T]."""
     if len(rows) == 1:  # one text: nothing to pad
         return rows[0][None]
     width = max(lengths)
-    if rows[0].ndim == 1:
+    first = rows[0]
+    if first.ndim == 1:
         vectors = np.zeros((len(rows), width), dtype=np.float32)  # [B, T]
         for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
             vectors[i, :n] = row
         return vectors
-    matrices = np.zeros((len(rows), width, width), dtype=np.float32)  # [B, T, T]
+    # [B, T, T], [B, H, T, T] or [B, L, H, T, T]
+    maps = np.zeros((len(rows), *first.shape[:-2], width, width), dtype=np.float32)
     for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
-        matrices[i, :n, :n] = row
-    return matrices
+        maps[i, ..., :n, :n] = row
+    return maps

@@ -17,9 +17,15 @@ from importlib.metadata import version as package_version
 from typing import TYPE_CHECKING
 
 from attnserve.service.api.v2 import schema
-from attnserve.service.api.v2.convert import Contract, decode_ids, inputs_by_name, output, requested_outputs
+from attnserve.service.api.v2.convert import (
+    Contract,
+    attention_mode,
+    decode_ids,
+    inputs_by_name,
+    output,
+    requested_outputs,
+)
 from attnserve.service.api.v2.schema import (
-    ATTENTION,
     INPUT_DECLS,
     INPUT_IDS,
     TEXT,
@@ -43,7 +49,6 @@ from attnserve.service.calls.call import Call
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
 
@@ -163,8 +168,9 @@ class DataPlane:
         """(the response, seconds decoding ids, the engine's outputs, seconds building the outputs)"""
         contract = self._contract(model)
         wanted = requested_outputs(request.outputs, contract.declared)
-        # The attention output is the bulk of a reply: the batch extracts it only when asked.
-        mode = AttentionMode.POOLED if ATTENTION in wanted else AttentionMode.NONE
+        # The attention output is the bulk of a reply: the batch extracts it only when asked,
+        # in the mode asked for (checked here, so the engine's check never fires with its names).
+        mode = attention_mode(request, wanted, model)
         inputs = inputs_by_name(request.inputs)
         admission: Admission | None = None
         trace: SpanContext | None = None

@@ -13,6 +13,11 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
                                     last layer averaged over heads), padded with zeros to the
                                     request's longest text; absent for models without attention
              LENGTHS         INT64  [-1]          tokens per text (the unpadded extent of ATTENTION)
+
+The declared ATTENTION shape is the default mode's. A request may pick another mode with the
+`attention_mode` parameter (on the ATTENTION output, or on the request: tritonclient sets no
+parameters per output); `last_layer` [B, H, T, T] and `all` [B, L, H, T, T] change the rank,
+which the protocol's metadata cannot declare.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from attnserve.service.api.v2.types import ConfigTensor, ModelConfig, ModelMetadata, TensorDecl
+from attnserve.service.edges import quote
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
 PLATFORM = "onnxruntime_onnx"
@@ -29,6 +37,29 @@ TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
 
 _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "FP32": "TYPE_FP32"}
+
+# The ATTENTION output's modes, by the name the `attention_mode` parameter gives (the JSON
+# API's names); leaving ATTENTION out of the request is mode NONE.
+ATTENTION_MODE = "attention_mode"
+ATTENTION_MODES: dict[str, AttentionMode] = {
+    mode.name.lower(): mode for mode in AttentionMode if mode != AttentionMode.NONE
+}
+
+
+def parse_attention_mode(value: object, where: str) -> AttentionMode:
+    """An `attention_mode` parameter's value (a string) as its mode."""
+    mode = ATTENTION_MODES.get(value) if isinstance(value, str) else None
+    if mode is None:
+        raise InvalidArgument(
+            f"{where}: {quote(value, 32)} is not an attention mode; use one of the strings "
+            f"{', '.join(ATTENTION_MODES)}"
+        )
+    return mode
+
+
+def mode_name(mode: AttentionMode) -> str:
+    return mode.name.lower()
+
 
 INPUTS = (
     TensorDecl(TEXT, "BYTES", (-1, 1)),

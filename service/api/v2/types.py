@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attnserve.service.engine.request.attention import AttentionMode
+
 
 @dataclass(frozen=True, slots=True)
 class TensorDecl:
@@ -38,6 +40,7 @@ class InputTensor:
 class RequestedOutput:
     name: str
     classification: bool = False  # Triton's classification parameter (refused: read LABEL)
+    attention_mode: AttentionMode | None = None  # its attention_mode parameter, when given
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,9 @@ class InferRequest:
     inputs: Sequence[InputTensor]
     outputs: Sequence[RequestedOutput] = ()  # empty: every output the model declares
     deadline: float | None = None  # time.monotonic() value
+    # The request's attention_mode parameter, for clients that cannot set one per output
+    # (tritonclient); the ATTENTION output's own parameter, when given, must agree.
+    attention_mode: AttentionMode | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,11 @@ Outputs always go out in `raw_output_contents` (see tensors.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from google.protobuf.message import Message
 
+from attnserve.service.api.v2.schema import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,
@@ -24,6 +27,7 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
     TensorDecl,
 )
+from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
@@ -57,9 +61,34 @@ def infer_request(message: pb.ModelInferRequest, deadline: float | None) -> Infe
         inputs.append(
             InputTensor(spec.name, spec.datatype, tuple(spec.shape), raw[index] if raw else None, values)
         )
-    outputs = [RequestedOutput(o.name, "classification" in o.parameters) for o in message.outputs]
+    outputs = [
+        RequestedOutput(
+            o.name,
+            "classification" in o.parameters,
+            _attention_mode(o.parameters, o.name),
+        )
+        for o in message.outputs
+    ]
     return InferRequest(
-        message.model_name, message.model_version, message.id, inputs, outputs, deadline=deadline
+        message.model_name,
+        message.model_version,
+        message.id,
+        inputs,
+        outputs,
+        deadline=deadline,
+        attention_mode=_attention_mode(message.parameters),
+    )
+
+
+def _attention_mode(parameters: Mapping[str, pb.InferParameter], output: str = "") -> AttentionMode | None:
+    """The `attention_mode` parameter of the request, or of its `output`, when given."""
+    if ATTENTION_MODE not in parameters:
+        return None
+    parameter = parameters[ATTENTION_MODE]
+    kind = parameter.WhichOneof("parameter_choice")
+    where = f"output {output[:64]}: " if output else ""
+    return parse_attention_mode(
+        None if kind is None else getattr(parameter, kind), f"{where}parameters.{ATTENTION_MODE}"
     )
 
 
