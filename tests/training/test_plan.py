@@ -90,3 +90,13 @@ def test_a_pretrained_encoder_keeps_its_checkpoints_size() -> None:
 def test_word_vectors_keep_their_width() -> None:
     _, model, made = DataRecipe(keep_width=True).apply(TrainConfig(), "gru_attention", {}, 4500, 2)
     assert model == {"dropout": 0.575} and made.width_scale == 1.0
+
+
+def test_a_distilled_students_plan_takes_more_steps_unless_a_flag_sets_them() -> None:
+    plain, _, made = DataRecipe().apply(TrainConfig(), "gru_attention", {}, 148_795, 2)
+    student, _, _ = DataRecipe(steps_factor=3.0).apply(TrainConfig(), "gru_attention", {}, 148_795, 2)
+    assert (plain.target_steps, student.target_steps) == (made.steps, 3 * made.steps) == (3000, 9000)
+    given, _, _ = DataRecipe(frozenset({"target_steps"}), steps_factor=3.0).apply(
+        TrainConfig(target_steps=500), "gru_attention", {}, 148_795, 2
+    )
+    assert given.target_steps == 500

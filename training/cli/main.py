@@ -251,7 +251,12 @@ def _train(argv: Sequence[str]) -> int:
     init = None if ns.init_embeddings is None else EmbeddingInit(ns.init_embeddings, ns.freeze_embeddings)
     fine_tuning = ns.pretrained is not None  # the fine-tuning recipe, not the plan for --data
     given = frozenset(picked(ns, TrainConfig))  # word vectors (init) set the width, not the plan
-    recipe = None if ns.data is None or fine_tuning else DataRecipe(given, keep_width=init is not None)
+    steps_factor = distill_cli.STUDENT_STEPS_FACTOR if distilling else 1.0
+    recipe = (
+        None
+        if ns.data is None or fine_tuning
+        else DataRecipe(given, keep_width=init is not None, steps_factor=steps_factor)
+    )
     result = train_run(ns.out, ns.model, overrides, cfg, spec, embeddings=init, recipe=recipe,
                        distill=distill, pretrained=ns.pretrained)  # fmt: skip
     distributed.finish()  # every rank leaves the process group before the process ends

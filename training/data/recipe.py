@@ -54,6 +54,7 @@ class DataRecipe:
 
     given: frozenset[str] = frozenset()
     keep_width: bool = False  # word vectors (--init-embeddings) set the width
+    steps_factor: float = 1.0  # a distilled student's plan is longer (training/distill/cli.py)
 
     def apply(
         self, cfg: TrainConfig, family: str, overrides: dict[str, Any], n_train: int, n_classes: int
@@ -61,7 +62,8 @@ class DataRecipe:
         """The run's trainer settings and model fields under the plan for its data."""
         made = plan(n_train, n_classes, cfg.max_seconds, batch_size=cfg.batch_size)
         names = {f.name for f in dataclasses.fields(TrainConfig)}
-        planned: dict[str, Any] = {"target_steps": made.steps, "min_steps": 0, "patience": made.patience}
+        steps = round(made.steps * self.steps_factor)
+        planned: dict[str, Any] = {"target_steps": steps, "min_steps": 0, "patience": made.patience}
         if made.fit_budget and "plan_to_budget" in names:
             planned["plan_to_budget"] = True
         if "eval_every" in names:
