@@ -104,7 +104,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     float_graph = graph
     if options.quantize is not None:
         quantized = work / "quantized.onnx"
-        quantize_int8(graph, quantized)
+        quantize_int8(graph, quantized, per_channel=run.family == "encoder")
         verify_graph(quantized, contract)
         graph = quantized
     if options.optimize:
