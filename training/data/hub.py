@@ -35,10 +35,11 @@ def how_to_provide(name: str) -> str:
     )
 
 
-def hub_reachable(name: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """None if the Hub answers for ``name`` within ``timeout``; else why not, in words."""
+def hub_reachable(name: str, timeout: float = PROBE_TIMEOUT_S, *, kind: str = "datasets") -> str | None:
+    """None if the Hub answers for ``name`` (a data set, or with ``kind="models"`` a model)
+    within ``timeout``; else why not, in words."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(f"{endpoint}/api/datasets/{name}", method="HEAD")
+    request = urllib.request.Request(f"{endpoint}/api/{kind}/{name}", method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=timeout):
             return None

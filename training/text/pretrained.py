@@ -11,9 +11,6 @@ error per problem: a model that is not an encoder, a tokenizer that does not fit
 from __future__ import annotations
 
 import logging
-import os
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -25,7 +22,7 @@ from tokenizers import Tokenizer
 
 from attnserve.training.data.core import DataError
 from attnserve.training.data.encoding import CHUNK_ROWS, EncodedTexts
-from attnserve.training.data.hub import PROBE_TIMEOUT_S, offline_by_setting
+from attnserve.training.data.hub import hub_reachable, offline_by_setting
 from attnserve.training.models.encoder import EncoderClassifier, EncoderConfig
 from attnserve.training.text.tokenizer import HEAD_SHARE, TRUNCATION_SIDES
 
@@ -113,7 +110,8 @@ def _from_hub(name: str) -> Path:
         "download it where there is network (transformers' AutoModel and AutoTokenizer "
         f"from_pretrained('{name}') then save_pretrained(FOLDER)) and pass --pretrained FOLDER"
     )
-    why = "HF_HUB_OFFLINE switches the network off" if offline_by_setting() else _hub_unreachable(name)
+    offline = "HF_HUB_OFFLINE switches the network off"
+    why = offline if offline_by_setting() else hub_reachable(name, kind="models")
     if why is not None:
         raise PretrainedError(
             f"--pretrained {name}: not a local folder nor in the Hugging Face cache, and the Hub "
@@ -125,18 +123,6 @@ def _from_hub(name: str) -> Path:
         raise PretrainedError(
             f"--pretrained {name}: cannot download it: {type(exc).__name__}: {exc}"
         ) from exc
-
-
-def _hub_unreachable(name: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(f"{endpoint}/api/models/{name}", method="HEAD")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout):
-            return None
-    except urllib.error.HTTPError as exc:
-        return None if exc.code < 500 else f"the Hub answered HTTP {exc.code}"
-    except (urllib.error.URLError, OSError) as exc:
-        return f"cannot reach {endpoint}: {getattr(exc, 'reason', exc)}"
 
 
 def _encoder_config(folder: Path) -> dict[str, Any]:

@@ -33,6 +33,7 @@ CELLS = (
 )
 
 
+# Overrides conftest.py's server: its port and client fixtures then serve this module's models.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     with torch_threads(1):
@@ -41,18 +42,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     export_run(run, repository, MODEL)
     with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def port(server: RunningServer) -> int:
-    assert server.server is not None
-    return server.server.http_port
-
-
-@pytest.fixture(scope="module")
-def client(server: RunningServer) -> Iterator[Client]:
-    with Client(server.target, timeout=30) as connected:
-        yield connected
 
 
 def open_link(browser: webdriver.Chrome, port: int, **state: str) -> str:

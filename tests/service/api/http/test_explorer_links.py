@@ -39,23 +39,12 @@ CELLS = (
 MAPS = "return Array.from(document.querySelectorAll('#results table.heatmap')).map(t => t.id);"
 
 
+# Overrides conftest.py's server: its port and client fixtures then serve this module's models.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     repository = shipped_repository(tmp_path_factory.mktemp("shipped"))
     with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def port(server: RunningServer) -> int:
-    assert server.server is not None
-    return server.server.http_port
-
-
-@pytest.fixture(scope="module")
-def client(server: RunningServer) -> Iterator[Client]:
-    with Client(server.target, timeout=30) as connected:
-        yield connected
 
 
 def link(port: int, **state: str) -> str:
