@@ -11,9 +11,17 @@ Why threads and not a scheduler task: the event loop only appends rows under a l
 wakes an idle thread, which runs a lone call at once; the thread takes the batch, runs it
 (onnxruntime releases the GIL, so the loop parses and replies meanwhile) and hands every
 call the batch finished back with one `call_soon_threadsafe`. No task, executor hop or
-timer per batch or per call runs on the loop. Running batches on the loop itself (always,
-or only for a lone call) saves hand-offs but makes the busiest thread wait for the model,
-and lost throughput under load: docs/results/peers.md ("gRPC taken out").
+timer per batch or per call runs on the loop. Running every batch on the loop itself
+saves hand-offs but makes the busiest thread wait for the model, and lost throughput under
+load (docs/results/peers.md, "gRPC taken out").
+
+A lone call runs on the loop: when the server has no other call in flight (`lone`, from
+the gate's count, which covers calls still being read and parsed), nothing is queued and no
+batch runs, the loop takes the call's batch and runs it itself. Nothing else could use the
+loop meanwhile, and the call skips the two thread hand-offs (a wake-up, a self-pipe write
+and a loop iteration), which were most of a lone call's time over the model's
+(docs/results/cost.md). Under load another call is almost always in flight, so the threads
+run the batches as before.
 
 Holding under load: with `max_delay_s` 0 a batch runs as soon as a row is there, which
 under load means one call a batch (measured: 1.1 texts a batch at 8 callers over gRPC,
@@ -57,7 +65,14 @@ RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is eac
 class Batcher:
     """Bounded queue + `max_concurrent` threads that take batches and run them."""
 
-    def __init__(self, name: str, runner: RunBatch, limits: BatchLimits, metrics: ModelMetrics) -> None:
+    def __init__(
+        self,
+        name: str,
+        runner: RunBatch,
+        limits: BatchLimits,
+        metrics: ModelMetrics,
+        lone: Callable[[], bool] | None = None,
+    ) -> None:
         self.name = name
         self.runner = runner
         self.limits = limits
@@ -72,6 +87,9 @@ class Batcher:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._arrivals = 0  # calls submitted so far (read around each batch)
         self._hold = 0.0  # how long the next batch may wait for more rows (see "Holding under load")
+        # Whether the calling call is the server's only one in flight (None: never run on the loop);
+        # a fixed max_delay_s asks every text to wait for company, so it turns the lone path off.
+        self._lone = lone if limits.max_delay_s == 0 else None
 
     @property
     def queued(self) -> int:
@@ -104,11 +122,15 @@ class Batcher:
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
                 )
+            alone = self._lone is not None and queued == 0 and self._running == 0 and self._lone()
             self._queue.add(job, lengths)
             self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
-            self._work.notify()
+            if not alone:
+                self._work.notify()
         try:
+            if alone:
+                await self._run_if_alone(job)
             return await job.future
         except asyncio.CancelledError:
             self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
@@ -169,9 +191,58 @@ class Batcher:
                 return batch, expired
         return None, expired
 
-    def _run(self, batch: Batch, arrivals: int) -> None:
+    def _take_all(self) -> tuple[list[Batch], list[Job]]:
+        """Every batch of what is queued, taken now (holding the lock; a lone call's rows)."""
+        batches: list[Batch] = []
+        expired: list[Job] = []
+        now = time.monotonic()
+        while (bucket := self._queue.next_due(now)[0]) is not None:
+            batch = self._queue.take(bucket, now, expired)
+            if batch.rows:
+                batches.append(batch)
+        return batches, expired
+
+    async def _run_if_alone(self, job: Job) -> None:
+        """Run `job` on the loop if it is still the only call after one loop iteration, else
+        hand it to the threads. The iteration lets calls that arrived meanwhile reach the
+        gate and the queue: without it a burst would run call by call on the loop, each
+        finished before the next one is read, and never be seen to overlap."""
+        await asyncio.sleep(0)
+        lone = self._lone
+        with self._lock:
+            alone = (
+                lone is not None
+                and not job.dropped
+                and self._queue.queued == job.size == job.undispatched
+                and self._running == 0
+                and lone()
+            )
+            if alone:
+                batches, expired = self._take_all()
+                self._running += 1
+            else:
+                self._work.notify()
+        if alone:
+            self._run_here(batches, expired)
+
+    def _run_here(self, batches: list[Batch], expired: list[Job]) -> None:
+        """Run a lone call's batches on the event loop; its future is done when this returns."""
+        _refuse(expired, _expired)
+        try:
+            for batch in batches:
+                self._run(batch, self._arrivals, _complete)
+        finally:
+            with self._lock:
+                self._running -= 1
+                idle = self._idle_now()
+                if self._queue.queued:  # calls that arrived meanwhile (another loop's) wait for a thread
+                    self._work.notify()
+            if idle:
+                self._wake_idle()
+
+    def _run(self, batch: Batch, arrivals: int, finish: Callable[[list[Job]], None] | None = None) -> None:
         """Run `batch` (taken when `arrivals` calls had been submitted) and hand its finished
-        calls back."""
+        calls back (`finish`: on the loop that runs it; default: each call's loop, from a thread)."""
         started = time.monotonic()
         try:
             output = self.runner(batch)
@@ -203,7 +274,7 @@ class Batcher:
         observe = self.metrics.queue_wait.observe
         for wait in waits:
             observe(wait)
-        _finish(finished)
+        (finish or _finish)(finished)
 
     async def drain(self) -> None:
         """Wait until every queued and running row is done."""
