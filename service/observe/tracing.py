@@ -262,7 +262,7 @@ class CallTrace:
 
 
 def trace_batch(
-    tracing: Tracing | None,
+    tracing: Tracing,
     calls: Sequence[SpanContext | None],
     started: float,
     ended: float,
@@ -273,8 +273,6 @@ def trace_batch(
 
     `calls` holds each row's call span context (None for untraced calls; repeats are fine).
     """
-    if tracing is None:
-        return None
     traced: dict[int, SpanContext] = {}  # one link per call, however many of its texts the batch holds
     for context in calls:
         if context is not None:
