@@ -43,8 +43,7 @@ class Predictor:
 
     def __init__(self, model: LoadedModel, limits: BatchLimits, tracing: Tracing | None) -> None:
         self.model = model
-        self.runner = Runner(model, tracing)
-        self.batcher = Batcher(f"{model.name}/{model.version}", self.runner, limits, model.metrics)
+        self.batcher = Batcher(f"{model.name}/{model.version}", Runner(model, tracing), limits, model.metrics)
 
     async def predict(
         self,
@@ -64,17 +63,14 @@ class Predictors:
     """The predictor of every served version; opened and closed by the repository."""
 
     def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
-        self.limits = batch_limits(settings)
-        self.tracing = tracing
+        self._limits = batch_limits(settings)
+        self._tracing = tracing
         self._served: dict[LoadedModel, Predictor] = {}
-
-    def __len__(self) -> int:
-        return len(self._served)
 
     def open(self, model: LoadedModel) -> None:
         """Start the version's batcher threads (before calls can resolve it)."""
         if model not in self._served:
-            predictor = Predictor(model, self.limits, self.tracing)
+            predictor = Predictor(model, self._limits, self._tracing)
             predictor.batcher.start()
             self._served[model] = predictor
 

@@ -29,10 +29,11 @@ def test_the_repository_opens_and_closes_each_versions_predictor(repository: Pat
         served = Repository(settings, Metrics(CollectorRegistry()), predictors)
         await served.load_all()
         try:
-            assert len(predictors) == 2  # car v1 and pool v1
-            car = served.resolve("car")
+            car, pool = served.resolve("car"), served.resolve("pool")
+            assert predictors.of(pool).model is pool
             assert len(_batcher_threads("car/1")) == 2
-            out = await run(predictors.of(car), Inputs(texts=["a white car", "a red car"]), Limits(8, 1 << 20))
+            inputs = Inputs(texts=["a white car", "a red car"])
+            out = await run(predictors.of(car), inputs, Limits(max_texts=8, max_reply_bytes=1 << 20))
             assert out.label_ids.shape == (2,) and out.probabilities.shape == (2, len(car.labels))
 
             (withdrawn,) = served.withdraw("car")
@@ -42,10 +43,11 @@ def test_the_repository_opens_and_closes_each_versions_predictor(repository: Pat
             with pytest.raises(Unavailable, match="being unloaded"):
                 predictors.of(car)
             assert _batcher_threads("car/1") == []
-            assert len(predictors) == 1
+            assert len(_batcher_threads("pool/1")) == 2
         finally:
             await served.close()
-        assert len(predictors) == 0
+        with pytest.raises(Unavailable):
+            predictors.of(pool)
         assert _batcher_threads("pool/1") == []
 
     asyncio.run(scenario())
