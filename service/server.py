@@ -40,7 +40,6 @@ from attnserve.service.engine.admission import State
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.reload import Reloader
-from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.models.runtime import check_device
 from attnserve.service.grpc.auth import guarded
 from attnserve.service.grpc.stock import Health, health_handler, reflection_handler
@@ -90,8 +89,7 @@ class Server:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = Metrics(self.registry)
         self.tracing = Tracing.from_settings(settings)
-        self.metrics.tracing = self.tracing
-        self.core = Core(settings, self.metrics, Repository(settings, self.metrics))
+        self.core = Core(settings, self.metrics, self.tracing)
         self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []

@@ -124,7 +124,7 @@ class CallLayer:
     def __init__(self, core: Core, api: str) -> None:
         self.core = core
         self.api = api
-        self.tracing = core.metrics.tracing  # None while tracing is off: a call pays one test
+        self.tracing = core.tracing  # None while tracing is off: a call pays one test
         sample = core.settings.access_log_sample
         self._access = AccessLog(sample) if sample > 0.0 else None
         # Whether adapters name their calls (span name, access line's method).

@@ -5,6 +5,11 @@ API) resolves a `LoadedModel` with `Core.resolve`, converts its request into `In
 awaits `Core.classify(model, inputs)` and converts the `Outputs` back; texts of all APIs
 join the same batcher. Admission happens here: `classify` admits the call (UNAVAILABLE
 while starting or draining) before any of its work is queued.
+
+Core puts the engine together: the model lifecycle (`Repository`, engine/models/) serves
+each version through the request path's `Predictors` (engine/request/predictor.py), which
+it is handed as its `Serving` hook, and `classify` runs a call on the predictor of the
+version it resolved. The tracer, when tracing is on, is given here and reaches the runners.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.request.classify import Inputs, Limits, Outputs, run
+from attnserve.service.engine.request.predictor import Predictors
+from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
 
 
@@ -23,10 +30,12 @@ from attnserve.service.settings import Settings
 class Core:
     settings: Settings
     metrics: Metrics
-    repository: Repository
+    tracing: Tracing | None = None  # None: tracing is off
     gate: Gate = field(default_factory=Gate)
 
     def __post_init__(self) -> None:
+        self.predictors = Predictors(self.settings, self.tracing)
+        self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
         self.limits = Limits(self.settings.max_texts_per_request, self.settings.max_reply_bytes)
 
@@ -50,10 +59,10 @@ class Core:
         admission = inputs.admission
         if admission is not None:
             admission.admit()
-            return await run(model, inputs, self.limits)
+            return await run(self.predictors.of(model), inputs, self.limits)
         own = Admission(self.gate)
         own.admit()
         try:
-            return await run(model, inputs, self.limits)
+            return await run(self.predictors.of(model), inputs, self.limits)
         finally:
             own.release()

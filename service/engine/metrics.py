@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attnserve.service.bundle import DataProfile
 from attnserve.service.observe.drift import DriftMetrics, ModelDrift
-from attnserve.service.observe.tracing import Tracing
 
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
@@ -157,7 +156,6 @@ class Metrics:
             registry=registry,
         )
         self.drift = DriftMetrics(registry)
-        self.tracing: Tracing | None = None  # set by the server when --tracing is on
         self._api = {api: ApiMetrics(self, api) for api in APIS}
         self._bound: dict[tuple[str, ...], int] = {}
         self.cpu_fallback.inc(0)

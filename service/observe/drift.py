@@ -207,9 +207,9 @@ class ModelDrift:
         if self.unk_id is not None:
             self.unknown.observe(ids.count(self.unk_id) / length if length else 0.0)
 
-    def observe_truncated(self, truncated: Sequence[bool] | int) -> None:
-        """Count texts cut at max_len: the tokenizer's per-text flags, or a count."""
-        count = truncated if isinstance(truncated, int) else sum(truncated)
+    def observe_truncated(self, truncated: Sequence[bool]) -> None:
+        """Count texts cut at max_len (the tokenizer's per-text flags)."""
+        count = sum(truncated)
         if count:
             self.truncated.inc(count)
 

@@ -1,4 +1,4 @@
-"""W3C trace context (`traceparent`, `tracestate`) read from and written to call metadata.
+"""W3C trace context (`traceparent`, `tracestate`) read from call metadata.
 
 gRPC metadata arrives as (key, value) pairs and HTTP headers as a mapping or ASGI's raw
 (bytes, bytes) pairs; both are reduced to the two header values the W3C propagator reads.
@@ -11,9 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
-from opentelemetry.trace import set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.trace.span import NonRecordingSpan, SpanContext
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -46,15 +44,3 @@ def extract_headers(headers: Mapping[str, str] | Iterable[tuple[bytes, bytes]]) 
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     carrier = _carrier(pairs)
     return _W3C.extract(carrier) if TRACEPARENT in carrier else None
-
-
-def inject(span_context: SpanContext) -> dict[str, str]:
-    """`traceparent` (and `tracestate` when set) naming `span_context` as the parent."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, set_span_in_context(NonRecordingSpan(span_context)))
-    return carrier
-
-
-def inject_metadata(span_context: SpanContext) -> list[tuple[str, str]]:
-    """The same as gRPC metadata pairs."""
-    return list(inject(span_context).items())

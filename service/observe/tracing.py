@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Span, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, Tracer, set_span_in_context
@@ -153,18 +153,12 @@ def _resource(environ: Mapping[str, str]) -> Resource:
 class Tracing:
     """The server's own tracer provider (never the process-global one), its exporter thread."""
 
-    def __init__(
-        self,
-        config: TracingConfig,
-        *,
-        processor: SpanProcessor | None = None,
-        environ: Mapping[str, str] = os.environ,
-    ) -> None:
+    def __init__(self, config: TracingConfig, *, environ: Mapping[str, str] = os.environ) -> None:
         self.config = config
         self.provider = TracerProvider(
             sampler=ParentBased(root=TraceIdRatioBased(config.sample_ratio)), resource=_resource(environ)
         )
-        self.provider.add_span_processor(processor or BatchSpanProcessor(otlp_exporter(config)))
+        self.provider.add_span_processor(BatchSpanProcessor(otlp_exporter(config)))
         self.tracer: Tracer = self.provider.get_tracer("attnserve.service")
         self._stopped = False
 
@@ -262,7 +256,7 @@ class CallTrace:
 
 
 def trace_batch(
-    tracing: Tracing | None,
+    tracing: Tracing,
     calls: Sequence[SpanContext | None],
     started: float,
     ended: float,
@@ -273,8 +267,6 @@ def trace_batch(
 
     `calls` holds each row's call span context (None for untraced calls; repeats are fine).
     """
-    if tracing is None:
-        return None
     traced: dict[int, SpanContext] = {}  # one link per call, however many of its texts the batch holds
     for context in calls:
         if context is not None:

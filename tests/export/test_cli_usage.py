@@ -9,7 +9,7 @@ import pytest
 
 from attnserve.export.cli import main
 from attnserve.service.bundle import read_bundle
-from attnserve.service.engine.request.tokenization import TextEncoder
+from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
 

@@ -22,9 +22,9 @@ from attnserve.service.api.v2.schema import (
 from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
 from attnserve.service.api.v2.types import InferRequest, InputTensor, OutputTensor, RequestedOutput
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import SUPPORTED, AttentionMode
 from attnserve.service.engine.request.classify import Outputs
-from attnserve.service.engine.request.tokenization import EncodedTexts
 from attnserve.service.errors import InvalidArgument
 
 

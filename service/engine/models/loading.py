@@ -1,29 +1,29 @@
-"""One servable model version: bundle + tokenizer + onnxruntime session + runner + batcher.
+"""One verified model version: bundle + tokenizer + onnxruntime session + its metrics.
 
 `load_model` is the gate every version passes before it takes traffic: the bundle is
 verified (files, sha256, schema), the session's inputs/outputs must match the manifest,
 the session is warmed up and must reproduce the bundle's golden outputs, alone and inside
 a padded batch. Any failure raises `LoadError` and the version is not served.
+
+A `LoadedModel` is what the model lifecycle hands the request path, and all it hands it:
+the request path (engine/request/predictor.py) builds the version's runner and batcher
+when the repository starts serving it and closes them when it is unloaded. The checks here
+run the session directly, never through a batcher.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
-from attnserve.service.engine.models.runtime import DeviceError, RuntimeSession, create_session
-from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.batcher import Batcher
-from attnserve.service.engine.request.queue import BatchLimits, Job
-from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather, pad_ids
-from attnserve.service.engine.request.tokenization import EncodedTexts, TextEncoder
+from attnserve.service.engine.models.runtime import DeviceError, RuntimeSession, create_session, pad_ids
+from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
@@ -36,12 +36,12 @@ class LoadError(Exception):
 
 @dataclass(eq=False)
 class LoadedModel:
+    """A version that passed every check (compared by identity: one object per load)."""
+
     bundle: Bundle
-    encoder: TextEncoder
+    encoder: TextEncoder  # the bundle's tokenizer.json
     runtime: RuntimeSession
-    metrics: ModelMetrics
-    limits: BatchLimits
-    batcher: Batcher = field(init=False)
+    metrics: ModelMetrics  # bound at load, unbound when the version is retired
 
     def __post_init__(self) -> None:
         manifest = self.manifest
@@ -49,9 +49,6 @@ class LoadedModel:
         self.version = manifest.version
         self.attention_kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
-        self.runner = Runner(self.runtime.session, self.attention_kind, manifest.pad_id, self.metrics)
-        self.runner.tracing = self.metrics.metrics.tracing
-        self.batcher = Batcher(f"{self.name}/{self.version}", self.runner, self.limits, self.metrics)
 
     @property
     def manifest(self) -> BundleManifest:
@@ -60,28 +57,6 @@ class LoadedModel:
     @property
     def provider(self) -> str:
         return self.runtime.provider
-
-    async def predict(
-        self,
-        encoded: EncodedTexts,
-        mode: AttentionMode,
-        k: int,
-        deadline: float | None,
-        trace: SpanContext | None = None,
-    ) -> tuple[Job, Gathered]:
-        """Run encoded texts through the batcher (use `Core.classify`, which validates them first)."""
-        request = CallRows(encoded.ids, mode, k, trace)
-        job = await self.batcher.submit(request, encoded.lengths, deadline)
-        return job, gather(job, request)
-
-    def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
-        return self.runner.run_padded(ids, mask, attention)
-
-    def start(self) -> None:
-        self.batcher.start()
-
-    async def close(self) -> None:
-        await self.batcher.close()
 
 
 def _check_golden(model: LoadedModel) -> None:
@@ -102,7 +77,7 @@ def _check_golden(model: LoadedModel) -> None:
                 f"{where}: tokenizer gives ids {ids[:12]}…, bundle expects {case.input_ids[:12]}…"
             )
         feed, mask = pad_ids([ids], model.manifest.pad_id)
-        outputs = model.run_padded(feed, mask, attention=case.attention is not None)
+        outputs = model.runtime.run(feed, mask, attention=case.attention is not None)
         _compare(where, "logits", outputs[0][0], np.asarray(case.logits, np.float32), case.tolerance)
         expected = case.attention_array()
         if expected is not None:
@@ -110,7 +85,7 @@ def _check_golden(model: LoadedModel) -> None:
         singles.append((ids, outputs[0][0], case.tolerance))
     if len(singles) > 1:
         feed, mask = pad_ids([ids for ids, _, _ in singles], model.manifest.pad_id)
-        batched = model.run_padded(feed, mask, attention=False)[0]
+        batched = model.runtime.run(feed, mask, attention=False)[0]
         for i, (_, alone, tolerance) in enumerate(singles):
             _compare(f"golden case {i} in a padded batch", "logits", batched[i], alone, tolerance)
 
@@ -127,7 +102,7 @@ def _warm_up(model: LoadedModel, batch: int) -> None:
     width = min(model.manifest.max_len, 16)
     for rows, length in ((1, 1), (batch, width)):
         ids = np.full((rows, length), 1, dtype=np.int64)
-        model.run_padded(ids, np.ones_like(ids), attention=model.attention_kind != "none")
+        model.runtime.run(ids, np.ones_like(ids), attention=model.attention_kind != "none")
 
 
 def load_model(
@@ -159,13 +134,6 @@ def load_model(
         raise LoadError(f"{name} v{version}: {exc}") from None
     except Exception as exc:  # onnxruntime raises its own types for a corrupt or unloadable graph
         raise LoadError(f"{name} v{version}: onnxruntime cannot load model.onnx: {exc}") from None
-    limits = BatchLimits(
-        max_batch_size=settings.max_batch_size,
-        max_batch_tokens=settings.max_batch_tokens,
-        max_delay_s=settings.max_delay_ms / 1000.0,
-        max_queue=settings.max_queue,
-        max_concurrent=settings.max_concurrent_batches,
-    )
     bound = metrics.bind_model(
         name,
         version,
@@ -175,7 +143,7 @@ def load_model(
         encoder.unk_id,
         manifest.data_profile,
     )
-    model = LoadedModel(bundle=bundle, encoder=encoder, runtime=runtime, metrics=bound, limits=limits)
+    model = LoadedModel(bundle=bundle, encoder=encoder, runtime=runtime, metrics=bound)
     try:
         _warm_up(model, min(settings.max_batch_size, 8))
         _check_golden(model)

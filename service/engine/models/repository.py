@@ -4,6 +4,12 @@ Callers resolve a (name, version) to a `LoadedModel` once per call and keep that
 so a version swapped out later finishes the calls it accepted. The table of models is an
 immutable mapping replaced in one assignment (`publish`), which is what makes a reload
 atomic: a new version is loaded and checked off to the side (`load_version`), then published.
+
+What serving a version takes beyond its session (the request path's batcher and runner)
+is not the repository's: its owner passes a `Serving` hook, opened for a version before
+the version is published and closed after it leaves the table and should be freed
+(`retire`). Core passes the request path's `Predictors`; this package imports nothing of
+engine/request/.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Protocol
 
 from attnserve.service.bundle import RepositoryError, confined, scan
-from attnserve.service.engine.metrics import UNKNOWN_MODEL, Metrics
+from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.choice import check_default_model, unnamed_model
 from attnserve.service.engine.models.loading import LoadedModel, LoadError, load_model
 from attnserve.service.errors import NotFound
@@ -42,10 +49,21 @@ def check_confined(root: Path, version_dir: Path) -> None:
             raise LoadError(f"{path} leads outside the model repository (symlink); refused")
 
 
+class Serving(Protocol):
+    """What the owner of the repository runs for each served version."""
+
+    def open(self, model: LoadedModel) -> None:
+        """Make `model` ready to take calls (it is published right after)."""
+
+    async def close(self, model: LoadedModel) -> None:
+        """Finish the calls `model` accepted and free what `open` started."""
+
+
 class Repository:
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, serving: Serving) -> None:
         self._settings = settings
         self._metrics = metrics
+        self._serving = serving
         self._models: Mapping[str, ModelVersions] = MappingProxyType({})
         self._failures: dict[tuple[str, int], str] = {}
 
@@ -58,10 +76,6 @@ class Repository:
     @property
     def models(self) -> Mapping[str, ModelVersions]:
         return self._models
-
-    def metric_name(self, name: str) -> str:
-        """`name` if it is a served model, else the bounded placeholder label."""
-        return name if name in self._models else UNKNOWN_MODEL
 
     def resolve(self, name: str, version: int = 0) -> LoadedModel:
         models = self._models
@@ -148,7 +162,7 @@ class Repository:
         every older one) leave the table in the same assignment, then finish the calls they
         already accepted and are freed: calls never see a half-swapped table.
         """
-        model.start()
+        self._serving.open(model)
         current = self._models.get(model.name)
         versions = dict(current.versions) if current else {}
         retired = [versions.pop(model.version)] if model.version in versions else []
@@ -177,14 +191,14 @@ class Repository:
         self._models = MappingProxyType(table)
         return [current.versions[version] for version in sorted(set(current.versions) - set(kept))]
 
-    @staticmethod
-    async def retire(model: LoadedModel) -> None:
-        """Finish a version's accepted calls, stop its thread and drop its metric series."""
-        await model.close()
+    async def retire(self, model: LoadedModel) -> None:
+        """Finish a withdrawn version's accepted calls, close what serving it opened and drop
+        its metric series."""
+        await self._serving.close(model)
         model.metrics.unbind()
         log.info("model %s version %d retired", model.name, model.version)
 
     async def close(self) -> None:
-        """Finish queued work of every version and stop their threads."""
+        """Finish the accepted calls of every version and close what serving them opened."""
         models = [model for entry in self._models.values() for model in entry.versions.values()]
-        await asyncio.gather(*(model.close() for model in models))
+        await asyncio.gather(*(self._serving.close(model) for model in models))

@@ -1,14 +1,21 @@
-"""onnxruntime sessions: execution providers for --device and the session options."""
+"""onnxruntime sessions: execution providers for --device, the session options, and the feed.
+
+A session is fed right-padded int64 `input_ids` and `attention_mask` (`pad_ids`) and asked
+for `logits`, and `attention` when the call wants it (`RuntimeSession.run`); the lifecycle's
+warm-up and golden check and the request path's runner feed it the same way.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 
+from attnserve.service.engine.models.tokenization import TokenIds
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,10 +34,36 @@ class DeviceError(RuntimeError):
     """The requested execution provider cannot be used (fatal at start-up)."""
 
 
+_LOGITS = ["logits"]
+_LOGITS_AND_ATTENTION = ["logits", "attention"]
+
+
 @dataclass(frozen=True)
 class RuntimeSession:
     session: ort.InferenceSession
     provider: str  # the provider that runs the graph's nodes first in line
+
+    def run(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
+        """[logits [B, C]], with the attention output after it when `attention` is asked
+        (only of a graph that has one)."""
+        names = _LOGITS_AND_ATTENTION if attention else _LOGITS
+        result: list[np.ndarray] = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
+        return result
+
+
+def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad token id rows to `width` (the longest): (input_ids, attention_mask), int64 [B, T]."""
+    if width is None:
+        width = max(len(row) for row in rows)
+    if len(rows) == 1 and len(rows[0]) == width:
+        ids = np.asarray(rows, dtype=np.int64).reshape(1, width)
+        return ids, np.ones_like(ids)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [B, T]
+    mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
 
 
 def session_options(settings: Settings) -> ort.SessionOptions:

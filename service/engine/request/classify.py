@@ -1,8 +1,9 @@
-"""One call through the request path: `run(model, inputs, limits) -> Outputs`.
+"""One call through the request path: `run(predictor, inputs, limits) -> Outputs`.
 
 A front end (attnserve.v1, the V2 data plane, the HTTP JSON API) converts its request into
 `Inputs`, calls `Core.classify` (which admits the call, then calls `run` here with the
-server's limits) and converts the `Outputs` back. Texts are validated and tokenized here;
+predictor of the version the call resolved and the server's limits) and converts the
+`Outputs` back. Texts are validated and tokenized here;
 rows of ids given by the caller are validated against the model's vocabulary and max_len.
 Every API's rows join the same batcher; the time of each stage comes back with the outputs.
 """
@@ -18,9 +19,10 @@ from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.engine.admission import Admission
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
+from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.runner import TopTokens
-from attnserve.service.engine.request.tokenization import EncodedTexts
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
 
 
@@ -76,9 +78,10 @@ class Outputs:
         return len(self.label_ids)
 
 
-async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
-    """Validate `inputs`, run them through `model`'s batcher and return the outputs."""
+async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
+    """Validate `inputs`, run them through the version's batcher and return the outputs."""
     started = time.perf_counter()
+    model = predictor.model
     max_texts = limits.max_texts
     if inputs.texts is not None:
         _check_count(len(inputs.texts), max_texts)
@@ -96,7 +99,7 @@ async def run(model: LoadedModel, inputs: Inputs, limits: Limits) -> Outputs:
     else:
         raise InvalidArgument("texts: at least one text is required")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
-    job, gathered = await model.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline, inputs.trace)
+    job, gathered = await predictor.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline, inputs.trace)
     return Outputs(
         encoded,
         gathered.logits,

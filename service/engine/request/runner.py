@@ -13,13 +13,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import onnxruntime as ort
 from opentelemetry.trace.span import SpanContext
 
-from attnserve.service.engine.metrics import ModelMetrics
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.runtime import pad_ids
+from attnserve.service.engine.models.tokenization import TokenIds
 from attnserve.service.engine.request.attention import AttentionMode, as_layers, extract, importance, top_k
 from attnserve.service.engine.request.queue import Batch, Job, Row
-from attnserve.service.engine.request.tokenization import TokenIds
 from attnserve.service.observe.tracing import Tracing, trace_batch
 
 
@@ -62,44 +62,21 @@ class Gathered:
     batch_spans: tuple[SpanContext, ...] = ()
 
 
-def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad token id rows to `width` (the longest): (input_ids, attention_mask), int64 [B, T]."""
-    if width is None:
-        width = max(len(row) for row in rows)
-    if len(rows) == 1 and len(rows[0]) == width:
-        ids = np.asarray(rows, dtype=np.int64).reshape(1, width)
-        return ids, np.ones_like(ids)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [B, T]
-    mask = np.zeros((len(rows), width), dtype=np.int64)  # [B, T]
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return ids, mask
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
     return np.asarray(shifted / shifted.sum(axis=-1, keepdims=True), dtype=np.float32)
 
 
 class Runner:
-    """Runs batches of one model version's session (called from batcher threads)."""
+    """Runs batches of one model version's session (called from batcher threads); with a
+    `tracing`, a batch that carries a traced call gets a span."""
 
-    def __init__(
-        self, session: ort.InferenceSession, attention_kind: str, pad_id: int, metrics: ModelMetrics
-    ) -> None:
-        self.session = session
-        self.attention_kind = attention_kind
-        self.pad_id = pad_id
-        self.metrics = metrics
-        self.tracing: Tracing | None = None
-        self._names_logits = ["logits"]
-        self._names_all = ["logits"] if attention_kind == "none" else ["logits", "attention"]
-
-    def run_padded(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
-        names = self._names_all if attention else self._names_logits
-        result: list[np.ndarray] = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
-        return result
+    def __init__(self, model: LoadedModel, tracing: Tracing | None = None) -> None:
+        self.run_session = model.runtime.run
+        self.attention_kind = model.attention_kind
+        self.pad_id = model.manifest.pad_id
+        self.metrics = model.metrics
+        self.tracing = tracing
 
     def __call__(self, batch: Batch) -> BatchOutput:
         started = time.perf_counter()
@@ -108,7 +85,7 @@ class Runner:
         ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
                             batch.width)  # fmt: skip
         want_attention = any(r.wants_attention for r in requests)
-        outputs = self.run_padded(ids, mask, want_attention)
+        outputs = self.run_session(ids, mask, want_attention)
         logits = outputs[0]  # [B, C]
         result = BatchOutput(logits, softmax(logits), logits.argmax(axis=1), None, None)
         if want_attention:
@@ -121,19 +98,19 @@ class Runner:
         m.inference.observe(ended - started)
         m.drift.observe_batch(result.probabilities, ids, mask, result.label_ids)
         if self.tracing is not None:
-            result.span = self._trace(batch, requests, started, ended)
+            result.span = self._trace(self.tracing, batch, requests, started, ended)
         return result
 
     def _trace(
-        self, batch: Batch, requests: list[CallRows], started: float, ended: float
+        self, tracing: Tracing, batch: Batch, requests: list[CallRows], started: float, ended: float
     ) -> SpanContext | None:
-        """The batch's span, when a call in it is traced (tracing on)."""
+        """The batch's span, when a call in it is traced."""
         traces = [r.trace for r in requests]
         if not any(traces):
             return None
         m = self.metrics
         return trace_batch(
-            self.tracing,
+            tracing,
             traces,
             started,
             ended,

@@ -15,7 +15,6 @@ from attnserve.service.calls.call import Call, CallLayer
 from attnserve.service.engine.admission import State
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
-from attnserve.service.engine.models.repository import Repository
 from attnserve.service.errors import INTERNAL_MESSAGE, InvalidArgument, ServiceError, Status
 from tests.support.servers import make_settings
 
@@ -25,7 +24,7 @@ TOKEN = b"inference-token-0123456789"
 def core(tmp_path: Path, **overrides: object) -> Core:
     settings = make_settings(tmp_path, **overrides)
     metrics = Metrics(CollectorRegistry())
-    built = Core(settings, metrics, Repository(settings, metrics))
+    built = Core(settings, metrics)
     built.gate.state = State.SERVING
     return built
 

@@ -66,7 +66,7 @@ def test_a_batch_becomes_label_counts_and_histograms_of_confidence_tokens_and_un
     seen.observe_batch(probabilities, ids, mask)
     seen.observe_batch(probabilities[2:3], ids[2:3, :2], mask[2:3, :2])  # a batch of one
     seen.observe_truncated([True, False, True])
-    seen.observe_truncated(1)
+    seen.observe_truncated([False, True])
     got = scrape(registry)
     assert got[("attnserve_predictions_total", _mv(label="left"))] == 3
     assert got[("attnserve_predictions_total", _mv(label="right"))] == 2
@@ -169,7 +169,7 @@ WORKER = textwrap.dedent(
     probabilities = np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]], dtype=np.float32)
     ids = np.array([[5, 1, 0], [1, 1, 1], [4, 0, 0]], dtype=np.int64)
     seen.observe_batch(probabilities, ids, (ids > 0).astype(np.int64))
-    seen.observe_truncated(2)
+    seen.observe_truncated([True, True])
     """
 )
 

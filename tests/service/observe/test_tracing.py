@@ -6,9 +6,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.trace.span import SpanContext, TraceFlags
 
-from attnserve.service.observe.propagation import extract_headers, extract_metadata, inject, inject_metadata
+from attnserve.service.observe.propagation import extract_headers, extract_metadata
 from attnserve.service.observe.settings import ObserveSettings
 from attnserve.service.observe.tracing import Tracing, TracingConfig, trace_batch
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -136,7 +135,6 @@ def test_sampling_ratio_applies_to_new_traces_and_callers_decide_their_own(recei
         assert sampled is not None
         assert sampled.ids == (CLIENT_TRACE, sampled.ids[1])
         assert trace_batch(tracing, [None, None], 0.0, 1.0) is None, "a batch of untraced calls has no span"
-        assert trace_batch(None, [sampled.span_context], 0.0, 1.0) is None
         sampled.finish("OK")
         tracing.force_flush()
     finally:
@@ -218,14 +216,6 @@ def test_settings_win_over_the_environment_and_bad_values_are_refused() -> None:
         TracingConfig.resolve(
             ObserveSettings.model_validate({}), {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}
         )
-
-
-def test_inject_writes_what_extract_reads() -> None:
-    context = SpanContext(
-        int(CLIENT_TRACE, 16), int(CLIENT_SPAN, 16), is_remote=False, trace_flags=TraceFlags(1)
-    )
-    assert inject(context) == {"traceparent": SAMPLED}
-    assert inject_metadata(context) == [("traceparent", SAMPLED)]
 
 
 def test_stage_and_batch_times_may_come_from_the_monotonic_clock(receiver: OtlpReceiver) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.service.engine.request.tokenization import EncodedTexts, TextEncoder
+from attnserve.service.engine.models.tokenization import EncodedTexts, TextEncoder
 from attnserve.service.errors import InvalidArgument
 from tests.support.tiny_bert import make_tiny_bert
 

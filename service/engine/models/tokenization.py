@@ -1,7 +1,9 @@
 """Turn request texts into token ids with the bundle's own `tokenizer.json`.
 
-Encoding runs in Rust (`tokenizers`); Python only loops once per text, never per token.
-Ids are not padded here: the batcher pads each batch to its own longest text.
+The tokenizer is part of a model version: the lifecycle builds one `TextEncoder` per version
+and proves it on the bundle's golden cases; the request path encodes each call's texts with
+it. Encoding runs in Rust (`tokenizers`); Python only loops once per text, never per token.
+Ids are not padded here: each batch is padded to its own longest text (runtime.pad_ids).
 """
 
 from __future__ import annotations

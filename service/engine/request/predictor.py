@@ -1,0 +1,89 @@
+"""A served model version's prediction: its runner and batcher, from serving to unloading.
+
+The model lifecycle (engine/models/) loads and checks a version and hands the request path
+a `LoadedModel` (bundle, tokenizer, session, metrics); it knows nothing of batching.
+`Predictors` is the repository's `Serving` hook (engine/models/repository.py): when the
+repository starts serving a version it opens a `Predictor` for it (a `Runner` over the
+version's session and a `Batcher` with its threads), and when it retires the version it
+closes that predictor, which first finishes the calls it accepted. `Core` builds the
+`Predictors`, hands them to its `Repository` and finds a call's predictor by the version
+the call resolved. So imports run one way, request -> models, and the tracer reaches the
+runner as a constructor argument.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.trace.span import SpanContext
+
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.tokenization import EncodedTexts
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.queue import BatchLimits, Job
+from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather
+from attnserve.service.errors import Unavailable
+from attnserve.service.observe.tracing import Tracing
+from attnserve.service.settings import Settings
+
+UNLOADING_MESSAGE = "the model version is being unloaded; retry"
+
+
+def batch_limits(settings: Settings) -> BatchLimits:
+    return BatchLimits(
+        max_batch_size=settings.max_batch_size,
+        max_batch_tokens=settings.max_batch_tokens,
+        max_delay_s=settings.max_delay_ms / 1000.0,
+        max_queue=settings.max_queue,
+        max_concurrent=settings.max_concurrent_batches,
+    )
+
+
+class Predictor:
+    """One served version's runner and batcher (threads run while it is served)."""
+
+    def __init__(self, model: LoadedModel, limits: BatchLimits, tracing: Tracing | None) -> None:
+        self.model = model
+        self.batcher = Batcher(f"{model.name}/{model.version}", Runner(model, tracing), limits, model.metrics)
+
+    async def predict(
+        self,
+        encoded: EncodedTexts,
+        mode: AttentionMode,
+        k: int,
+        deadline: float | None,
+        trace: SpanContext | None = None,
+    ) -> tuple[Job, Gathered]:
+        """Run encoded texts through the batcher (classify.run validates them first)."""
+        request = CallRows(encoded.ids, mode, k, trace)
+        job = await self.batcher.submit(request, encoded.lengths, deadline)
+        return job, gather(job, request)
+
+
+class Predictors:
+    """The predictor of every served version; opened and closed by the repository."""
+
+    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
+        self._limits = batch_limits(settings)
+        self._tracing = tracing
+        self._served: dict[LoadedModel, Predictor] = {}
+
+    def open(self, model: LoadedModel) -> None:
+        """Start the version's batcher threads (before calls can resolve it)."""
+        if model not in self._served:
+            predictor = Predictor(model, self._limits, self._tracing)
+            predictor.batcher.start()
+            self._served[model] = predictor
+
+    async def close(self, model: LoadedModel) -> None:
+        """Finish the version's accepted calls and stop its threads; later calls that still
+        hold the version are refused UNAVAILABLE (retry: they resolve the new table)."""
+        predictor = self._served.pop(model, None)
+        if predictor is not None:
+            await predictor.batcher.close()
+
+    def of(self, model: LoadedModel) -> Predictor:
+        """The predictor of a version a call resolved."""
+        predictor = self._served.get(model)
+        if predictor is None:
+            raise Unavailable(UNLOADING_MESSAGE)
+        return predictor
