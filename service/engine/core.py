@@ -34,10 +34,14 @@ class Core:
     gate: Gate = field(default_factory=Gate)
 
     def __post_init__(self) -> None:
-        self.predictors = Predictors(self.settings, self.tracing)
+        self.predictors = Predictors(self.settings, self.tracing, self._lone)
         self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
         self.limits = Limits(self.settings.max_texts_per_request, self.settings.max_reply_bytes)
+
+    def _lone(self) -> bool:
+        """Whether the call asking is the only one in flight (the batcher then runs it on the loop)."""
+        return self.gate.active <= 1
 
     @property
     def serving(self) -> bool:

@@ -13,6 +13,8 @@ runner as a constructor argument.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.engine.models.loading import LoadedModel
@@ -41,9 +43,16 @@ def batch_limits(settings: Settings) -> BatchLimits:
 class Predictor:
     """One served version's runner and batcher (threads run while it is served)."""
 
-    def __init__(self, model: LoadedModel, limits: BatchLimits, tracing: Tracing | None) -> None:
+    def __init__(
+        self,
+        model: LoadedModel,
+        limits: BatchLimits,
+        tracing: Tracing | None,
+        lone: Callable[[], bool] | None = None,
+    ) -> None:
         self.model = model
-        self.batcher = Batcher(f"{model.name}/{model.version}", Runner(model, tracing), limits, model.metrics)
+        name = f"{model.name}/{model.version}"
+        self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone)
 
     async def predict(
         self,
@@ -62,15 +71,21 @@ class Predictor:
 class Predictors:
     """The predictor of every served version; opened and closed by the repository."""
 
-    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tracing: Tracing | None = None,
+        lone: Callable[[], bool] | None = None,
+    ) -> None:
         self._limits = batch_limits(settings)
         self._tracing = tracing
+        self._lone = lone  # whether the asking call is the server's only one (batcher.py)
         self._served: dict[LoadedModel, Predictor] = {}
 
     def open(self, model: LoadedModel) -> None:
         """Start the version's batcher threads (before calls can resolve it)."""
         if model not in self._served:
-            predictor = Predictor(model, self._limits, self._tracing)
+            predictor = Predictor(model, self._limits, self._tracing, self._lone)
             predictor.batcher.start()
             self._served[model] = predictor
 
