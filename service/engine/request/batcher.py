@@ -16,12 +16,15 @@ saves hand-offs but makes the busiest thread wait for the model, and lost throug
 load (docs/results/peers.md, "gRPC taken out").
 
 A lone call runs on the loop: when the server has no other call in flight (`lone`, from
-the gate's count, which covers calls still being read and parsed), nothing is queued and no
-batch runs, the loop takes the call's batch and runs it itself. Nothing else could use the
-loop meanwhile, and the call skips the two thread hand-offs (a wake-up, a self-pipe write
-and a loop iteration), which were most of a lone call's time over the model's
-(docs/results/cost.md). Under load another call is almost always in flight, so the threads
-run the batches as before.
+the gate's count), nothing is queued and no batch runs, the loop takes the call's batch and
+runs it itself. Nothing else could use the loop meanwhile, and the call skips the two thread
+hand-offs (a wake-up, a self-pipe write and a loop iteration), which were most of a lone
+call's time over the model's (docs/results/cost.md). The gate cannot see calls still queued
+inside grpc, and calls run on the loop one by one never overlap, so a burst would look like
+a string of lone calls: every `PROBE_EVERY`th lone call goes to a thread instead, and while
+it runs the loop reads what is waiting. Once calls are seen to overlap (rows queued or a
+batch running when a call arrives, rows arriving during a batch, or another call at the
+gate), none runs on the loop for `LONE_WINDOW_S`, a window that sustained load keeps open.
 
 Holding under load: with `max_delay_s` 0 a batch runs as soon as a row is there, which
 under load means one call a batch (measured: 1.1 texts a batch at 8 callers over gRPC,
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +63,8 @@ log = logging.getLogger(__name__)
 EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
 HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous batch for more rows
 MAX_HOLD_S = 0.002
+LONE_WINDOW_S = 0.1  # after calls were last seen to overlap, none runs on the loop for this long
+PROBE_EVERY = 8  # every 8th lone call runs on a thread, so that overlapping calls can be seen
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
 
 
@@ -90,6 +96,8 @@ class Batcher:
         # Whether the calling call is the server's only one in flight (None: never run on the loop);
         # a fixed max_delay_s asks every text to wait for company, so it turns the lone path off.
         self._lone = lone if limits.max_delay_s == 0 else None
+        self._overlap_at = -math.inf  # time.monotonic() when calls were last seen to overlap
+        self._lone_calls = 0
 
     @property
     def queued(self) -> int:
@@ -122,15 +130,18 @@ class Batcher:
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
                 )
-            alone = self._lone is not None and queued == 0 and self._running == 0 and self._lone()
+            alone = self._alone(job.enqueued, queued)
             self._queue.add(job, lengths)
             self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
-            if not alone:
-                self._work.notify()
-        try:
             if alone:
-                await self._run_if_alone(job)
+                batches, expired = self._take_all()
+                self._running += 1
+            else:
+                self._work.notify()
+        if alone:
+            self._run_here(batches, expired)
+        try:
             return await job.future
         except asyncio.CancelledError:
             self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
@@ -202,28 +213,19 @@ class Batcher:
                 batches.append(batch)
         return batches, expired
 
-    async def _run_if_alone(self, job: Job) -> None:
-        """Run `job` on the loop if it is still the only call after one loop iteration, else
-        hand it to the threads. The iteration lets calls that arrived meanwhile reach the
-        gate and the queue: without it a burst would run call by call on the loop, each
-        finished before the next one is read, and never be seen to overlap."""
-        await asyncio.sleep(0)
+    def _alone(self, now: float, queued: int) -> bool:
+        """Whether a call arriving at `now` runs on the loop (holding the lock; see the module
+        docstring): the server's only call, none overlapping for a while, and not a probe."""
         lone = self._lone
-        with self._lock:
-            alone = (
-                lone is not None
-                and not job.dropped
-                and self._queue.queued == job.size == job.undispatched
-                and self._running == 0
-                and lone()
-            )
-            if alone:
-                batches, expired = self._take_all()
-                self._running += 1
-            else:
-                self._work.notify()
-        if alone:
-            self._run_here(batches, expired)
+        if lone is None:
+            return False
+        if queued or self._running or not lone():
+            self._overlap_at = now
+            return False
+        if now - self._overlap_at < LONE_WINDOW_S:
+            return False
+        self._lone_calls += 1
+        return self._lone_calls % PROBE_EVERY != 0
 
     def _run_here(self, batches: list[Batch], expired: list[Job]) -> None:
         """Run a lone call's batches on the event loop; its future is done when this returns."""
@@ -258,6 +260,8 @@ class Batcher:
             # Before the calls are handed back: a caller's next call must not count as overlap.
             overlapped = self._arrivals != arrivals
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
+            if overlapped:
+                self._overlap_at = ended
             for position, row in enumerate(batch.rows):
                 job = row.job
                 job.parts.append((output, position, row.index))
