@@ -139,10 +139,9 @@ class NativeApi:
             mode=attention_mode(request.attention),
             top_k=request.top_k,
             deadline=call.deadline,
-            admission=call.admission,
             trace=call.span_context,
         )
-        out = await self.core.classify(model, inputs)
+        out = await self.core.classify(model, inputs, call.permit)
         call.outputs = out
         reply: bytes = _response(model, out, request, started).SerializeToString()
         return reply

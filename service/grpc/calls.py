@@ -113,8 +113,8 @@ class Calls:
         self, message_type: type[M], handler: Handler[M], *, counted: bool = True
     ) -> grpc.RpcMethodHandler[bytes, bytes]:
         """A unary handler. `counted` calls are inference calls: they go into the request
-        metrics, take `max_message_bytes` and are admitted by the engine; the others
-        (metadata) take `max_metadata_message_bytes` and are admitted here."""
+        metrics and take `max_message_bytes`; the others (metadata) take
+        `max_metadata_message_bytes`. Every call takes its permit before its body is parsed."""
         settings = self.core.settings
         if counted:
             limit, setting = settings.max_message_bytes, "max_message_bytes"
@@ -124,12 +124,7 @@ class Calls:
         span_name = [""]
 
         async def work(raw: bytes, context: Context, call: Call) -> bytes:
-            admission = call.admission
-            if counted:
-                admission.check()
-            else:
-                admission.admit()
-            admission.hold(len(raw))
+            layer.admit(call).hold(len(raw))  # the call's permit: taken here, released when it ends
             refused = too_large(len(raw), limit, setting)
             if refused is not None:
                 raise refused

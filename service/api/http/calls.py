@@ -3,8 +3,8 @@
 `HttpCalls.run` wraps a route handler: the bearer token is checked (the same tokens and
 failure counter as gRPC), the deadline comes from a `timeout` header or query parameter,
 the body is read within its size limit and read timeout and held against
-`max_inflight_bytes`, and every outcome is counted with `api="http"`. A call that does not
-reach the engine (metadata) is admitted here; inference calls are admitted by the engine.
+`max_inflight_bytes` by the call's permit, taken here once the token is checked (health
+routes take none), and every outcome is counted with `api="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -63,7 +63,7 @@ class HttpCalls:
 
     async def body(self, request: Request, call: Call) -> bytes:
         """The request body, decoded (gzip/deflate), within the size limit and read timeout,
-        held by the call's admission until the call ends (like a gRPC body)."""
+        held by the call's permit until the call ends (like a gRPC body)."""
         limit, seconds = self.settings.http_max_body_bytes, self.settings.http_read_timeout_s
         declared = request.headers.get("content-length")
         digits = declared is not None and declared.isascii() and declared.isdigit()
@@ -84,7 +84,7 @@ class HttpCalls:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
         data = inflate(b"".join(chunks), request.headers.get("content-encoding", ""), limit=limit,
                        too_large=body_too_large)  # fmt: skip
-        call.admission.hold(len(data))
+        call.permit.hold(len(data))
         return data
 
     async def json(self, request: Request, call: Call) -> object:
@@ -109,10 +109,8 @@ class HttpCalls:
             self.authenticate(request)
             timeout = parse_timeout(request)
             call.deadline = deadline_after(timeout)
-            if gated and counted:
-                call.admission.check()  # admitted by the engine
-            elif gated:
-                call.admission.admit()
+            if gated:
+                layer.admit(call)
             return await within(timeout, handler(request, call))
 
         result = await layer.serve(call, work)

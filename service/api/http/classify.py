@@ -194,9 +194,8 @@ class ClassifyApi:
             mode=MODES[body.attention],
             top_k=body.top_k,
             deadline=call.deadline,
-            admission=call.admission,
             trace=call.span_context,
         )
-        result = await self.core.classify(model, inputs)
+        result = await self.core.classify(model, inputs, call.permit)
         call.outputs = result
         return _json(classified(model, body, result, started))

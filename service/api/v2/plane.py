@@ -14,7 +14,6 @@ import asyncio
 import time
 import weakref
 from importlib.metadata import version as package_version
-from typing import TYPE_CHECKING
 
 from attnserve.service.api.v2 import schema
 from attnserve.service.api.v2.convert import (
@@ -51,11 +50,6 @@ from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
-
-if TYPE_CHECKING:
-    from opentelemetry.trace.span import SpanContext
-
-    from attnserve.service.engine.admission import Admission
 
 SERVER_NAME = "attnserve"
 # Only what is implemented in full: RepositoryIndex alone is not the model_repository extension.
@@ -141,12 +135,11 @@ class DataPlane:
         return index
 
     # --- inference ----------------------------------------------------------------------
-    async def infer(self, request: InferRequest, call: Call | None = None) -> InferResponse:
+    async def infer(self, request: InferRequest, call: Call) -> InferResponse:
         """Run one inference request, counted in the model's V2 statistics."""
         started = time.perf_counter()
         model = self.resolve(request.model_name, request.model_version)
-        if call is not None:
-            call.model = model.metrics
+        call.model = model.metrics
         stats = self.stats.of(model)
         try:
             response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
@@ -163,7 +156,7 @@ class DataPlane:
         return response
 
     async def _infer(
-        self, model: LoadedModel, request: InferRequest, call: Call | None
+        self, model: LoadedModel, request: InferRequest, call: Call
     ) -> tuple[InferResponse, float, Outputs, float]:
         """(the response, seconds decoding ids, the engine's outputs, seconds building the outputs)"""
         contract = self._contract(model)
@@ -172,11 +165,8 @@ class DataPlane:
         # in the mode asked for (checked here, so the engine's check never fires with its names).
         mode = attention_mode(request, wanted, model)
         inputs = inputs_by_name(request.inputs)
-        admission: Admission | None = None
-        trace: SpanContext | None = None
-        if call is not None:
-            admission, trace = call.admission, call.span_context
-            call.name_request(request.id)
+        trace = call.span_context
+        call.name_request(request.id)
         deadline = request.deadline
         decode_seconds = 0.0
         if TEXT in inputs:
@@ -185,22 +175,19 @@ class DataPlane:
             tensor = inputs[TEXT]
             require(tensor, "BYTES", INPUT_DECLS[TEXT].shape)
             texts = decode_bytes(tensor)
-            if call is not None:
-                call.texts = len(texts)
-            given = Inputs(texts=texts, mode=mode, deadline=deadline, admission=admission, trace=trace)
+            call.texts = len(texts)
+            given = Inputs(texts=texts, mode=mode, deadline=deadline, trace=trace)
             request_input = TEXT
         else:
             decoding = time.perf_counter()
             encoded = decode_ids(inputs)
-            if call is not None:
-                call.texts = len(encoded)
-            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, admission=admission, trace=trace)
+            call.texts = len(encoded)
+            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, trace=trace)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
         try:
-            out = await self.core.classify(model, given)
-            if call is not None:
-                call.outputs = out
+            out = await self.core.classify(model, given, call.permit)
+            call.outputs = out
         except InvalidArgument as exc:
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()
