@@ -21,7 +21,6 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Protocol
 from wsgiref.simple_server import WSGIServer
@@ -31,9 +30,11 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import CollectorRegistry, start_http_server
 
 from attnserve.service.api.admin import AdminApi, admin_off_handler
+from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.http.app import build_app
 from attnserve.service.api.http.transport import HttpTransport
 from attnserve.service.api.native import NativeApi
+from attnserve.service.api.v2.plane import DataPlane
 from attnserve.service.api.v2.servicer import V2Api
 from attnserve.service.calls.auth import load_tokens
 from attnserve.service.engine.admission import State
@@ -67,13 +68,6 @@ class Api(Protocol):
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]: ...
 
 
-ApiFactory = Callable[[Core], Api]
-
-
-def default_apis() -> list[ApiFactory]:
-    return [NativeApi, V2Api]
-
-
 class Server:
     """One server process. Use `async with Server(settings) as server:` or `await server.serve()`."""
 
@@ -82,7 +76,6 @@ class Server:
         settings: Settings,
         *,
         registry: CollectorRegistry | None = None,
-        apis: Sequence[ApiFactory] | None = None,
         serve_metrics: bool | None = None,
         bind_after_load: bool = False,
     ) -> None:
@@ -92,7 +85,10 @@ class Server:
         self.tracing = Tracing.from_settings(settings)
         self.metrics.tracing = self.tracing
         self.core = Core(settings, self.metrics, Repository(settings, self.metrics))
-        self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
+        # Each API's plane is built once and shared by both transports (one set of V2 statistics).
+        self.classify_plane = ClassifyPlane(self.core)
+        self.data_plane = DataPlane(self.core)
+        self.apis: list[Api] = [NativeApi(self.core, self.classify_plane), V2Api(self.core, self.data_plane)]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
         self.health = Health()
@@ -162,9 +158,9 @@ class Server:
 
     async def _listen_http(self) -> None:
         """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
-        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None)
         tokens = load_tokens(self.settings) if self.settings.auth else None
-        web = HttpTransport(build_app(self.core, tokens, v2.plane if v2 is not None else None), self.settings)
+        app = build_app(self.core, tokens, self.classify_plane, self.data_plane)
+        web = HttpTransport(app, self.settings)
         self.http_port = await web.start()
         self._web = web
         log.info("HTTP on %s://%s:%d (explorer at /)", web.scheme, self.settings.host, self.http_port)

@@ -1,19 +1,18 @@
-"""The attnserve.v1 Classifier service: convert the request, call the core, convert back."""
+"""The attnserve.v1 Classifier service: the gRPC adapter of the classify plane (messages <->
+the plane's plain types; api/classify/)."""
 
 from __future__ import annotations
 
-import time
 from typing import cast
 
 import grpc
 import numpy as np
 
-from attnserve.service.api.models import ModelInfo, mode_name, model_info
+from attnserve.service.api.classify.plane import ClassifyPlane
+from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, mode_name
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
-from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument, ServiceError
 from attnserve.service.grpc.calls import Calls, Context
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
@@ -35,51 +34,55 @@ def tensor(array: np.ndarray) -> pb.Tensor:
     return pb.Tensor(shape=array.shape, data=np.ascontiguousarray(array, dtype="<f4").tobytes())
 
 
-def _response(
-    model: LoadedModel, out: Outputs, request: pb.ClassifyRequest, started: float
-) -> pb.ClassifyResponse:
-    encoded, labels = out.encoded, model.labels
-    label_ids = out.label_ids.tolist()
-    logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
+def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
+    return ClassifyRequest(
+        model=message.model,
+        texts=message.texts,
+        attention=attention_mode(message.attention),
+        top_k=message.top_k,
+        version=message.version,
+        request_id=message.request_id,
+    )
+
+
+def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
     results = []
-    for i, label_id in enumerate(label_ids):
-        tokens = encoded.tokens(i)
+    for result in reply.results:
         item = pb.TextResult(
-            label=labels[label_id],
-            label_id=label_id,
-            probabilities=probabilities[i],
-            logits=logits[i],
-            tokens=tokens,
-            truncated=encoded.truncated[i],
-            offsets=[pb.TokenSpan(start=start, end=end) for start, end in encoded.offsets(i)],
-            special=encoded.special(i),
+            label=result.label,
+            label_id=result.label_id,
+            probabilities=result.probabilities,
+            logits=result.logits,
+            tokens=result.tokens,
+            truncated=result.truncated,
+            offsets=[pb.TokenSpan(start=start, end=end) for start, end in result.offsets],
+            special=result.special,
         )
-        if out.attention is not None:
-            item.attention.CopyFrom(tensor(out.attention[i]))
-        if out.top_tokens is not None:
-            index, weight = out.top_tokens[i]
+        if result.attention is not None:
+            item.attention.CopyFrom(tensor(result.attention))
+        if result.top_tokens:
             item.top_tokens.extend(
-                pb.TokenWeight(index=j, token=tokens[j], weight=w)
-                for j, w in zip(index.tolist(), weight.tolist(), strict=True)
+                pb.TokenWeight(index=top.index, token=top.token, weight=top.weight)
+                for top in result.top_tokens
             )
         results.append(item)
-    timings = out.timings
+    timings = reply.timings
     return pb.ClassifyResponse(
-        model=model.name,
-        version=model.version,
+        model=reply.model,
+        version=reply.version,
         results=results,
         timings=pb.Timings(
-            tokenize_us=int(timings.tokenize * 1e6),
-            queue_us=int(timings.queue * 1e6),
-            inference_us=int(timings.inference * 1e6),
-            total_us=int((time.perf_counter() - started) * 1e6),
+            tokenize_us=timings.tokenize_us,
+            queue_us=timings.queue_us,
+            inference_us=timings.inference_us,
+            total_us=timings.total_us,
         ),
-        request_id=request.request_id,
+        request_id=reply.request_id,
     )
 
 
 def model_info_message(info: ModelInfo) -> pb.ModelInfo:
-    limits = info.limits
+    limits, attention = info.limits, info.attention
     return pb.ModelInfo(
         name=info.name,
         version=info.version,
@@ -88,11 +91,11 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
         labels=info.labels,
         max_len=info.max_len,
         attention=pb.AttentionInfo(
-            kind=info.attention_kind,
-            layers=info.layers,
-            heads=info.heads,
-            modes=[cast("pb.AttentionMode", int(mode)) for mode in info.shapes],
-            shapes={mode_name(mode): shape for mode, shape in info.shapes.items()},
+            kind=attention.kind,
+            layers=attention.layers,
+            heads=attention.heads,
+            modes=[cast("pb.AttentionMode", int(mode)) for mode in attention.modes],
+            shapes={mode_name(mode): shape for mode, shape in attention.shapes.items()},
         ),
         limits=pb.Limits(
             max_texts_per_request=limits.max_texts_per_request,
@@ -112,8 +115,9 @@ class NativeApi:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, plane: ClassifyPlane) -> None:
         self.core = core
+        self.plane = plane
         self._calls = Calls(core, "native")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
@@ -129,22 +133,9 @@ class NativeApi:
         )
 
     async def classify_call(self, request: pb.ClassifyRequest, context: Context, call: Call) -> bytes:
-        started = time.perf_counter()
-        model = self.core.resolve(request.model, request.version)
-        call.model = model.metrics
-        call.texts = len(request.texts)
-        call.name_request(request.request_id)
-        inputs = Inputs(
-            texts=request.texts,
-            mode=attention_mode(request.attention),
-            top_k=request.top_k,
-            deadline=call.deadline,
-            trace=call.span_context,
-        )
-        out = await self.core.classify(model, inputs, call.permit)
-        call.outputs = out
-        reply: bytes = _response(model, out, request, started).SerializeToString()
-        return reply
+        reply = await self.plane.classify(classify_request(request), call)
+        data: bytes = classify_response(reply).SerializeToString()
+        return data
 
     @staticmethod
     def _stream_error(raw: bytes, error: ServiceError) -> bytes:
@@ -160,14 +151,12 @@ class NativeApi:
         return data
 
     async def list_models(self, request: pb.ListModelsRequest, context: Context, call: Call) -> bytes:
-        models = [
-            model_info_message(model_info(self.core, entry.latest))
-            for entry in self.core.repository.models.values()
-        ]
+        models = [model_info_message(info) for info in self.plane.list_models()]
         reply: bytes = pb.ListModelsResponse(models=models).SerializeToString()
         return reply
 
     async def get_model(self, request: pb.GetModelRequest, context: Context, call: Call) -> bytes:
-        model = self.core.resolve(request.model, request.version)
-        reply: bytes = model_info_message(model_info(self.core, model)).SerializeToString()
+        reply: bytes = model_info_message(
+            self.plane.model(request.model, request.version)
+        ).SerializeToString()
         return reply

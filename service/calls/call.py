@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Token
 from typing import TypeVar
 
@@ -27,7 +27,10 @@ from attnserve.service.calls.telemetry import access_line, finish_span
 from attnserve.service.engine.admission import Permit
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.engine.request.tokenization import EncodedTexts
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -93,6 +96,29 @@ class Call:
             token = bind_call(request_id, None if self.trace is None else self.trace.ids)
             if self.log_token is None:
                 self.log_token = token
+
+
+async def classify(
+    core: Core,
+    call: Call,
+    model: LoadedModel,
+    *,
+    texts: Sequence[str] | None = None,
+    encoded: EncodedTexts | None = None,
+    mode: AttentionMode = AttentionMode.NONE,
+    top_k: int = 0,
+) -> Outputs:
+    """The engine's part of a call, the same for every plane: the call's record filled (its
+    model version and texts, for the metrics), its deadline, trace and permit handed to the
+    engine with the texts (or rows of ids), its outputs kept (its stage spans read them)."""
+    call.model = model.metrics
+    call.texts = len(texts) if texts is not None else len(encoded) if encoded is not None else 0
+    inputs = Inputs(
+        texts=texts, encoded=encoded, mode=mode, top_k=top_k, deadline=call.deadline, trace=call.span_context
+    )
+    out = await core.classify(model, inputs, call.permit)
+    call.outputs = out
+    return out
 
 
 def error_of(exc: Exception) -> ServiceError:

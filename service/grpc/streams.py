@@ -68,9 +68,7 @@ def stream_handler(
         """One request of the stream: a call of its own, with a permit within the stream's; traced, a
         span of its own, a child of the trace context the stream was opened with."""
         name = span_name[0] if span_name else ""
-        call = layer.start(
-            deadline=deadline_of(context), counted=True, name=name, parent=parent
-        )
+        call = layer.start(deadline=deadline_of(context), counted=True, name=name, parent=parent)
         result = await layer.serve(call, partial(work, raw, context, stream))
         release_after(len(raw))
         return result if isinstance(result, bytes) else error_reply(raw, result)

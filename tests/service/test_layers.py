@@ -52,7 +52,8 @@ FORBIDDEN = {
     "calls": (*TRANSPORTS, *OUTER, "attnserve.service.api"),
     # The V2 data plane: its gRPC adapter (servicer.py, wire.py) is the one exception below.
     "api/v2": (*TRANSPORTS, *OUTER),
-    "api/models.py": (*TRANSPORTS, *OUTER),
+    # The classify plane, as the V2 one: plain types, no transport.
+    "api/classify": (*TRANSPORTS, *OUTER),
     # The HTTP adapters share the call layer with gRPC, never gRPC's own code.
     "api/http": ("grpc", "google.protobuf", "attnserve.service.proto", "attnserve.service.grpc", *OUTER),
     "bundle": (

@@ -1,8 +1,9 @@
 """The HTTP port's bodies, and the OpenAPI 3.1 document built from them (served at
 /openapi.json, read by /docs, and the schema the test suite checks every reply against).
 
-One source: the JSON API's request and reply types are the pydantic models below, which
-the routes build their replies from, and the V2 metadata, configuration and statistics
+One source: the JSON API's replies are the classify plane's own types, which the routes
+write with the same pydantic adapters, its request body is the model the route parses it
+with, and the V2 metadata, configuration and statistics
 replies are described from the protocol's own messages (`grpc_service.proto`, in the JSON
 form the routes write: 64-bit integers as numbers, enums by name, bytes as base64).
 """
@@ -12,11 +13,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
+from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
+from attnserve.service.api.http.classify import ClassifyBody
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
-AttentionName = Literal["none", "pooled", "last_layer", "all", "rollout"]
 V2Datatype = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
     "FP16", "FP32", "FP64", "BYTES",
@@ -27,107 +30,7 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# --- the JSON API ------------------------------------------------------------------------------
-class ClassifyRequest(BaseModel):
-    """Texts to classify and what to return about them."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
-    attention: AttentionName = Field(
-        "none",
-        description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
-        "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
-    )
-    top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
-    version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
-    request_id: str = Field("", max_length=256, description="Echoed in the reply.")
-
-
-class TokenWeight(_Reply):
-    index: int
-    token: str
-    weight: float
-
-
-class TextResult(_Reply):
-    label: str
-    label_id: int
-    probabilities: list[float]
-    logits: list[float]
-    tokens: list[str] = Field(
-        description="The tokens the model saw, in order: word pieces and the tokenizer's added tokens "
-        "([CLS], [SEP]), after normalisation and truncation."
-    )
-    offsets: list[tuple[int, int]] = Field(
-        description="Per token, its [start, end) character offsets in the request text (Unicode code "
-        "points, as Python indexes a str): text[start:end] is what it was read from. Added tokens "
-        "([CLS], [SEP]) have [0, 0]."
-    )
-    special: list[bool] = Field(
-        description="Per token, true where the tokenizer added it ([CLS], [SEP], ...) rather than read it "
-        "from the text."
-    )
-    truncated: bool
-    attention: Any = Field(None, description="Nested lists in the requested mode; null when none.")
-    top_tokens: list[TokenWeight] = []
-
-
-class Timings(_Reply):
-    tokenize_us: int
-    queue_us: int
-    inference_us: int
-    total_us: int
-
-
-class ClassifyResponse(_Reply):
-    model: str
-    version: int
-    labels: list[str]
-    attention: AttentionName
-    request_id: str
-    results: list[TextResult]
-    timings: Timings
-
-
-class AttentionInfo(_Reply):
-    kind: str
-    layers: int
-    heads: int
-    modes: list[str] = Field(description="attnserve.v1 AttentionMode names, e.g. ATTENTION_MODE_POOLED.")
-    shapes: dict[str, str] = Field(
-        description="Per mode, its shape per text; n stands for the text's tokens."
-    )
-
-
-class LimitsInfo(_Reply):
-    max_texts_per_request: int
-    max_text_chars: int
-    max_batch_size: int
-    max_batch_tokens: int
-    long_text: str
-
-
-class ModelInfo(_Reply):
-    """A served model version, field for field as the attnserve.v1 `ModelInfo` message."""
-
-    name: str
-    version: int
-    versions: list[int]
-    family: str
-    labels: list[str]
-    max_len: int
-    attention: AttentionInfo
-    limits: LimitsInfo
-    provider: str
-    metrics: dict[str, float]
-    created_at: str = Field(description="ISO 8601")
-
-
-class ModelList(_Reply):
-    models: list[ModelInfo]
-
-
+# --- the JSON API: its replies are the classify plane's own types (api/classify/types.py) ----
 class ErrorDetail(_Reply):
     code: str = Field(examples=["INVALID_ARGUMENT"])
     message: str
@@ -200,18 +103,19 @@ class RepositoryIndexRequest(BaseModel):
     ready: bool = False
 
 
-MODELS: tuple[type[BaseModel], ...] = (
-    ClassifyRequest,
-    ClassifyResponse,
-    ModelInfo,
-    ModelList,
-    Error,
-    V2Error,
-    ServerMetadata,
-    InferRequest,
-    InferResponse,
-    RepositoryIndexRequest,
-)
+# Component name -> the type the route reads or writes.
+MODELS: dict[str, Any] = {
+    "ClassifyRequest": ClassifyBody,
+    "ClassifyResponse": ClassifyReply,
+    "ModelInfo": ModelInfo,
+    "ModelList": ModelList,
+    "Error": Error,
+    "V2Error": V2Error,
+    "ServerMetadata": ServerMetadata,
+    "InferRequest": InferRequest,
+    "InferResponse": InferResponse,
+    "RepositoryIndexRequest": RepositoryIndexRequest,
+}
 # The V2 replies the routes write from the protocol's messages (a bare list for the index).
 MESSAGES: tuple[Descriptor, ...] = tuple(
     cast(Descriptor, message.DESCRIPTOR)
@@ -229,6 +133,11 @@ _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_FLOAT: {"type": "number"},
     FieldDescriptor.TYPE_DOUBLE: {"type": "number"},
 }
+
+
+REF = "#/components/schemas/{model}"
+_MODE: dict[str, JsonSchemaMode] = {"ClassifyRequest": "validation", "InferRequest": "validation",
+                                    "RepositoryIndexRequest": "validation"}  # fmt: skip
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -325,10 +234,10 @@ def _v2(summary: str, ok: dict[str, Any], parameters: list[dict[str, Any]] | Non
 
 def openapi_schema(server_version: str) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in MODELS:
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, kind in MODELS.items():
+        schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=_MODE.get(name, "serialization"))
         schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
+        schemas[name] = schema
     metadata, statistics, config, index = (message_schema(message, schemas) for message in MESSAGES)
     api = "JSON API"
     paths: dict[str, Any] = {

@@ -144,7 +144,6 @@ class V2Rest:
             request.headers.get(codec.HEADER_LENGTH),
             _path(request, "name"),
             _path(request, "version"),
-            call.deadline,
         )
         del body
         content, header_length = codec.encode_response(await self.plane.infer(rest.request, call), rest)

@@ -125,9 +125,7 @@ def _tensor_from_json(
     return InputTensor(name, datatype, shape, raw=array.tobytes())
 
 
-def parse_request(
-    body: bytes, header_length: str | None, name: str, version: str, deadline: float | None
-) -> RestRequest:
+def parse_request(body: bytes, header_length: str | None, name: str, version: str) -> RestRequest:
     """The data plane's request for a REST inference call (model name and version from the URL)."""
     binary = b""
     if header_length is not None:
@@ -204,7 +202,6 @@ def parse_request(
         request_id,
         inputs,
         outputs,
-        deadline=deadline,
         attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
     )
     return RestRequest(request, binary_of, binary_default)

@@ -44,11 +44,11 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
 )
 from attnserve.service.bundle import scan
-from attnserve.service.calls.call import Call
+from attnserve.service.calls.call import Call, classify
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
 
 SERVER_NAME = "attnserve"
@@ -165,29 +165,22 @@ class DataPlane:
         # in the mode asked for (checked here, so the engine's check never fires with its names).
         mode = attention_mode(request, wanted, model)
         inputs = inputs_by_name(request.inputs)
-        trace = call.span_context
         call.name_request(request.id)
-        deadline = request.deadline
         decode_seconds = 0.0
         if TEXT in inputs:
             if len(inputs) > 1:
                 raise InvalidArgument("input TEXT: give either TEXT or INPUT_IDS + ATTENTION_MASK, not both")
             tensor = inputs[TEXT]
             require(tensor, "BYTES", INPUT_DECLS[TEXT].shape)
-            texts = decode_bytes(tensor)
-            call.texts = len(texts)
-            given = Inputs(texts=texts, mode=mode, deadline=deadline, trace=trace)
+            texts, encoded = decode_bytes(tensor), None
             request_input = TEXT
         else:
             decoding = time.perf_counter()
-            encoded = decode_ids(inputs)
-            call.texts = len(encoded)
-            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, trace=trace)
+            texts, encoded = None, decode_ids(inputs)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
         try:
-            out = await self.core.classify(model, given, call.permit)
-            call.outputs = out
+            out = await classify(self.core, call, model, texts=texts, encoded=encoded, mode=mode)
         except InvalidArgument as exc:
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()

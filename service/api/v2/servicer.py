@@ -29,9 +29,9 @@ class V2Api:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: DataPlane | None = None) -> None:
+    def __init__(self, core: Core, plane: DataPlane) -> None:
         self.core = core
-        self.plane = plane if plane is not None else DataPlane(core)
+        self.plane = plane
         self._calls = Calls(core, "v2")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
@@ -89,11 +89,11 @@ class V2Api:
 
     # --- inference ----------------------------------------------------------------------
     async def model_infer(self, request: pb.ModelInferRequest, context: Context, call: Call) -> bytes:
-        response = await self.plane.infer(wire.infer_request(request, call.deadline), call)
+        response = await self.plane.infer(wire.infer_request(request), call)
         return wire.infer_response_bytes(response)
 
     async def stream_infer(self, request: pb.ModelInferRequest, context: Context, call: Call) -> bytes:
-        response = await self.plane.infer(wire.infer_request(request, call.deadline), call)
+        response = await self.plane.infer(wire.infer_request(request), call)
         return wire.stream_response_bytes(response)
 
 

@@ -50,7 +50,6 @@ class InferRequest:
     id: str
     inputs: Sequence[InputTensor]
     outputs: Sequence[RequestedOutput] = ()  # empty: every output the model declares
-    deadline: float | None = None  # time.monotonic() value
     # The request's attention_mode parameter, for clients that cannot set one per output
     # (tritonclient); the ATTENTION output's own parameter, when given, must agree.
     attention_mode: AttentionMode | None = None

@@ -39,7 +39,7 @@ def to_bytes(message: Message) -> bytes:
     return data
 
 
-def infer_request(message: pb.ModelInferRequest, deadline: float | None) -> InferRequest:
+def infer_request(message: pb.ModelInferRequest) -> InferRequest:
     """The plain request, checking the raw/typed layout the protocol allows."""
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
@@ -75,7 +75,6 @@ def infer_request(message: pb.ModelInferRequest, deadline: float | None) -> Infe
         message.id,
         inputs,
         outputs,
-        deadline=deadline,
         attention_mode=_attention_mode(message.parameters),
     )
 

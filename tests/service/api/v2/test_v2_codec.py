@@ -84,15 +84,15 @@ def test_grpc_layout_checks_and_typed_contents() -> None:
     request = pb.ModelInferRequest(model_name="m", id="r1")
     tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[1, 1])
     tensor.contents.bytes_contents.append(b"left")
-    plain = wire.infer_request(request, None)
+    plain = wire.infer_request(request)
     assert plain.model_name == "m" and plain.id == "r1" and plain.inputs[0].raw is None
     assert decode_bytes(plain.inputs[0]) == ["left"]
     request.raw_input_contents.append(encode_bytes([b"left"]))
     with pytest.raises(InvalidArgument, match="has typed contents although the request uses raw"):
-        wire.infer_request(request, None)
+        wire.infer_request(request)
     request.raw_input_contents.append(b"")
     with pytest.raises(InvalidArgument, match="raw_input_contents has 2 entries for 1 inputs"):
-        wire.infer_request(request, None)
+        wire.infer_request(request)
 
 
 def test_reply_keeps_metadata_and_raw_data_in_step() -> None:
