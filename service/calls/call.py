@@ -1,6 +1,6 @@
 """One call from arrival to answer, the same for every transport and API.
 
-A transport adapter (gRPC in grpc/calls.py, HTTP in api/http/calls.py) starts a `Call`
+A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/endpoints.py) starts a `Call`
 when a request arrives (`CallLayer.start`), takes its permit first thing while serving it
 (`CallLayer.admit`: UNAVAILABLE while starting or draining, engine/admission.py), serves it
 with `CallLayer.serve` and converts what that returns (a result, or the `ServiceError` to

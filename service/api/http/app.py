@@ -17,8 +17,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attnserve.service.api.classify.plane import ClassifyPlane
-from attnserve.service.api.http.calls import HttpCalls
 from attnserve.service.api.http.classify import ClassifyApi
+from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import (
     api_error,
     method_not_allowed,
@@ -96,7 +96,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def build_app(core: Core, tokens: Tokens | None, classify: ClassifyPlane, v2: DataPlane) -> ASGIApp:
     """The HTTP port's application over the planes the server built, shared with gRPC (so
     both transports count into one set of V2 statistics)."""
-    calls = HttpCalls(core, tokens)
+    endpoints = Endpoints(core, tokens)
     schema = openapi_schema(package_version("attnserve"))
 
     async def index(request: Request) -> Response:
@@ -113,8 +113,8 @@ def build_app(core: Core, tokens: Tokens | None, classify: ClassifyPlane, v2: Da
         Route("/docs", docs),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        *V2Rest(calls, v2).routes(),
-        *ClassifyApi(calls, classify).routes(),
+        *V2Rest(endpoints, v2).routes(),
+        *ClassifyApi(endpoints, classify).routes(),
     ]
     app = Starlette(
         routes=routes,

@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, ModelList
-from attnserve.service.api.http.calls import HttpCalls
+from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import api_error
 from attnserve.service.calls.call import Call
 from attnserve.service.edges import check_text, check_texts, parse_version
@@ -91,8 +91,8 @@ def _version(request: Request) -> int:
 class ClassifyApi:
     """The JSON API's routes: the HTTP adapter of the classify plane."""
 
-    def __init__(self, calls: HttpCalls, plane: ClassifyPlane) -> None:
-        self.calls = calls
+    def __init__(self, endpoints: Endpoints, plane: ClassifyPlane) -> None:
+        self.endpoints = endpoints
         self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
@@ -108,7 +108,7 @@ class ClassifyApi:
 
     def _endpoint(self, method: Any, *, counted: bool) -> Any:
         async def endpoint(request: Request) -> Response:
-            return await self.calls.run(request, method, api_error, counted=counted)
+            return await self.endpoints.run(request, method, api_error, counted=counted)
 
         return endpoint
 
@@ -119,6 +119,6 @@ class ClassifyApi:
         return _json(MODEL.dump_json(self.plane.model(str(request.path_params["name"]), _version(request))))
 
     async def classify_route(self, request: Request, call: Call) -> Response:
-        body = parse_classify(await self.calls.json(request, call))
+        body = parse_classify(await self.endpoints.json(request, call))
         plain = classify_request(str(request.path_params["name"]), body)
         return _json(REPLY.dump_json(await self.plane.classify(plain, call)))

@@ -1,7 +1,7 @@
 """The V2 data plane: the Open Inference Protocol's operations over plain values.
 
-Both V2 front ends are adapters around one `DataPlane`: the gRPC servicer
-(`inference.GRPCInferenceService`, servicer.py) and the REST routes (api/http/v2.py). Each
+Both V2 front ends are adapters around one `DataPlane`: the gRPC service
+(`inference.GRPCInferenceService`, api/grpc/v2.py) and the REST routes (api/http/v2.py). Each
 converts its wire form to the types of types.py, calls the plane and converts the result
 back; health, metadata, configuration, the repository index, statistics and inference
 are decided here once, so both transports give the same answers and count into the same
@@ -15,19 +15,18 @@ import time
 import weakref
 from importlib.metadata import version as package_version
 
-from attnserve.service.api.v2 import schema
-from attnserve.service.api.v2.convert import (
-    Contract,
-    attention_mode,
-    decode_ids,
-    inputs_by_name,
-    output,
-    requested_outputs,
-)
-from attnserve.service.api.v2.schema import (
+from attnserve.service.api.v2.contract import (
     INPUT_DECLS,
     INPUT_IDS,
     TEXT,
+    Contract,
+    attention_mode,
+    config,
+    decode_ids,
+    inputs_by_name,
+    metadata,
+    output,
+    requested_outputs,
 )
 from attnserve.service.api.v2.stats import StatsTable
 from attnserve.service.api.v2.tensors import (
@@ -91,10 +90,10 @@ class DataPlane:
 
     def model_metadata(self, name: str, version: str) -> ModelMetadata:
         model = self.resolve(name, version)
-        return schema.metadata(model, self.core.repository.models[model.name].versions)
+        return metadata(model, self.core.repository.models[model.name].versions)
 
     def model_config(self, name: str, version: str) -> ModelConfig:
-        return schema.config(self.resolve(name, version), self.core.settings)
+        return config(self.resolve(name, version), self.core.settings)
 
     def statistics(self, name: str, version: str) -> list[ModelStats]:
         """One model version's statistics, a model's (every version) or every model's."""

@@ -115,7 +115,7 @@ def test_accepted_connections_send_without_delay(server: RunningServer, port: in
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
         assert sock.recv(1024).startswith(b"HTTP/1.1 200")
-        web = server.server._web._server  # type: ignore[union-attr]  # the uvicorn server
+        web = server.server._http._server  # type: ignore[union-attr]  # the uvicorn server
         assert web is not None
         accepted = [c.transport.get_extra_info("socket") for c in list(web.server_state.connections)]
         assert accepted

@@ -24,10 +24,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from attnserve.service.allocator import release_after
-from attnserve.service.calls.call import Call, error_of
-from attnserve.service.engine.admission import Permit
-from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
-from attnserve.service.grpc.calls import (
+from attnserve.service.api.grpc.handlers import (
     REFUSAL_READ_SECONDS,
     Context,
     Handler,
@@ -37,10 +34,13 @@ from attnserve.service.grpc.calls import (
     refuse,
     refuse_stream,
 )
+from attnserve.service.calls.call import Call, error_of
+from attnserve.service.engine.admission import Permit
+from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
 from attnserve.service.observe.propagation import TraceParent, extract_metadata
 
 if TYPE_CHECKING:
-    from attnserve.service.grpc.calls import Calls
+    from attnserve.service.api.grpc.handlers import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,13 @@ _DRAINED, _END = object(), object()
 
 
 def stream_handler(
-    calls: Calls,
+    handlers: Handlers,
     message_type: type[M],
     handler: Handler[M],
     error_reply: Callable[[bytes, ServiceError], bytes],
     span_name: list[str] | None = None,
 ) -> grpc.RpcMethodHandler[bytes, bytes]:
-    core, layer = calls.core, calls.layer
+    core, layer = handlers.core, handlers.layer
     gate = core.gate
     window = core.settings.stream_window
 

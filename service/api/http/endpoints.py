@@ -1,6 +1,6 @@
-"""HTTP calls through the call layer (service/calls/): token, timeout, body, errors.
+"""HTTP endpoints over the call layer (service/calls/): token, timeout, body, errors.
 
-`HttpCalls.run` wraps a route handler: the bearer token is checked (the same tokens and
+`Endpoints.run` wraps a route handler: the bearer token is checked (the same tokens and
 failure counter as gRPC), the deadline comes from a `timeout` header or query parameter,
 the body is read within its size limit and read timeout and held against
 `max_inflight_bytes` by the call's permit, taken here once the token is checked (health
@@ -19,10 +19,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from attnserve.service.api.http.errors import body_too_large, read_timeout
-from attnserve.service.api.http.v2_codec import parse_json
 from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
 from attnserve.service.calls.call import Call, CallLayer, deadline_after, within
-from attnserve.service.edges import inflate, quote
+from attnserve.service.edges import inflate, parse_json, quote
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
 from attnserve.service.observe.propagation import extract_headers
@@ -48,7 +47,7 @@ def parse_timeout(request: Request) -> float | None:
     return seconds / 1000 if match.group(2) == "ms" else seconds
 
 
-class HttpCalls:
+class Endpoints:
     def __init__(self, core: Core, tokens: Tokens | None) -> None:
         self.core = core
         self.settings = core.settings

@@ -22,10 +22,10 @@ from google.protobuf.message import DecodeError, Message
 from prometheus_client import Counter
 
 from attnserve.service.allocator import release_after
+from attnserve.service.api.grpc.status import grpc_code
 from attnserve.service.calls.call import Call, CallLayer
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError
-from attnserve.service.grpc.status import grpc_code
 from attnserve.service.observe.propagation import extract_metadata
 
 M = TypeVar("M", bound=Message)
@@ -87,7 +87,7 @@ def too_large(size: int, limit: int, setting: str) -> ServiceError | None:
     return ResourceExhausted(f"request body: {size} bytes; the limit for this method is {limit} ({setting})")
 
 
-class Calls:
+class Handlers:
     """Builds the method handlers of one API (`api` is its metrics label)."""
 
     def __init__(self, core: Core, api: str) -> None:
@@ -155,7 +155,7 @@ class Calls:
         error_reply: Callable[[bytes, ServiceError], bytes],
     ) -> grpc.RpcMethodHandler[bytes, bytes]:
         """A bidirectional stream (see `streams.stream_handler`)."""
-        from attnserve.service.grpc.streams import stream_handler
+        from attnserve.service.api.grpc.streams import stream_handler
 
         span_name = [""]
         method = stream_handler(self, message_type, handler, error_reply, span_name)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from google.protobuf.message import Message
 
-from attnserve.service.api.v2.schema import ATTENTION_MODE, parse_attention_mode
+from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,

@@ -10,11 +10,11 @@ import numpy as np
 
 from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, mode_name
+from attnserve.service.api.grpc.handlers import Context, Handlers
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.errors import InvalidArgument, ServiceError
-from attnserve.service.grpc.calls import Calls, Context
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
@@ -118,17 +118,17 @@ class NativeApi:
     def __init__(self, core: Core, plane: ClassifyPlane) -> None:
         self.core = core
         self.plane = plane
-        self._calls = Calls(core, "native")
+        self._handlers = Handlers(core, "native")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
-        calls = self._calls
-        return calls.service(
+        handlers = self._handlers
+        return handlers.service(
             SERVICE_NAME,
             {
-                "Classify": calls.unary(pb.ClassifyRequest, self.classify_call),
-                "ClassifyStream": calls.stream(pb.ClassifyRequest, self.classify_call, self._stream_error),
-                "ListModels": calls.unary(pb.ListModelsRequest, self.list_models, counted=False),
-                "GetModel": calls.unary(pb.GetModelRequest, self.get_model, counted=False),
+                "Classify": handlers.unary(pb.ClassifyRequest, self.classify_call),
+                "ClassifyStream": handlers.stream(pb.ClassifyRequest, self.classify_call, self._stream_error),
+                "ListModels": handlers.unary(pb.ListModelsRequest, self.list_models, counted=False),
+                "GetModel": handlers.unary(pb.GetModelRequest, self.get_model, counted=False),
             },
         )
 
