@@ -3,9 +3,11 @@
 
 One source: the JSON API's replies are the classify plane's own types, which the routes
 write with the same pydantic adapters, its request body is the model the route parses it
-with, and the V2 metadata, configuration and statistics
-replies are described from the protocol's own messages (`grpc_service.proto`, in the JSON
-form the routes write: 64-bit integers as numbers, enums by name, bytes as base64).
+with; the V2 server metadata, model metadata and repository index are the V2 plane's own
+types, written field for field. The V2 configuration and statistics replies, which the
+routes write in Triton's form rather than the plane's, are still described from the
+protocol's messages (`grpc_service.proto`, in the JSON form the routes write: 64-bit
+integers as numbers, enums by name, bytes as base64).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic.json_schema import JsonSchemaMode
 
 from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
 from attnserve.service.api.http.classify import ClassifyBody
+from attnserve.service.api.v2 import types as v2
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
 V2Datatype = Literal[
@@ -43,12 +46,6 @@ class Error(_Reply):
 # --- KServe V2 REST ----------------------------------------------------------------------------
 class V2Error(_Reply):
     error: str
-
-
-class ServerMetadata(_Reply):
-    name: str
-    version: str
-    extensions: list[str]
 
 
 class InferInput(BaseModel):
@@ -111,20 +108,18 @@ MODELS: dict[str, Any] = {
     "ModelList": ModelList,
     "Error": Error,
     "V2Error": V2Error,
-    "ServerMetadata": ServerMetadata,
     "InferRequest": InferRequest,
     "InferResponse": InferResponse,
     "RepositoryIndexRequest": RepositoryIndexRequest,
+    # The V2 replies the REST routes write field for field from the V2 plane's own types.
+    "ServerMetadata": v2.ServerMetadata,
+    "ModelMetadata": v2.ModelMetadata,
+    "IndexEntry": v2.IndexEntry,
 }
-# The V2 replies the routes write from the protocol's messages (a bare list for the index).
+# The V2 replies the routes write in Triton's form, not the plane's: described from the
+# protocol's messages.
 MESSAGES: tuple[Descriptor, ...] = tuple(
-    cast(Descriptor, message.DESCRIPTOR)
-    for message in (
-        v2pb.ModelMetadataResponse,
-        v2pb.ModelStatisticsResponse,
-        v2pb.ModelConfig,
-        v2pb.RepositoryIndexResponse.ModelIndex,
-    )
+    cast(Descriptor, message.DESCRIPTOR) for message in (v2pb.ModelStatisticsResponse, v2pb.ModelConfig)
 )
 _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
@@ -238,7 +233,8 @@ def openapi_schema(server_version: str) -> dict[str, Any]:
         schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=_MODE.get(name, "serialization"))
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
-    metadata, statistics, config, index = (message_schema(message, schemas) for message in MESSAGES)
+    statistics, config = (message_schema(message, schemas) for message in MESSAGES)
+    metadata, index = _ref("ModelMetadata"), _ref("IndexEntry")
     api = "JSON API"
     paths: dict[str, Any] = {
         "/v1/models": {
