@@ -16,7 +16,7 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 from loadtest.workload import Call, ModelLimits

@@ -4,12 +4,14 @@ Integers that arrive as text (versions, lengths) are ASCII decimal digits of bou
 `str.isdigit` also accepts "²" (which `int` refuses) and "١" or "１" (which `int` reads as
 1), and `int` on a 5,000-digit string is quadratic work. Strings are checked for valid
 Unicode before they reach the tokenizer or protobuf, both of which raise on a lone
-surrogate. A refusal is `InvalidArgument` naming the field, quoting at most a short prefix
-of what was sent, so a message stays small whatever the input.
+surrogate. A JSON body's parse error names where it failed. A refusal is `InvalidArgument`
+naming the field, quoting at most a short prefix of what was sent, so a message stays
+small whatever the input.
 """
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -119,3 +121,13 @@ def inflate(data: bytes, encoding: str, *, limit: int, too_large: Callable[[int]
             f"request body: {len(inflater.unused_data)} bytes after the end of the {name} data"
         )
     return out
+
+
+def parse_json(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise InvalidArgument("request body: JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InvalidArgument(f"request body: not valid JSON{where}") from None

@@ -3,7 +3,7 @@
 Every failure a caller can see is a `ServiceError` carrying a `Status` and a message that
 names the field and the limit. Messages never contain file paths, tracebacks or class
 names; anything unexpected is logged with its traceback and answered INTERNAL with a fixed
-message (never UNKNOWN). Each transport maps `Status` once: gRPC in `grpc/status.py`.
+message (never UNKNOWN). Each transport maps `Status` once: gRPC in `api/grpc/status.py`.
 """
 
 from __future__ import annotations

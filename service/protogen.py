@@ -4,7 +4,7 @@
     python -m attnserve.service.protogen --check    # exit 1 if service/proto/ is out of date
 
 Only message modules (`*_pb2.py` + `.pyi` stubs) are generated: gRPC handlers are
-registered by hand (raw-bytes handlers, see service/grpc/calls.py) so that a request body that
+registered by hand (raw-bytes handlers, see service/api/grpc/handlers.py) so that a request body that
 does not parse is answered INVALID_ARGUMENT instead of grpcio's UNKNOWN.
 
 protoc sees protos/ under the virtual path `attnserve/service/proto` (the installed name of

@@ -21,7 +21,6 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Protocol
 from wsgiref.simple_server import WSGIServer
@@ -30,20 +29,22 @@ import grpc
 from grpc_health.v1 import health_pb2
 from prometheus_client import CollectorRegistry, start_http_server
 
-from attnserve.service.api.admin import AdminApi, admin_off_handler
+from attnserve.service.api.classify.plane import ClassifyPlane
+from attnserve.service.api.grpc.admin import AdminApi, admin_off_handler
+from attnserve.service.api.grpc.auth import guarded
+from attnserve.service.api.grpc.native import NativeApi
+from attnserve.service.api.grpc.stock import Health, health_handler, reflection_handler
+from attnserve.service.api.grpc.transport import Stopper, bind, grpc_options
+from attnserve.service.api.grpc.v2 import V2Api
 from attnserve.service.api.http.app import build_app
 from attnserve.service.api.http.transport import HttpTransport
-from attnserve.service.api.native import NativeApi
-from attnserve.service.api.v2.servicer import V2Api
+from attnserve.service.api.v2.plane import DataPlane
 from attnserve.service.calls.auth import load_tokens
 from attnserve.service.engine.admission import State
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.reload import Reloader
 from attnserve.service.engine.models.runtime import check_device
-from attnserve.service.grpc.auth import guarded
-from attnserve.service.grpc.stock import Health, health_handler, reflection_handler
-from attnserve.service.grpc.transport import Stopper, bind, grpc_options
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.ports import metrics_port_error
 from attnserve.service.settings import Settings
@@ -66,13 +67,6 @@ class Api(Protocol):
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]: ...
 
 
-ApiFactory = Callable[[Core], Api]
-
-
-def default_apis() -> list[ApiFactory]:
-    return [NativeApi, V2Api]
-
-
 class Server:
     """One server process. Use `async with Server(settings) as server:` or `await server.serve()`."""
 
@@ -81,7 +75,6 @@ class Server:
         settings: Settings,
         *,
         registry: CollectorRegistry | None = None,
-        apis: Sequence[ApiFactory] | None = None,
         serve_metrics: bool | None = None,
         bind_after_load: bool = False,
     ) -> None:
@@ -90,7 +83,10 @@ class Server:
         self.metrics = Metrics(self.registry)
         self.tracing = Tracing.from_settings(settings)
         self.core = Core(settings, self.metrics, self.tracing)
-        self.apis = [factory(self.core) for factory in (apis if apis is not None else default_apis())]
+        # Each API's plane is built once and shared by both transports (one set of V2 statistics).
+        self.classify_plane = ClassifyPlane(self.core)
+        self.data_plane = DataPlane(self.core)
+        self.apis: list[Api] = [NativeApi(self.core, self.classify_plane), V2Api(self.core, self.data_plane)]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
         self.health = Health()
@@ -99,9 +95,9 @@ class Server:
         # would take connections from the kernel only to answer UNAVAILABLE.
         self._bind_after_load = bind_after_load
         self._grpc: Stopper | None = None
-        self._web: HttpTransport | None = None
+        self._http: HttpTransport | None = None
         self.http_port = 0
-        self._http: WSGIServer | None = None
+        self._metrics_server: WSGIServer | None = None
         self._stop_requested = asyncio.Event()
         self._stopped = False
         self.port = 0
@@ -132,7 +128,7 @@ class Server:
                 httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, self.registry)
             except OSError as exc:
                 raise metrics_port_error(settings, exc) from None
-            self._http = httpd
+            self._metrics_server = httpd
             self.metrics_port = int(httpd.server_port)
         names = [api.service_name for api in self.apis]
         admin = [api.service_name for api in self._admin]
@@ -155,17 +151,17 @@ class Server:
             log.info("listening on %s:%d", settings.host, self.port)
         if settings.http_port:
             await self._listen_http()
-        if self._http is not None:
+        if self._metrics_server is not None:
             log.info("metrics on http://%s:%d/metrics", settings.metrics_bind_host, self.metrics_port)
 
     async def _listen_http(self) -> None:
         """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
-        v2 = next((api for api in self.apis if isinstance(api, V2Api)), None)
         tokens = load_tokens(self.settings) if self.settings.auth else None
-        web = HttpTransport(build_app(self.core, tokens, v2.plane if v2 is not None else None), self.settings)
-        self.http_port = await web.start()
-        self._web = web
-        log.info("HTTP on %s://%s:%d (explorer at /)", web.scheme, self.settings.host, self.http_port)
+        app = build_app(self.core, tokens, self.classify_plane, self.data_plane)
+        http = HttpTransport(app, self.settings)
+        self.http_port = await http.start()
+        self._http = http
+        log.info("HTTP on %s://%s:%d (explorer at /)", http.scheme, self.settings.host, self.http_port)
 
     async def load(self) -> None:
         """Load every model, then admit calls."""
@@ -231,9 +227,9 @@ class Server:
         call shortens the first one's grace). The HTTP port closes at the same moment: its
         calls in progress finish, idle keep-alive connections are closed."""
         stops = [self._grpc.stop(grace)] if self._grpc is not None else []
-        if self._web is not None:
-            web, self._web = self._web, None
-            stops.append(web.stop(grace))
+        if self._http is not None:
+            http, self._http = self._http, None
+            stops.append(http.stop(grace))
         await asyncio.gather(*stops)
 
     async def _model_health(self, name: str, serving: bool) -> None:
@@ -242,16 +238,16 @@ class Server:
             await self.health.set(name, SERVING if serving else NOT_SERVING)
 
     async def _close_transport(self, grace: float) -> None:
-        if self._web is not None:
-            web, self._web = self._web, None
-            await web.stop(grace)
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.stop(grace)
         if self._grpc is not None:
             await self._grpc.stop(grace)
             self._grpc = None
-        if self._http is not None:
-            httpd = self._http
-            self._http = None
-            await asyncio.get_running_loop().run_in_executor(None, _stop_http, httpd)
+        if self._metrics_server is not None:
+            httpd = self._metrics_server
+            self._metrics_server = None
+            await asyncio.get_running_loop().run_in_executor(None, _stop_metrics_server, httpd)
 
     def request_stop(self) -> None:
         """Ask `serve()` to shut down (signal handlers call this)."""
@@ -285,7 +281,7 @@ class Server:
         return f"{host}:{self.port}"
 
 
-def _stop_http(httpd: WSGIServer) -> None:
+def _stop_metrics_server(httpd: WSGIServer) -> None:
     with contextlib.suppress(OSError):
         httpd.shutdown()
         httpd.server_close()

@@ -167,7 +167,11 @@ async def measure(
         context = _Context()
 
         async def engine_call(index: int) -> None:
-            await server.core.classify(model, Inputs(texts=[texts[index % TEXTS]]))
+            permit = server.core.gate.try_acquire_permit()
+            try:
+                await server.core.classify(model, Inputs(texts=[texts[index % TEXTS]]), permit)
+            finally:
+                permit.release()
 
         async def v2_call(index: int) -> None:
             reply = await handler(raws[index % TEXTS], context)

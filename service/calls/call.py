@@ -1,9 +1,11 @@
 """One call from arrival to answer, the same for every transport and API.
 
-A transport adapter (gRPC in grpc/calls.py, HTTP in api/http/calls.py) starts a `Call`
-when a request arrives (`CallLayer.start`), serves it with `CallLayer.serve` and converts
-what that returns (a result, or the `ServiceError` to answer) to its wire form. `serve` is
-the one place a call ends: the status it ended with, its admission released, its
+A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/endpoints.py) starts a `Call`
+when a request arrives (`CallLayer.start`), takes its permit first thing while serving it
+(`CallLayer.admit`: UNAVAILABLE while starting or draining, engine/admission.py), serves it
+with `CallLayer.serve` and converts what that returns (a result, or the `ServiceError` to
+answer) to its wire form. `serve` is the one place a call ends: the status it ended with,
+its permit released, its
 duration and texts counted under the API's label. Errors are returned, never raised to
 the transport, detached from their tracebacks, so a refused body is freed at once (see
 errors.detached); CancelledError propagates after the call is counted.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Token
 from typing import TypeVar
 
@@ -22,10 +24,13 @@ from opentelemetry.context import Context
 from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.calls.telemetry import access_line, finish_span
-from attnserve.service.engine.admission import Admission
+from attnserve.service.engine.admission import Permit
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -49,7 +54,7 @@ class Call:
     """What the call layer and the adapters know about one call (filled as they learn it)."""
 
     __slots__ = (
-        "admission",
+        "_permit",
         "counted",
         "deadline",
         "log_token",
@@ -61,8 +66,8 @@ class Call:
         "trace",
     )  # fmt: skip
 
-    def __init__(self, admission: Admission, deadline: float | None, counted: bool, method: str = "") -> None:
-        self.admission = admission
+    def __init__(self, deadline: float | None, counted: bool, method: str = "") -> None:
+        self._permit: Permit | None = None  # taken by CallLayer.admit
         self.deadline = deadline  # time.monotonic() value; None: the client set none
         self.counted = counted  # an inference call: in the request metrics
         self.started = time.perf_counter()
@@ -72,6 +77,13 @@ class Call:
         self.outputs: Outputs | None = None  # what the engine returned: its stage times
         self.trace: CallTrace | None = None  # its span, when traced (service/observe/tracing.py)
         self.log_token: Token[CallIds | None] | None = None  # its ids bound for log records
+
+    @property
+    def permit(self) -> Permit:
+        """The call's permit (engine/admission.py); only an admitted call has one."""
+        if self._permit is None:
+            raise Internal("the call was served before it was admitted")
+        return self._permit
 
     @property
     def span_context(self) -> SpanContext | None:
@@ -84,6 +96,29 @@ class Call:
             token = bind_call(request_id, None if self.trace is None else self.trace.ids)
             if self.log_token is None:
                 self.log_token = token
+
+
+async def classify(
+    core: Core,
+    call: Call,
+    model: LoadedModel,
+    *,
+    texts: Sequence[str] | None = None,
+    encoded: EncodedTexts | None = None,
+    mode: AttentionMode = AttentionMode.NONE,
+    top_k: int = 0,
+) -> Outputs:
+    """The engine's part of a call, the same for every plane: the call's record filled (its
+    model version and texts, for the metrics), its deadline, trace and permit handed to the
+    engine with the texts (or rows of ids), its outputs kept (its stage spans read them)."""
+    call.model = model.metrics
+    call.texts = len(texts) if texts is not None else len(encoded) if encoded is not None else 0
+    inputs = Inputs(
+        texts=texts, encoded=encoded, mode=mode, top_k=top_k, deadline=call.deadline, trace=call.span_context
+    )
+    out = await core.classify(model, inputs, call.permit)
+    call.outputs = out
+    return out
 
 
 def error_of(exc: Exception) -> ServiceError:
@@ -140,20 +175,29 @@ class CallLayer:
         *,
         deadline: float | None = None,
         counted: bool,
-        within: Admission | None = None,
         name: str = "",
         parent: Context | None = None,
     ) -> Call:
-        """A new call (`within`: the admission of the stream that carries it). `name`: its span
-        name and access-line method, given when `observed`; `parent`: the caller's trace context."""
+        """A new call. `name`: its span name and access-line method, given when `observed`;
+        `parent`: the caller's trace context."""
         if counted:
             self._metrics.inflight.inc()
-        call = Call(self.core.admission(within), deadline, counted, name)
+        call = Call(deadline, counted, name)
         if counted and self.tracing is not None and name:
             call.trace = self.tracing.start_call(name, api=self.api, parent=parent, started=call.started)
             if call.trace is not None:
                 call.log_token = bind_call("", call.trace.ids)
         return call
+
+    def admit(self, call: Call, within: Permit | None = None) -> Permit:
+        """Take the call's permit, once, as the transport's first step in serving it: refused
+        UNAVAILABLE at once while the server starts or drains. `within`: the permit of the
+        stream that carries the call (its messages hold bytes only)."""
+        if call._permit is not None:
+            raise Internal("a call was admitted twice")
+        permit = self.core.gate.try_acquire_permit() if within is None else within.within()
+        call._permit = permit
+        return permit
 
     async def serve(self, call: Call, work: Callable[[Call], Awaitable[R]]) -> R | ServiceError:
         """Run `work`: its result, or the error to answer. The call ends here."""
@@ -171,9 +215,10 @@ class CallLayer:
             self.end(call, status)
 
     def end(self, call: Call, status: Status) -> None:
-        """Release the call's admission and count it (inference calls) with `status`; then its
+        """Release the call's permit and count it (inference calls) with `status`; then its
         access line and span, if it has them, and unbind its log ids."""
-        call.admission.release()
+        if call._permit is not None:
+            call._permit.release()
         if call.counted:
             self._metrics.inflight.dec()
             model = call.model

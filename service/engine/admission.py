@@ -2,12 +2,11 @@
 
 `Gate` is the server's: its state (starting, serving, draining), the calls in progress
 (shutdown waits for them) and the bytes of request bodies in progress (bounded by
-`max_inflight_bytes`). `Admission` is one call's hold on it: the call layer creates it when
-a call arrives, refusing it at once while the server does not serve (`check`) and holding
-the body's bytes (an oversized backlog is refused before the body is parsed); the engine's
-classify entry admits the call (`Core.classify`), and a call that never reaches the engine
-(metadata) is admitted by the call layer; the call layer releases it once, when the call
-ends.
+`max_inflight_bytes`). `Permit` is one call's hold on it, taken once at the transport edge
+when the call arrives (refused UNAVAILABLE at once while the server starts or drains),
+holding the body's bytes (an oversized backlog is refused before the body is parsed),
+handed to the engine with the call (`Core.classify(model, inputs, permit)`) and released
+once by the call layer when the call ends.
 """
 
 from __future__ import annotations
@@ -55,12 +54,14 @@ class Gate:
         self.refused_at = time.monotonic()
         return Unavailable(NOT_READY_MESSAGE if self.state is State.STARTING else SHUTTING_DOWN_MESSAGE)
 
-    def enter(self) -> None:
-        """Count a call in; Unavailable unless serving."""
+    def try_acquire_permit(self) -> Permit:
+        """A new call's permit, counted in; refused UNAVAILABLE at once unless serving (before
+        its body is parsed: refusing costs no work then)."""
         if self.state is not State.SERVING:
             raise self.refusal()
         self.active += 1
         self._idle.clear()
+        return Permit(self, counted=True)
 
     def leave(self) -> None:
         self.active -= 1
@@ -111,48 +112,45 @@ class Gate:
             await asyncio.sleep(min(quiet - (now - self.refused_at), deadline - now))
 
 
-class Admission:
-    """One call's hold on the gate: bytes held, admitted at most once, released once.
+class Permit:
+    """One call's hold on the gate, taken once when the call arrives (`Gate.try_acquire_permit`)
+    and released once when it ends: counted among the calls in progress (shutdown waits for
+    them) and holding the bytes of its request body (`hold`). The engine runs only calls that
+    carry one (`Core.classify`).
 
-    `within` is the admission of an enclosing call (a stream's, for each of its requests):
-    that call was admitted and is counted, so its requests hold bytes only; a request read
-    before the drain began is served even if it reaches the engine after."""
+    A stream's message gets a permit within the stream's (`within`): the stream is counted,
+    so its messages hold bytes only, and a message read before the drain began is served."""
 
-    __slots__ = ("_admitted", "_gate", "_held", "_within")
+    __slots__ = ("_counted", "_gate", "_held", "_live")
 
-    def __init__(self, gate: Gate, within: Admission | None = None) -> None:
+    def __init__(self, gate: Gate, counted: bool) -> None:
         self._gate = gate
-        self._within = within
-        self._admitted = False
+        self._counted = counted
         self._held = 0
+        self._live = True
 
     @property
-    def admitted(self) -> bool:
-        return self._admitted or self._within is not None
+    def live(self) -> bool:
+        """Taken and not yet released."""
+        return self._live
+
+    def within(self) -> Permit:
+        """A permit for one message of this call's stream: bytes only, not counted."""
+        return Permit(self._gate, counted=False)
 
     def hold(self, size: int) -> None:
         """Hold `size` more bytes of request body (ResourceExhausted beyond the limit)."""
         self._gate.reserve(size)
         self._held += size
 
-    def check(self) -> None:
-        """Refuse now a call that admission would refuse (the server is starting or
-        draining), before its body is parsed and resolved: refusing costs no work then."""
-        if self._within is None and not self._gate.serving:
-            raise self._gate.refusal()
-
-    def admit(self) -> None:
-        """Admit the call (Unavailable unless serving); a no-op once admitted."""
-        if not self.admitted:
-            self._gate.enter()
-            self._admitted = True
-
     def release(self) -> None:
         """Give back what the call holds; safe to call more than once."""
+        if not self._live:
+            return
+        self._live = False
         gate = self._gate
         if self._held:
             gate.unreserve(self._held)
             self._held = 0
-        if self._admitted:
-            self._admitted = False
+        if self._counted:
             gate.leave()

@@ -1,10 +1,10 @@
-"""The engine's entry for every front end: resolve a model, classify inputs, admit calls.
+"""The engine's entry for every front end: resolve a model, classify inputs.
 
-A front end (attnserve.v1 in api/native.py, the V2 data plane in api/v2/, the HTTP JSON
-API) resolves a `LoadedModel` with `Core.resolve`, converts its request into `Inputs`,
-awaits `Core.classify(model, inputs)` and converts the `Outputs` back; texts of all APIs
-join the same batcher. Admission happens here: `classify` admits the call (UNAVAILABLE
-while starting or draining) before any of its work is queued.
+A plane (the classify plane of attnserve.v1 and the JSON API, the V2 data plane) resolves a
+`LoadedModel` with `Core.resolve`, converts its request into `Inputs`, awaits
+`Core.classify(model, inputs, permit)` and converts the `Outputs` back; texts of all APIs
+join the same batcher. The permit is the one the call took at the transport edge
+(engine/admission.py): the engine runs admitted calls only and never admits one itself.
 
 Core puts the engine together: the model lifecycle (`Repository`, engine/models/) serves
 each version through the request path's `Predictors` (engine/request/predictor.py), which
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attnserve.service.engine.admission import Admission, Gate, State
+from attnserve.service.engine.admission import Gate, Permit, State
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.request.classify import Inputs, Limits, Outputs, run
 from attnserve.service.engine.request.predictor import Predictors
+from attnserve.service.errors import Internal
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
 
@@ -47,10 +48,6 @@ class Core:
     def serving(self) -> bool:
         return self.gate.state is State.SERVING
 
-    def admission(self, within: Admission | None = None) -> Admission:
-        """A new call's hold on the gate (the call layer's; see engine/admission.py)."""
-        return Admission(self.gate, within)
-
     def resolve(self, name: str, version: int = 0) -> LoadedModel:
         """The model version a call names (0: the latest). While the server is starting it
         has no model yet: the call is refused UNAVAILABLE (retry), not NOT_FOUND."""
@@ -58,15 +55,9 @@ class Core:
             raise self.gate.refusal()
         return self.repository.resolve(name, version)
 
-    async def classify(self, model: LoadedModel, inputs: Inputs) -> Outputs:
-        """Admit the call, then run it through the request path (engine/request/classify.py)."""
-        admission = inputs.admission
-        if admission is not None:
-            admission.admit()
-            return await run(self.predictors.of(model), inputs, self.limits)
-        own = Admission(self.gate)
-        own.admit()
-        try:
-            return await run(self.predictors.of(model), inputs, self.limits)
-        finally:
-            own.release()
+    async def classify(self, model: LoadedModel, inputs: Inputs, permit: Permit) -> Outputs:
+        """Run an admitted call through the request path (engine/request/classify.py).
+        `permit`: the call's, taken at the edge; one already released is a caller's bug."""
+        if not permit.live:
+            raise Internal("a call reached the engine after its permit was released")
+        return await run(self.predictors.of(model), inputs, self.limits)

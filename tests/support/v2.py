@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf.message import Message
 from tokenizers import Tokenizer
 
-from attnserve.service.api.v2.codec import encode_bytes, split_bytes
+from attnserve.service.api.v2.tensors import encode_bytes, split_bytes
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 

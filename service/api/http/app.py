@@ -16,8 +16,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from attnserve.service.api.http.calls import HttpCalls
+from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.http.classify import ClassifyApi
+from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import (
     api_error,
     method_not_allowed,
@@ -92,11 +93,10 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return style(Internal(INTERNAL_MESSAGE))
 
 
-def build_app(core: Core, tokens: Tokens | None, plane: DataPlane | None = None) -> ASGIApp:
-    """The HTTP port's application; `plane` is the V2 data plane shared with gRPC (so both
-    count into one set of V2 statistics), a new one when the server has no gRPC V2 API."""
-    calls = HttpCalls(core, tokens)
-    plane = plane if plane is not None else DataPlane(core)
+def build_app(core: Core, tokens: Tokens | None, classify: ClassifyPlane, v2: DataPlane) -> ASGIApp:
+    """The HTTP port's application over the planes the server built, shared with gRPC (so
+    both transports count into one set of V2 statistics)."""
+    endpoints = Endpoints(core, tokens)
     schema = openapi_schema(package_version("attnserve"))
 
     async def index(request: Request) -> Response:
@@ -113,8 +113,8 @@ def build_app(core: Core, tokens: Tokens | None, plane: DataPlane | None = None)
         Route("/docs", docs),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        *V2Rest(calls, plane).routes(),
-        *ClassifyApi(calls).routes(),
+        *V2Rest(endpoints, v2).routes(),
+        *ClassifyApi(endpoints, classify).routes(),
     ]
     app = Starlette(
         routes=routes,

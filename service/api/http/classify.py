@@ -12,136 +12,76 @@ nested lists in the requested mode, top tokens, and timings in microseconds. Err
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from attnserve.service.api.http.calls import HttpCalls
+from attnserve.service.api.classify.plane import ClassifyPlane
+from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, ModelList
+from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import api_error
-from attnserve.service.api.http.openapi import (
-    AttentionInfo,
-    ClassifyRequest,
-    ClassifyResponse,
-    LimitsInfo,
-    ModelInfo,
-    ModelList,
-    TextResult,
-    Timings,
-    TokenWeight,
-)
-from attnserve.service.api.models import ModelInfo as ModelFacts
-from attnserve.service.api.models import mode_name, model_info
 from attnserve.service.calls.call import Call
 from attnserve.service.edges import check_text, check_texts, parse_version
-from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import InvalidArgument
 
-__all__ = ["ClassifyApi", "ClassifyRequest", "ClassifyResponse"]
 MODES: dict[str, AttentionMode] = {mode.name.lower(): mode for mode in AttentionMode}
+AttentionWord = Literal["none", "pooled", "last_layer", "all", "rollout"]
+# The replies, written by pydantic's own (compiled) serializer straight to bytes.
+REPLY = TypeAdapter(ClassifyReply)
+MODEL = TypeAdapter(ModelInfo)
+MODELS = TypeAdapter(ModelList)
 
 
-def parse_classify(document: object) -> ClassifyRequest:
+class ClassifyBody(BaseModel):
+    """Texts to classify and what to return about them (the model is named by the path)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
+    attention: AttentionWord = Field(
+        "none",
+        description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
+        "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
+    )
+    top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
+    version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
+    request_id: str = Field("", max_length=256, description="Echoed in the reply.")
+
+
+def parse_classify(document: object) -> ClassifyBody:
     try:
-        return ClassifyRequest.model_validate(document)
+        return ClassifyBody.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         if not where:
             raise InvalidArgument("request body: expected a JSON object") from None
         if first["type"] == "extra_forbidden":
-            known = ", ".join(ClassifyRequest.model_fields)
+            known = ", ".join(ClassifyBody.model_fields)
             raise InvalidArgument(f"request body: unknown field {where[:64]!r} (fields: {known})") from None
         raise InvalidArgument(f"{where}: {first['msg']}") from None
 
 
-def classified(
-    model: LoadedModel, request: ClassifyRequest, out: Outputs, started: float
-) -> ClassifyResponse:
-    """The reply, built from the models the OpenAPI document describes (constructed, not
-    validated: every value comes from the engine, typed already)."""
-    encoded = out.encoded
-    label_ids = out.label_ids.tolist()
-    logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
-    results = []
-    for i, label_id in enumerate(label_ids):
-        tokens = encoded.tokens(i)
-        top: list[TokenWeight] = []
-        if out.top_tokens is not None:
-            index, weight = out.top_tokens[i]
-            top = [
-                TokenWeight.model_construct(index=j, token=tokens[j], weight=w)
-                for j, w in zip(index.tolist(), weight.tolist(), strict=True)
-            ]
-        results.append(
-            TextResult.model_construct(
-                label=model.labels[label_id],
-                label_id=label_id,
-                probabilities=probabilities[i],
-                logits=logits[i],
-                tokens=tokens,
-                offsets=encoded.offsets(i),
-                special=encoded.special(i),
-                truncated=encoded.truncated[i],
-                attention=None if out.attention is None else out.attention[i].tolist(),
-                top_tokens=top,
-            )
-        )
-    timings = out.timings
-    return ClassifyResponse.model_construct(
-        model=model.name,
-        version=model.version,
-        labels=list(model.labels),
-        attention=request.attention,
-        request_id=request.request_id,
-        results=results,
-        timings=Timings.model_construct(
-            tokenize_us=int(timings.tokenize * 1e6),
-            queue_us=int(timings.queue * 1e6),
-            inference_us=int(timings.inference * 1e6),
-            total_us=int((time.perf_counter() - started) * 1e6),
-        ),
+def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
+    """The plane's request: the body checked at the edge, the model from the path."""
+    check_texts(body.texts, field="texts")
+    check_text(body.request_id, field="request_id")
+    return ClassifyRequest(
+        model=name,
+        texts=body.texts,
+        attention=MODES[body.attention],
+        top_k=body.top_k,
+        version=body.version,
+        request_id=body.request_id,
     )
 
 
-def described(info: ModelFacts) -> ModelInfo:
-    """A model's description, field for field as the attnserve.v1 `ModelInfo` message."""
-    limits = info.limits
-    return ModelInfo.model_construct(
-        name=info.name,
-        version=info.version,
-        versions=info.versions,
-        family=info.family,
-        labels=info.labels,
-        max_len=info.max_len,
-        attention=AttentionInfo.model_construct(
-            kind=info.attention_kind,
-            layers=info.layers,
-            heads=info.heads,
-            modes=[mode_name(mode) for mode in info.shapes],
-            shapes={mode_name(mode): shape for mode, shape in info.shapes.items()},
-        ),
-        limits=LimitsInfo.model_construct(
-            max_texts_per_request=limits.max_texts_per_request,
-            max_text_chars=limits.max_text_chars,
-            max_batch_size=limits.max_batch_size,
-            max_batch_tokens=limits.max_batch_tokens,
-            long_text=limits.long_text,
-        ),
-        provider=info.provider,
-        metrics=info.metrics,
-        created_at=info.created_at,
-    )
-
-
-def _json(reply: BaseModel) -> Response:
-    """The reply serialized by pydantic's own (compiled) serializer, straight to bytes."""
-    return Response(reply.model_dump_json(), media_type="application/json")
+def _json(content: bytes) -> Response:
+    return Response(content, media_type="application/json")
 
 
 def _version(request: Request) -> int:
@@ -149,9 +89,11 @@ def _version(request: Request) -> int:
 
 
 class ClassifyApi:
-    def __init__(self, calls: HttpCalls) -> None:
-        self.calls = calls
-        self.core = calls.core
+    """The JSON API's routes: the HTTP adapter of the classify plane."""
+
+    def __init__(self, endpoints: Endpoints, plane: ClassifyPlane) -> None:
+        self.endpoints = endpoints
+        self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -166,37 +108,17 @@ class ClassifyApi:
 
     def _endpoint(self, method: Any, *, counted: bool) -> Any:
         async def endpoint(request: Request) -> Response:
-            return await self.calls.run(request, method, api_error, counted=counted)
+            return await self.endpoints.run(request, method, api_error, counted=counted)
 
         return endpoint
 
     async def list_models(self, request: Request, call: Call) -> Response:
-        models = [
-            described(model_info(self.core, entry.latest)) for entry in self.core.repository.models.values()
-        ]
-        return _json(ModelList.model_construct(models=models))
+        return _json(MODELS.dump_json(ModelList(self.plane.list_models())))
 
     async def get_model(self, request: Request, call: Call) -> Response:
-        model = self.core.resolve(str(request.path_params["name"]), _version(request))
-        return _json(described(model_info(self.core, model)))
+        return _json(MODEL.dump_json(self.plane.model(str(request.path_params["name"]), _version(request))))
 
     async def classify_route(self, request: Request, call: Call) -> Response:
-        started = time.perf_counter()
-        body = parse_classify(await self.calls.json(request, call))
-        check_texts(body.texts, field="texts")
-        check_text(body.request_id, field="request_id")
-        model = self.core.resolve(str(request.path_params["name"]), body.version)
-        call.model = model.metrics
-        call.texts = len(body.texts)
-        call.name_request(body.request_id)
-        inputs = Inputs(
-            texts=body.texts,
-            mode=MODES[body.attention],
-            top_k=body.top_k,
-            deadline=call.deadline,
-            admission=call.admission,
-            trace=call.span_context,
-        )
-        result = await self.core.classify(model, inputs)
-        call.outputs = result
-        return _json(classified(model, body, result, started))
+        body = parse_classify(await self.endpoints.json(request, call))
+        plain = classify_request(str(request.path_params["name"]), body)
+        return _json(REPLY.dump_json(await self.plane.classify(plain, call)))

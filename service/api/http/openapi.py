@@ -1,10 +1,13 @@
 """The HTTP port's bodies, and the OpenAPI 3.1 document built from them (served at
 /openapi.json, read by /docs, and the schema the test suite checks every reply against).
 
-One source: the JSON API's request and reply types are the pydantic models below, which
-the routes build their replies from, and the V2 metadata, configuration and statistics
-replies are described from the protocol's own messages (`grpc_service.proto`, in the JSON
-form the routes write: 64-bit integers as numbers, enums by name, bytes as base64).
+One source: the JSON API's replies are the classify plane's own types, which the routes
+write with the same pydantic adapters, its request body is the model the route parses it
+with; the V2 server metadata, model metadata and repository index are the V2 plane's own
+types, written field for field. The V2 configuration and statistics replies, which the
+routes write in Triton's form rather than the plane's, are still described from the
+protocol's messages (`grpc_service.proto`, in the JSON form the routes write: 64-bit
+integers as numbers, enums by name, bytes as base64).
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
+from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
+from attnserve.service.api.http.classify import ClassifyBody
+from attnserve.service.api.v2 import types as v2
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
-AttentionName = Literal["none", "pooled", "last_layer", "all", "rollout"]
 V2Datatype = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
     "FP16", "FP32", "FP64", "BYTES",
@@ -27,107 +33,7 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# --- the JSON API ------------------------------------------------------------------------------
-class ClassifyRequest(BaseModel):
-    """Texts to classify and what to return about them."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
-    attention: AttentionName = Field(
-        "none",
-        description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
-        "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
-    )
-    top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
-    version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
-    request_id: str = Field("", max_length=256, description="Echoed in the reply.")
-
-
-class TokenWeight(_Reply):
-    index: int
-    token: str
-    weight: float
-
-
-class TextResult(_Reply):
-    label: str
-    label_id: int
-    probabilities: list[float]
-    logits: list[float]
-    tokens: list[str] = Field(
-        description="The tokens the model saw, in order: word pieces and the tokenizer's added tokens "
-        "([CLS], [SEP]), after normalisation and truncation."
-    )
-    offsets: list[tuple[int, int]] = Field(
-        description="Per token, its [start, end) character offsets in the request text (Unicode code "
-        "points, as Python indexes a str): text[start:end] is what it was read from. Added tokens "
-        "([CLS], [SEP]) have [0, 0]."
-    )
-    special: list[bool] = Field(
-        description="Per token, true where the tokenizer added it ([CLS], [SEP], ...) rather than read it "
-        "from the text."
-    )
-    truncated: bool
-    attention: Any = Field(None, description="Nested lists in the requested mode; null when none.")
-    top_tokens: list[TokenWeight] = []
-
-
-class Timings(_Reply):
-    tokenize_us: int
-    queue_us: int
-    inference_us: int
-    total_us: int
-
-
-class ClassifyResponse(_Reply):
-    model: str
-    version: int
-    labels: list[str]
-    attention: AttentionName
-    request_id: str
-    results: list[TextResult]
-    timings: Timings
-
-
-class AttentionInfo(_Reply):
-    kind: str
-    layers: int
-    heads: int
-    modes: list[str] = Field(description="attnserve.v1 AttentionMode names, e.g. ATTENTION_MODE_POOLED.")
-    shapes: dict[str, str] = Field(
-        description="Per mode, its shape per text; n stands for the text's tokens."
-    )
-
-
-class LimitsInfo(_Reply):
-    max_texts_per_request: int
-    max_text_chars: int
-    max_batch_size: int
-    max_batch_tokens: int
-    long_text: str
-
-
-class ModelInfo(_Reply):
-    """A served model version, field for field as the attnserve.v1 `ModelInfo` message."""
-
-    name: str
-    version: int
-    versions: list[int]
-    family: str
-    labels: list[str]
-    max_len: int
-    attention: AttentionInfo
-    limits: LimitsInfo
-    provider: str
-    metrics: dict[str, float]
-    created_at: str = Field(description="ISO 8601")
-
-
-class ModelList(_Reply):
-    models: list[ModelInfo]
-
-
+# --- the JSON API: its replies are the classify plane's own types (api/classify/types.py) ----
 class ErrorDetail(_Reply):
     code: str = Field(examples=["INVALID_ARGUMENT"])
     message: str
@@ -140,12 +46,6 @@ class Error(_Reply):
 # --- KServe V2 REST ----------------------------------------------------------------------------
 class V2Error(_Reply):
     error: str
-
-
-class ServerMetadata(_Reply):
-    name: str
-    version: str
-    extensions: list[str]
 
 
 class InferInput(BaseModel):
@@ -200,27 +100,26 @@ class RepositoryIndexRequest(BaseModel):
     ready: bool = False
 
 
-MODELS: tuple[type[BaseModel], ...] = (
-    ClassifyRequest,
-    ClassifyResponse,
-    ModelInfo,
-    ModelList,
-    Error,
-    V2Error,
-    ServerMetadata,
-    InferRequest,
-    InferResponse,
-    RepositoryIndexRequest,
-)
-# The V2 replies the routes write from the protocol's messages (a bare list for the index).
+# Component name -> the type the route reads or writes.
+MODELS: dict[str, Any] = {
+    "ClassifyRequest": ClassifyBody,
+    "ClassifyResponse": ClassifyReply,
+    "ModelInfo": ModelInfo,
+    "ModelList": ModelList,
+    "Error": Error,
+    "V2Error": V2Error,
+    "InferRequest": InferRequest,
+    "InferResponse": InferResponse,
+    "RepositoryIndexRequest": RepositoryIndexRequest,
+    # The V2 replies the REST routes write field for field from the V2 plane's own types.
+    "ServerMetadata": v2.ServerMetadata,
+    "ModelMetadata": v2.ModelMetadata,
+    "IndexEntry": v2.IndexEntry,
+}
+# The V2 replies the routes write in Triton's form, not the plane's: described from the
+# protocol's messages.
 MESSAGES: tuple[Descriptor, ...] = tuple(
-    cast(Descriptor, message.DESCRIPTOR)
-    for message in (
-        v2pb.ModelMetadataResponse,
-        v2pb.ModelStatisticsResponse,
-        v2pb.ModelConfig,
-        v2pb.RepositoryIndexResponse.ModelIndex,
-    )
+    cast(Descriptor, message.DESCRIPTOR) for message in (v2pb.ModelStatisticsResponse, v2pb.ModelConfig)
 )
 _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
@@ -229,6 +128,11 @@ _SCALARS: dict[int, dict[str, Any]] = {
     FieldDescriptor.TYPE_FLOAT: {"type": "number"},
     FieldDescriptor.TYPE_DOUBLE: {"type": "number"},
 }
+
+
+REF = "#/components/schemas/{model}"
+_MODE: dict[str, JsonSchemaMode] = {"ClassifyRequest": "validation", "InferRequest": "validation",
+                                    "RepositoryIndexRequest": "validation"}  # fmt: skip
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -325,11 +229,12 @@ def _v2(summary: str, ok: dict[str, Any], parameters: list[dict[str, Any]] | Non
 
 def openapi_schema(server_version: str) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in MODELS:
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, kind in MODELS.items():
+        schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=_MODE.get(name, "serialization"))
         schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    metadata, statistics, config, index = (message_schema(message, schemas) for message in MESSAGES)
+        schemas[name] = schema
+    statistics, config = (message_schema(message, schemas) for message in MESSAGES)
+    metadata, index = _ref("ModelMetadata"), _ref("IndexEntry")
     api = "JSON API"
     paths: dict[str, Any] = {
         "/v1/models": {

@@ -17,12 +17,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from attnserve.service.api.http import v2_codec as codec
-from attnserve.service.api.http import v2_replies as replies
-from attnserve.service.api.http.calls import HttpCalls
+from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import v2_error
 from attnserve.service.api.v2.plane import DataPlane
 from attnserve.service.calls.call import Call
-from attnserve.service.edges import check_text
+from attnserve.service.edges import check_text, parse_json
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, Status
 
 # The binary tensor data extension is implemented in full on this port.
@@ -37,8 +36,8 @@ def _path(request: Request, key: str) -> str:
 
 
 class V2Rest:
-    def __init__(self, calls: HttpCalls, plane: DataPlane) -> None:
-        self.calls = calls
+    def __init__(self, endpoints: Endpoints, plane: DataPlane) -> None:
+        self.endpoints = endpoints
         self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
@@ -86,7 +85,7 @@ class V2Rest:
             return JSONResponse(await method(request, call))
 
         async def endpoint(request: Request) -> Response:
-            return await self.calls.run(request, handle, v2_error, counted=False, gated=gated)
+            return await self.endpoints.run(request, handle, v2_error, counted=False, gated=gated)
 
         return endpoint
 
@@ -99,27 +98,25 @@ class V2Rest:
         }
 
     async def model_metadata(self, request: Request, call: Call) -> dict[str, object]:
-        return replies.model_metadata(
+        return codec.model_metadata(
             self.plane.model_metadata(_path(request, "name"), _path(request, "version"))
         )
 
     async def model_config(self, request: Request, call: Call) -> dict[str, object]:
-        return replies.model_config(
-            self.plane.model_config(_path(request, "name"), _path(request, "version"))
-        )
+        return codec.model_config(self.plane.model_config(_path(request, "name"), _path(request, "version")))
 
     async def stats(self, request: Request, call: Call) -> dict[str, object]:
-        return replies.model_statistics(
+        return codec.model_statistics(
             self.plane.statistics(_path(request, "name"), _path(request, "version"))
         )
 
     async def repository_index(self, request: Request, call: Call) -> list[dict[str, object]]:
-        body = await self.calls.body(request, call)
-        document = codec.parse_json(body) if body.strip() else {}
+        body = await self.endpoints.body(request, call)
+        document = parse_json(body) if body.strip() else {}
         ready = document.get("ready", False) if isinstance(document, dict) else None
         if not isinstance(ready, bool):
             raise InvalidArgument('request body: expected {} or {"ready": true|false}')
-        return replies.repository_index(await self.plane.repository_index(ready=ready))
+        return codec.repository_index(await self.plane.repository_index(ready=ready))
 
     async def unsupported(self, request: Request) -> Response:
         action = str(request.path_params.get("action", ""))
@@ -135,16 +132,15 @@ class V2Rest:
 
     # --- inference --------------------------------------------------------------------------
     async def infer(self, request: Request) -> Response:
-        return await self.calls.run(request, self._infer, v2_error, counted=True)
+        return await self.endpoints.run(request, self._infer, v2_error, counted=True)
 
     async def _infer(self, request: Request, call: Call) -> Response:
-        body = await self.calls.body(request, call)
+        body = await self.endpoints.body(request, call)
         rest = codec.parse_request(
             body,
             request.headers.get(codec.HEADER_LENGTH),
             _path(request, "name"),
             _path(request, "version"),
-            call.deadline,
         )
         del body
         content, header_length = codec.encode_response(await self.plane.infer(rest.request, call), rest)

@@ -1,7 +1,7 @@
 """The V2 data plane: the Open Inference Protocol's operations over plain values.
 
-Both V2 front ends are adapters around one `DataPlane`: the gRPC servicer
-(`inference.GRPCInferenceService`, servicer.py) and the REST routes (api/http/v2.py). Each
+Both V2 front ends are adapters around one `DataPlane`: the gRPC service
+(`inference.GRPCInferenceService`, api/grpc/v2.py) and the REST routes (api/http/v2.py). Each
 converts its wire form to the types of types.py, calls the plane and converts the result
 back; health, metadata, configuration, the repository index, statistics and inference
 are decided here once, so both transports give the same answers and count into the same
@@ -14,21 +14,19 @@ import asyncio
 import time
 import weakref
 from importlib.metadata import version as package_version
-from typing import TYPE_CHECKING
 
-from attnserve.service.api.v2 import schema
-from attnserve.service.api.v2.convert import (
-    Contract,
-    attention_mode,
-    decode_ids,
-    inputs_by_name,
-    output,
-    requested_outputs,
-)
-from attnserve.service.api.v2.schema import (
+from attnserve.service.api.v2.contract import (
     INPUT_DECLS,
     INPUT_IDS,
     TEXT,
+    Contract,
+    attention_mode,
+    config,
+    decode_ids,
+    inputs_by_name,
+    metadata,
+    output,
+    requested_outputs,
 )
 from attnserve.service.api.v2.stats import StatsTable
 from attnserve.service.api.v2.tensors import (
@@ -45,17 +43,12 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
 )
 from attnserve.service.bundle import scan
-from attnserve.service.calls.call import Call
+from attnserve.service.calls.call import Call, classify
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
-
-if TYPE_CHECKING:
-    from opentelemetry.trace.span import SpanContext
-
-    from attnserve.service.engine.admission import Admission
 
 SERVER_NAME = "attnserve"
 # Only what is implemented in full: RepositoryIndex alone is not the model_repository extension.
@@ -97,10 +90,10 @@ class DataPlane:
 
     def model_metadata(self, name: str, version: str) -> ModelMetadata:
         model = self.resolve(name, version)
-        return schema.metadata(model, self.core.repository.models[model.name].versions)
+        return metadata(model, self.core.repository.models[model.name].versions)
 
     def model_config(self, name: str, version: str) -> ModelConfig:
-        return schema.config(self.resolve(name, version), self.core.settings)
+        return config(self.resolve(name, version), self.core.settings)
 
     def statistics(self, name: str, version: str) -> list[ModelStats]:
         """One model version's statistics, a model's (every version) or every model's."""
@@ -141,12 +134,11 @@ class DataPlane:
         return index
 
     # --- inference ----------------------------------------------------------------------
-    async def infer(self, request: InferRequest, call: Call | None = None) -> InferResponse:
+    async def infer(self, request: InferRequest, call: Call) -> InferResponse:
         """Run one inference request, counted in the model's V2 statistics."""
         started = time.perf_counter()
         model = self.resolve(request.model_name, request.model_version)
-        if call is not None:
-            call.model = model.metrics
+        call.model = model.metrics
         stats = self.stats.of(model)
         try:
             response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
@@ -163,7 +155,7 @@ class DataPlane:
         return response
 
     async def _infer(
-        self, model: LoadedModel, request: InferRequest, call: Call | None
+        self, model: LoadedModel, request: InferRequest, call: Call
     ) -> tuple[InferResponse, float, Outputs, float]:
         """(the response, seconds decoding ids, the engine's outputs, seconds building the outputs)"""
         contract = self._contract(model)
@@ -172,35 +164,22 @@ class DataPlane:
         # in the mode asked for (checked here, so the engine's check never fires with its names).
         mode = attention_mode(request, wanted, model)
         inputs = inputs_by_name(request.inputs)
-        admission: Admission | None = None
-        trace: SpanContext | None = None
-        if call is not None:
-            admission, trace = call.admission, call.span_context
-            call.name_request(request.id)
-        deadline = request.deadline
+        call.name_request(request.id)
         decode_seconds = 0.0
         if TEXT in inputs:
             if len(inputs) > 1:
                 raise InvalidArgument("input TEXT: give either TEXT or INPUT_IDS + ATTENTION_MASK, not both")
             tensor = inputs[TEXT]
             require(tensor, "BYTES", INPUT_DECLS[TEXT].shape)
-            texts = decode_bytes(tensor)
-            if call is not None:
-                call.texts = len(texts)
-            given = Inputs(texts=texts, mode=mode, deadline=deadline, admission=admission, trace=trace)
+            texts, encoded = decode_bytes(tensor), None
             request_input = TEXT
         else:
             decoding = time.perf_counter()
-            encoded = decode_ids(inputs)
-            if call is not None:
-                call.texts = len(encoded)
-            given = Inputs(encoded=encoded, mode=mode, deadline=deadline, admission=admission, trace=trace)
+            texts, encoded = None, decode_ids(inputs)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
         try:
-            out = await self.core.classify(model, given)
-            if call is not None:
-                call.outputs = out
+            out = await classify(self.core, call, model, texts=texts, encoded=encoded, mode=mode)
         except InvalidArgument as exc:
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()

@@ -11,14 +11,45 @@ Every error is an `InvalidArgument` whose message names the tensor.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import numpy as np
 
-from attnserve.service.api.v2.codec import encode_bytes, split_bytes
 from attnserve.service.api.v2.types import InputTensor, OutputTensor
 from attnserve.service.edges import quote
 from attnserve.service.errors import InvalidArgument
+
+_LENGTH = struct.Struct("<I")
+
+
+def encode_bytes(items: Sequence[bytes]) -> bytes:
+    """BYTES elements as raw tensor data: each a 4-byte little-endian length, then the bytes."""
+    parts: list[bytes] = []
+    for item in items:
+        parts.append(_LENGTH.pack(len(item)))
+        parts.append(item)
+    return b"".join(parts)
+
+
+def split_bytes(data: bytes, name: str) -> list[bytes]:
+    """BYTES raw tensor data back into its elements (the inverse of `encode_bytes`)."""
+    elements: list[bytes] = []
+    offset, end = 0, len(data)
+    while offset < end:
+        if end - offset < _LENGTH.size:
+            raise InvalidArgument(f"input {name}: raw BYTES data ends inside an element's 4-byte length")
+        (length,) = _LENGTH.unpack_from(data, offset)
+        offset += _LENGTH.size
+        if length > end - offset:
+            raise InvalidArgument(
+                f"input {name}: raw BYTES element {len(elements)} declares {length} bytes, "
+                f"{end - offset} remain"
+            )
+        elements.append(data[offset : offset + length])
+        offset += length
+    return elements
+
 
 # Elements one input may declare: a request body is at most a few hundred MiB, so even a
 # 1-byte element type cannot fill more.

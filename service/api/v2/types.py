@@ -1,7 +1,7 @@
 """The V2 data plane's request and response types: plain values, no wire format.
 
-The gRPC adapter (servicer.py, wire.py) and the REST adapter (api/http/v2*.py)
-convert their wire forms to these and back; the data plane (plane.py) sees nothing else.
+The gRPC adapter (api/grpc/v2.py + v2_codec.py) and the REST adapter (api/http/v2.py +
+v2_codec.py) convert their wire forms to these and back; the data plane (plane.py) sees nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from attnserve.service.engine.request.attention import AttentionMode
 
 @dataclass(frozen=True, slots=True)
 class TensorDecl:
-    """A tensor of the model's contract (schema.py); -1 is a dimension of any size."""
+    """A tensor of the model's contract (contract.py); -1 is a dimension of any size."""
 
     name: str
     datatype: str
@@ -50,7 +50,6 @@ class InferRequest:
     id: str
     inputs: Sequence[InputTensor]
     outputs: Sequence[RequestedOutput] = ()  # empty: every output the model declares
-    deadline: float | None = None  # time.monotonic() value
     # The request's attention_mode parameter, for clients that cannot set one per output
     # (tritonclient); the ATTENTION output's own parameter, when given, must agree.
     attention_mode: AttentionMode | None = None

@@ -1,7 +1,7 @@
 """One call through the request path: `run(predictor, inputs, limits) -> Outputs`.
 
 A front end (attnserve.v1, the V2 data plane, the HTTP JSON API) converts its request into
-`Inputs`, calls `Core.classify` (which admits the call, then calls `run` here with the
+`Inputs`, calls `Core.classify` (which runs an admitted call: `run` here with the
 predictor of the version the call resolved and the server's limits) and converts the
 `Outputs` back. Texts are validated and tokenized here;
 rows of ids given by the caller are validated against the model's vocabulary and max_len.
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
-from attnserve.service.engine.admission import Admission
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
@@ -35,7 +34,6 @@ class Inputs:
     mode: AttentionMode = AttentionMode.NONE
     top_k: int = 0
     deadline: float | None = None  # time.monotonic() value
-    admission: Admission | None = None  # the call layer's; None: the engine admits the call itself
     trace: SpanContext | None = None  # the call's span (service/observe/tracing.py), when traced
 
 

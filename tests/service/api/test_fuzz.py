@@ -20,7 +20,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from attnserve.service.api.http.errors import HTTP_STATUS
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.errors import Status
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.edges import MAX_VERSION
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb

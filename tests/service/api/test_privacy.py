@@ -14,7 +14,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.client import Client, ClientError
 from tests.support.load import record_figures
 from tests.support.servers import RunningServer, make_settings

@@ -1,5 +1,5 @@
 """The call layer alone, on a real core with an empty repository: how a call ends (its
-status, its admission given back, its metrics) and how refusals are made (new errors,
+status, its permit given back, its metrics) and how refusals are made (new errors,
 detached from their tracebacks)."""
 
 from __future__ import annotations
@@ -36,13 +36,12 @@ def requests(built: Core, code: str) -> float:
     return value or 0.0
 
 
-def test_an_error_is_answered_detached_and_the_admission_given_back(tmp_path: Path) -> None:
+def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path) -> None:
     built = core(tmp_path, max_inflight_bytes=4096, max_message_bytes=1024)
     layer = CallLayer(built, "http")
 
     async def refuse(call: Call) -> bytes:
-        call.admission.hold(80)
-        call.admission.admit()
+        layer.admit(call).hold(80)
         assert built.gate.inflight_bytes == 80 and built.gate.active == 1
         raise InvalidArgument("texts: too many")
 
@@ -88,25 +87,39 @@ def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
     assert requests(built, "CANCELLED") == 1
 
 
-def test_admission_refuses_while_starting_or_draining_but_not_a_streams_request(tmp_path: Path) -> None:
+def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: Path) -> None:
     built = core(tmp_path)
-    stream = built.admission()
-    stream.admit()
+    layer = CallLayer(built, "http")
+    stream = built.gate.try_acquire_permit()
     built.gate.drain()
     refusals = []
     for _ in range(2):
         with pytest.raises(ServiceError) as caught:
-            built.admission().check()
+            layer.admit(layer.start(counted=False))
         refusals.append(caught.value)
     assert refusals[0] is not refusals[1], "a refusal is a new error each time"
     assert refusals[0].code is Status.UNAVAILABLE and "shutting down" in refusals[0].message
-    request = built.admission(within=stream)
-    request.check()
-    request.admit()  # admitted with its stream
+    message = layer.admit(layer.start(counted=False), within=stream)  # within its stream: bytes only
+    message.hold(100)
+    assert built.gate.active == 1 and built.gate.inflight_bytes == 100
+    message.release()
+    stream.release()
+    stream.release()
+    assert built.gate.active == 0 and built.gate.inflight_bytes == 0
+
+
+def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    layer = CallLayer(built, "http")
+    call = layer.start(counted=False)
+    with pytest.raises(ServiceError):
+        call.permit  # noqa: B018  # not admitted yet
+    permit = layer.admit(call)
+    with pytest.raises(ServiceError):
+        layer.admit(call)
     assert built.gate.active == 1
-    stream.release()
-    stream.release()
-    assert built.gate.active == 0
+    layer.end(call, Status.OK)
+    assert built.gate.active == 0 and not permit.live
 
 
 def test_a_starting_server_refuses_resolution_as_unavailable(tmp_path: Path) -> None:

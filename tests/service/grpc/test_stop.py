@@ -10,14 +10,14 @@ import textwrap
 
 import grpc
 
-from attnserve.service.grpc.transport import Stopper
+from attnserve.service.api.grpc.transport import Stopper
 from tests.support.waits import until
 
 # In a child process: without Stopper, grpcio 1.85 ends it with SIGSEGV within a few rounds.
 _OVERLAPPING_ZERO_GRACE_STOPS = textwrap.dedent(
     """
     import asyncio, grpc
-    from attnserve.service.grpc.transport import Stopper
+    from attnserve.service.api.grpc.transport import Stopper
 
     async def round():
         server = grpc.aio.server()

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from tests.support.http import Reply, call
 from tests.support.servers import RunningServer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from google.protobuf.message import Message
 
-from attnserve.service.api.v2.codec import encode_bytes
+from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from tests.support.servers import RunningServer
 from tests.support.v2 import V2Calls, ids_request, text_request

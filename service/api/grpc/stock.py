@@ -23,9 +23,9 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
+from attnserve.service.api.grpc.handlers import parse, refuse
 from attnserve.service.edges import quote
 from attnserve.service.errors import NotFound, ResourceExhausted, ServiceError
-from attnserve.service.grpc.calls import parse, refuse
 
 M = TypeVar("M", bound=Message)
 Context = grpc.aio.ServicerContext[Any, Any]

@@ -24,10 +24,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from attnserve.service.allocator import release_after
-from attnserve.service.calls.call import Call, error_of
-from attnserve.service.engine.admission import Admission
-from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
-from attnserve.service.grpc.calls import (
+from attnserve.service.api.grpc.handlers import (
     REFUSAL_READ_SECONDS,
     Context,
     Handler,
@@ -37,10 +34,13 @@ from attnserve.service.grpc.calls import (
     refuse,
     refuse_stream,
 )
+from attnserve.service.calls.call import Call, error_of
+from attnserve.service.engine.admission import Permit
+from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
 from attnserve.service.observe.propagation import TraceParent, extract_metadata
 
 if TYPE_CHECKING:
-    from attnserve.service.grpc.calls import Calls
+    from attnserve.service.api.grpc.handlers import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -50,28 +50,26 @@ _DRAINED, _END = object(), object()
 
 
 def stream_handler(
-    calls: Calls,
+    handlers: Handlers,
     message_type: type[M],
     handler: Handler[M],
     error_reply: Callable[[bytes, ServiceError], bytes],
     span_name: list[str] | None = None,
 ) -> grpc.RpcMethodHandler[bytes, bytes]:
-    core, layer = calls.core, calls.layer
+    core, layer = handlers.core, handlers.layer
     gate = core.gate
     window = core.settings.stream_window
 
-    async def work(raw: bytes, context: Context, call: Call) -> bytes:
-        call.admission.hold(len(raw))
+    async def work(raw: bytes, context: Context, stream: Permit, call: Call) -> bytes:
+        layer.admit(call, within=stream).hold(len(raw))
         return await handler(parse(message_type, raw), context, call)
 
-    async def one(raw: bytes, context: Context, stream: Admission, parent: TraceParent | None) -> bytes:
-        """One request of the stream: a call of its own, admitted with the stream; traced, a
+    async def one(raw: bytes, context: Context, stream: Permit, parent: TraceParent | None) -> bytes:
+        """One request of the stream: a call of its own, with a permit within the stream's; traced, a
         span of its own, a child of the trace context the stream was opened with."""
         name = span_name[0] if span_name else ""
-        call = layer.start(
-            deadline=deadline_of(context), counted=True, within=stream, name=name, parent=parent
-        )
-        result = await layer.serve(call, partial(work, raw, context))
+        call = layer.start(deadline=deadline_of(context), counted=True, name=name, parent=parent)
+        result = await layer.serve(call, partial(work, raw, context, stream))
         release_after(len(raw))
         return result if isinstance(result, bytes) else error_reply(raw, result)
 
@@ -80,7 +78,7 @@ def stream_handler(
         context: Context,
         pending: asyncio.Queue[object],
         slots: asyncio.Semaphore,
-        stream: Admission,
+        stream: Permit,
     ) -> None:
         loop = asyncio.get_running_loop()
         parent = extract_metadata(context.invocation_metadata()) if layer.tracing is not None else None
@@ -104,9 +102,8 @@ def stream_handler(
         return True
 
     async def serve(requests: AsyncIterator[bytes], context: Context) -> None:
-        stream = core.admission()
         try:
-            stream.admit()
+            stream = gate.try_acquire_permit()
         except ServiceError as exc:
             await refuse_stream(requests, context, error_of(exc))
             return

@@ -1,10 +1,10 @@
-"""HTTP calls through the call layer (service/calls/): token, timeout, body, errors.
+"""HTTP endpoints over the call layer (service/calls/): token, timeout, body, errors.
 
-`HttpCalls.run` wraps a route handler: the bearer token is checked (the same tokens and
+`Endpoints.run` wraps a route handler: the bearer token is checked (the same tokens and
 failure counter as gRPC), the deadline comes from a `timeout` header or query parameter,
 the body is read within its size limit and read timeout and held against
-`max_inflight_bytes`, and every outcome is counted with `api="http"`. A call that does not
-reach the engine (metadata) is admitted here; inference calls are admitted by the engine.
+`max_inflight_bytes` by the call's permit, taken here once the token is checked (health
+routes take none), and every outcome is counted with `api="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -19,10 +19,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from attnserve.service.api.http.errors import body_too_large, read_timeout
-from attnserve.service.api.http.v2_codec import parse_json
 from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
 from attnserve.service.calls.call import Call, CallLayer, deadline_after, within
-from attnserve.service.edges import inflate, quote
+from attnserve.service.edges import inflate, parse_json, quote
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
 from attnserve.service.observe.propagation import extract_headers
@@ -48,7 +47,7 @@ def parse_timeout(request: Request) -> float | None:
     return seconds / 1000 if match.group(2) == "ms" else seconds
 
 
-class HttpCalls:
+class Endpoints:
     def __init__(self, core: Core, tokens: Tokens | None) -> None:
         self.core = core
         self.settings = core.settings
@@ -63,7 +62,7 @@ class HttpCalls:
 
     async def body(self, request: Request, call: Call) -> bytes:
         """The request body, decoded (gzip/deflate), within the size limit and read timeout,
-        held by the call's admission until the call ends (like a gRPC body)."""
+        held by the call's permit until the call ends (like a gRPC body)."""
         limit, seconds = self.settings.http_max_body_bytes, self.settings.http_read_timeout_s
         declared = request.headers.get("content-length")
         digits = declared is not None and declared.isascii() and declared.isdigit()
@@ -84,7 +83,7 @@ class HttpCalls:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
         data = inflate(b"".join(chunks), request.headers.get("content-encoding", ""), limit=limit,
                        too_large=body_too_large)  # fmt: skip
-        call.admission.hold(len(data))
+        call.permit.hold(len(data))
         return data
 
     async def json(self, request: Request, call: Call) -> object:
@@ -109,10 +108,8 @@ class HttpCalls:
             self.authenticate(request)
             timeout = parse_timeout(request)
             call.deadline = deadline_after(timeout)
-            if gated and counted:
-                call.admission.check()  # admitted by the engine
-            elif gated:
-                call.admission.admit()
+            if gated:
+                layer.admit(call)
             return await within(timeout, handler(request, call))
 
         result = await layer.serve(call, work)

@@ -22,10 +22,10 @@ from google.protobuf.message import DecodeError, Message
 from prometheus_client import Counter
 
 from attnserve.service.allocator import release_after
+from attnserve.service.api.grpc.status import grpc_code
 from attnserve.service.calls.call import Call, CallLayer
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError
-from attnserve.service.grpc.status import grpc_code
 from attnserve.service.observe.propagation import extract_metadata
 
 M = TypeVar("M", bound=Message)
@@ -87,7 +87,7 @@ def too_large(size: int, limit: int, setting: str) -> ServiceError | None:
     return ResourceExhausted(f"request body: {size} bytes; the limit for this method is {limit} ({setting})")
 
 
-class Calls:
+class Handlers:
     """Builds the method handlers of one API (`api` is its metrics label)."""
 
     def __init__(self, core: Core, api: str) -> None:
@@ -113,8 +113,8 @@ class Calls:
         self, message_type: type[M], handler: Handler[M], *, counted: bool = True
     ) -> grpc.RpcMethodHandler[bytes, bytes]:
         """A unary handler. `counted` calls are inference calls: they go into the request
-        metrics, take `max_message_bytes` and are admitted by the engine; the others
-        (metadata) take `max_metadata_message_bytes` and are admitted here."""
+        metrics and take `max_message_bytes`; the others (metadata) take
+        `max_metadata_message_bytes`. Every call takes its permit before its body is parsed."""
         settings = self.core.settings
         if counted:
             limit, setting = settings.max_message_bytes, "max_message_bytes"
@@ -124,12 +124,7 @@ class Calls:
         span_name = [""]
 
         async def work(raw: bytes, context: Context, call: Call) -> bytes:
-            admission = call.admission
-            if counted:
-                admission.check()
-            else:
-                admission.admit()
-            admission.hold(len(raw))
+            layer.admit(call).hold(len(raw))  # the call's permit: taken here, released when it ends
             refused = too_large(len(raw), limit, setting)
             if refused is not None:
                 raise refused
@@ -160,7 +155,7 @@ class Calls:
         error_reply: Callable[[bytes, ServiceError], bytes],
     ) -> grpc.RpcMethodHandler[bytes, bytes]:
         """A bidirectional stream (see `streams.stream_handler`)."""
-        from attnserve.service.grpc.streams import stream_handler
+        from attnserve.service.api.grpc.streams import stream_handler
 
         span_name = [""]
         method = stream_handler(self, message_type, handler, error_reply, span_name)

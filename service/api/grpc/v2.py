@@ -2,7 +2,7 @@
 `inference.GRPCInferenceService`, a thin adapter around the V2 data plane (plane.py).
 
 Same port as attnserve.v1; inference requests join the same batchers. Each handler
-converts the message to the plane's types (wire.py), calls the plane and converts back.
+converts the message to the plane's types (v2_codec.py), calls the plane and converts back.
 Methods the proto does not declare are answered UNIMPLEMENTED by grpc itself.
 """
 
@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from attnserve.service.api.v2 import wire
+from attnserve.service.api.grpc import v2_codec
+from attnserve.service.api.grpc.handlers import Context, Handlers, M, parse, refuse, too_large
 from attnserve.service.api.v2.plane import DataPlane
 from attnserve.service.calls.call import Call, error_of
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import ServiceError
-from attnserve.service.grpc.calls import Calls, Context, M, parse, refuse, too_large
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
@@ -29,21 +29,21 @@ class V2Api:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: DataPlane | None = None) -> None:
+    def __init__(self, core: Core, plane: DataPlane) -> None:
         self.core = core
-        self.plane = plane if plane is not None else DataPlane(core)
-        self._calls = Calls(core, "v2")
+        self.plane = plane
+        self._handlers = Handlers(core, "v2")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
-        calls = self._calls
+        handlers = self._handlers
         small = self.core.settings.max_metadata_message_bytes
 
         def info(message_type: type[M], method: Reply[M]) -> grpc.RpcMethodHandler[bytes, bytes]:
-            return calls.unary(
+            return handlers.unary(
                 message_type, lambda request, context, _: method(request, context), counted=False
             )
 
-        return calls.service(
+        return handlers.service(
             SERVICE_NAME,
             {
                 "ServerLive": _ungated(pb.ServerLiveRequest, self.server_live, small),
@@ -54,47 +54,53 @@ class V2Api:
                 "ModelConfig": info(pb.ModelConfigRequest, self.model_config),
                 "ModelStatistics": info(pb.ModelStatisticsRequest, self.model_statistics),
                 "RepositoryIndex": info(pb.RepositoryIndexRequest, self.repository_index),
-                "ModelInfer": calls.unary(pb.ModelInferRequest, self.model_infer),
-                "ModelStreamInfer": calls.stream(pb.ModelInferRequest, self.stream_infer, _stream_error),
+                "ModelInfer": handlers.unary(pb.ModelInferRequest, self.model_infer),
+                "ModelStreamInfer": handlers.stream(pb.ModelInferRequest, self.stream_infer, _stream_error),
             },
         )
 
     # --- health and metadata ------------------------------------------------------------
     async def server_live(self, request: pb.ServerLiveRequest, context: Context) -> bytes:
-        return wire.to_bytes(pb.ServerLiveResponse(live=True))
+        return v2_codec.to_bytes(pb.ServerLiveResponse(live=True))
 
     async def server_ready(self, request: pb.ServerReadyRequest, context: Context) -> bytes:
-        return wire.to_bytes(pb.ServerReadyResponse(ready=self.plane.ready()))
+        return v2_codec.to_bytes(pb.ServerReadyResponse(ready=self.plane.ready()))
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> bytes:
-        return wire.to_bytes(
+        return v2_codec.to_bytes(
             pb.ModelReadyResponse(ready=self.plane.model_ready(request.name, request.version))
         )
 
     async def server_metadata(self, request: pb.ServerMetadataRequest, context: Context) -> bytes:
-        return wire.to_bytes(wire.server_metadata(self.plane.server_metadata()))
+        return v2_codec.to_bytes(v2_codec.server_metadata(self.plane.server_metadata()))
 
     async def model_metadata(self, request: pb.ModelMetadataRequest, context: Context) -> bytes:
-        return wire.to_bytes(wire.model_metadata(self.plane.model_metadata(request.name, request.version)))
+        return v2_codec.to_bytes(
+            v2_codec.model_metadata(self.plane.model_metadata(request.name, request.version))
+        )
 
     async def model_config(self, request: pb.ModelConfigRequest, context: Context) -> bytes:
-        return wire.to_bytes(wire.model_config(self.plane.model_config(request.name, request.version)))
+        return v2_codec.to_bytes(
+            v2_codec.model_config(self.plane.model_config(request.name, request.version))
+        )
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest, context: Context) -> bytes:
-        return wire.to_bytes(wire.model_statistics(self.plane.statistics(request.name, request.version)))
+        return v2_codec.to_bytes(
+            v2_codec.model_statistics(self.plane.statistics(request.name, request.version))
+        )
 
     async def repository_index(self, request: pb.RepositoryIndexRequest, context: Context) -> bytes:
         index = await self.plane.repository_index(request.repository_name, request.ready)
-        return wire.to_bytes(wire.repository_index(index))
+        return v2_codec.to_bytes(v2_codec.repository_index(index))
 
     # --- inference ----------------------------------------------------------------------
     async def model_infer(self, request: pb.ModelInferRequest, context: Context, call: Call) -> bytes:
-        response = await self.plane.infer(wire.infer_request(request, call.deadline), call)
-        return wire.infer_response_bytes(response)
+        response = await self.plane.infer(v2_codec.infer_request(request), call)
+        return v2_codec.infer_response_bytes(response)
 
     async def stream_infer(self, request: pb.ModelInferRequest, context: Context, call: Call) -> bytes:
-        response = await self.plane.infer(wire.infer_request(request, call.deadline), call)
-        return wire.stream_response_bytes(response)
+        response = await self.plane.infer(v2_codec.infer_request(request), call)
+        return v2_codec.stream_response_bytes(response)
 
 
 def _stream_error(raw: bytes, error: ServiceError) -> bytes:
@@ -102,11 +108,11 @@ def _stream_error(raw: bytes, error: ServiceError) -> bytes:
     try:
         request = pb.ModelInferRequest.FromString(raw)
     except Exception:  # the request itself did not parse: no id to echo
-        return wire.to_bytes(reply)
+        return v2_codec.to_bytes(reply)
     reply.infer_response.id = request.id
     reply.infer_response.model_name = request.model_name
     reply.infer_response.model_version = request.model_version
-    return wire.to_bytes(reply)
+    return v2_codec.to_bytes(reply)
 
 
 def _ungated(message_type: type[M], method: Reply[M], limit: int) -> grpc.RpcMethodHandler[bytes, bytes]:

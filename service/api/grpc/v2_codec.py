@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from google.protobuf.message import Message
 
-from attnserve.service.api.v2.schema import ATTENTION_MODE, parse_attention_mode
+from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,
@@ -39,7 +39,7 @@ def to_bytes(message: Message) -> bytes:
     return data
 
 
-def infer_request(message: pb.ModelInferRequest, deadline: float | None) -> InferRequest:
+def infer_request(message: pb.ModelInferRequest) -> InferRequest:
     """The plain request, checking the raw/typed layout the protocol allows."""
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
@@ -75,7 +75,6 @@ def infer_request(message: pb.ModelInferRequest, deadline: float | None) -> Infe
         message.id,
         inputs,
         outputs,
-        deadline=deadline,
         attention_mode=_attention_mode(message.parameters),
     )
 

@@ -23,7 +23,7 @@ import math
 
 import grpc
 
-from attnserve.service.grpc.tls import server_credentials
+from attnserve.service.api.grpc.tls import server_credentials
 from attnserve.service.ports import port_error
 from attnserve.service.settings import Settings
 

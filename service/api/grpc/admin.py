@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from attnserve.service.api.grpc.handlers import Context, Handlers, refuse
 from attnserve.service.bundle import valid_model_name
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.reload import ModelReport, Reloader
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
-from attnserve.service.grpc.calls import Calls, Context, refuse
 from attnserve.service.proto.attnserve.v1 import admin_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Admin"].full_name
@@ -73,15 +73,15 @@ class AdminApi:
 
     def __init__(self, core: Core, reloader: Reloader) -> None:
         self._reloader = reloader
-        self._calls = Calls(core, "native")
+        self._handlers = Handlers(core, "native")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
-        calls = self._calls
+        handlers = self._handlers
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
-                "Reload": calls.unary(pb.ReloadRequest, self.reload, counted=False),
-                "Unload": calls.unary(pb.UnloadRequest, self.unload, counted=False),
+                "Reload": handlers.unary(pb.ReloadRequest, self.reload, counted=False),
+                "Unload": handlers.unary(pb.UnloadRequest, self.unload, counted=False),
             },
         )
 

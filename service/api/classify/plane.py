@@ -1,0 +1,136 @@
+"""The classify plane: attnserve's own API (list models, describe one, classify texts) over
+plain values.
+
+Both front ends of the API are adapters around one `ClassifyPlane`, as the V2 front ends
+are around the V2 data plane: the native gRPC service `attnserve.v1.Classifier`
+(api/grpc/native.py) and the JSON API (api/http/classify.py). Each converts its wire form
+to the types of types.py, calls the plane and converts the reply back; resolving the model,
+the call's record, the engine call and the reply are decided here once. Nothing here knows
+a transport.
+"""
+
+from __future__ import annotations
+
+import time
+
+from attnserve.service.api.classify.types import (
+    AttentionInfo,
+    ClassifyReply,
+    ClassifyRequest,
+    Limits,
+    ModelInfo,
+    TextResult,
+    Timings,
+    TokenWeight,
+)
+from attnserve.service.calls.call import Call, classify
+from attnserve.service.engine.core import Core
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attention import mode_shapes
+from attnserve.service.engine.request.classify import Outputs
+
+
+class ClassifyPlane:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    # --- models ---------------------------------------------------------------------------
+    def list_models(self) -> list[ModelInfo]:
+        """Every served model, its latest version."""
+        return [self.describe(entry.latest) for entry in self.core.repository.models.values()]
+
+    def model(self, name: str, version: int = 0) -> ModelInfo:
+        """One model version (0: the latest)."""
+        return self.describe(self.core.resolve(name, version))
+
+    def describe(self, model: LoadedModel) -> ModelInfo:
+        manifest = model.manifest
+        spec = manifest.attention
+        settings = self.core.settings
+        entry = self.core.repository.models.get(model.name)
+        metrics = {
+            f"{split}.{key}": float(value)
+            for split, values in manifest.training_metrics.items()
+            if isinstance(values, dict)
+            for key, value in values.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        shapes = mode_shapes(spec.kind, spec.layers, spec.heads)
+        return ModelInfo(
+            name=model.name,
+            version=model.version,
+            versions=sorted(entry.versions) if entry else [model.version],
+            family=manifest.family,
+            labels=list(manifest.labels),
+            max_len=manifest.max_len,
+            attention=AttentionInfo(
+                kind=spec.kind, layers=spec.layers, heads=spec.heads, modes=list(shapes), shapes=shapes
+            ),
+            limits=Limits(
+                max_texts_per_request=settings.max_texts_per_request,
+                max_text_chars=settings.max_text_chars,
+                max_batch_size=settings.max_batch_size,
+                max_batch_tokens=settings.max_batch_tokens,
+                long_text=settings.long_text,
+            ),
+            provider=model.provider,
+            metrics=metrics,
+            created_at=manifest.created_at.isoformat(),
+        )
+
+    # --- classify -------------------------------------------------------------------------
+    async def classify(self, request: ClassifyRequest, call: Call) -> ClassifyReply:
+        """Classify the request's texts: one result per text, in order."""
+        call.name_request(request.request_id)
+        model = self.core.resolve(request.model, request.version)
+        out = await classify(
+            self.core, call, model, texts=request.texts, mode=request.attention, top_k=request.top_k
+        )
+        return reply(model, request, out, call.started)
+
+
+def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: float) -> ClassifyReply:
+    """The engine's outputs as the reply (`started`: the call's arrival, perf_counter)."""
+    encoded, labels = out.encoded, model.labels
+    label_ids = out.label_ids.tolist()
+    logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
+    attention, top_tokens = out.attention, out.top_tokens
+    results = []
+    for i, label_id in enumerate(label_ids):
+        tokens = encoded.tokens(i)
+        top: list[TokenWeight] = []
+        if top_tokens is not None:
+            index, weight = top_tokens[i]
+            top = [
+                TokenWeight(index=j, token=tokens[j], weight=w)
+                for j, w in zip(index.tolist(), weight.tolist(), strict=True)
+            ]
+        results.append(
+            TextResult(
+                label=labels[label_id],
+                label_id=label_id,
+                probabilities=probabilities[i],
+                logits=logits[i],
+                tokens=tokens,
+                offsets=encoded.offsets(i),
+                special=encoded.special(i),
+                truncated=encoded.truncated[i],
+                attention=None if attention is None else attention[i],
+                top_tokens=top,
+            )
+        )
+    timings = out.timings
+    return ClassifyReply(
+        model=model.name,
+        version=model.version,
+        labels=list(labels),
+        attention=request.attention,
+        request_id=request.request_id,
+        results=results,
+        timings=Timings(
+            tokenize_us=int(timings.tokenize * 1e6),
+            queue_us=int(timings.queue * 1e6),
+            inference_us=int(timings.inference * 1e6),
+            total_us=int((time.perf_counter() - started) * 1e6),
+        ),
+    )

@@ -1,0 +1,191 @@
+"""The classify plane's request and reply types: plain frozen values, no wire format.
+
+The native gRPC adapter (api/grpc/native.py) and the JSON API (api/http/classify.py) convert
+their wire forms to these and back; the plane (plane.py) sees nothing else. The JSON API
+writes them as they are, through pydantic: the annotations below say how a value reads in
+JSON (attention modes by name, attention arrays as nested lists) and the OpenAPI document
+is generated from the same types, so the document and the replies cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
+
+from attnserve.service.engine.request.attention import AttentionMode
+
+REPLY_CONFIG = ConfigDict(extra="forbid")  # the documented replies hold these fields only
+
+
+def mode_name(mode: AttentionMode) -> str:
+    """The attnserve.v1 enum name of a mode, as model descriptions spell it."""
+    return f"ATTENTION_MODE_{mode.name}"
+
+
+def _lower(mode: AttentionMode) -> str:
+    return mode.name.lower()
+
+
+# A mode as the JSON API's classify request and reply spell it ("pooled").
+ModeWord = Annotated[
+    AttentionMode,
+    PlainSerializer(_lower, return_type=str),
+    WithJsonSchema({"type": "string", "enum": [_lower(mode) for mode in AttentionMode]}),
+]
+# A mode as model descriptions spell it ("ATTENTION_MODE_POOLED").
+ModeName = Annotated[
+    AttentionMode,
+    PlainSerializer(mode_name, return_type=str),
+    WithJsonSchema(
+        {"type": "string", "description": "attnserve.v1 AttentionMode names, e.g. ATTENTION_MODE_POOLED."}
+    ),
+]
+
+
+def _nested(array: np.ndarray | None) -> Any:
+    return None if array is None else array.tolist()
+
+
+def _unchecked(value: Any) -> Any:
+    return value  # replies are built from the engine's arrays, never parsed
+
+
+# One text's attention in the requested mode (float32, padding stripped); JSON: nested lists.
+AttentionArray = Annotated[
+    np.ndarray | None,
+    PlainValidator(_unchecked),
+    PlainSerializer(_nested),
+    WithJsonSchema({"description": "Nested lists in the requested mode; null when none."}),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifyRequest:
+    model: str  # "" is the default model
+    texts: Sequence[str]
+    attention: AttentionMode = AttentionMode.NONE
+    top_k: int = 0
+    version: int = 0  # 0: the latest served
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenWeight:
+    __pydantic_config__ = REPLY_CONFIG
+
+    index: int
+    token: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class TextResult:
+    __pydantic_config__ = REPLY_CONFIG
+
+    label: str
+    label_id: int
+    probabilities: list[float]
+    logits: list[float]
+    tokens: Annotated[
+        list[str],
+        Field(
+            description="The tokens the model saw, in order: word pieces and the tokenizer's added tokens "
+            "([CLS], [SEP]), after normalisation and truncation."
+        ),
+    ]
+    offsets: Annotated[
+        list[tuple[int, int]],
+        Field(
+            description="Per token, its [start, end) character offsets in the request text (Unicode code "
+            "points, as Python indexes a str): text[start:end] is what it was read from. Added tokens "
+            "([CLS], [SEP]) have [0, 0]."
+        ),
+    ]
+    special: Annotated[
+        list[bool],
+        Field(
+            description="Per token, true where the tokenizer added it ([CLS], [SEP], ...) rather than read "
+            "it from the text."
+        ),
+    ]
+    truncated: bool
+    attention: AttentionArray
+    top_tokens: list[TokenWeight]
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    __pydantic_config__ = REPLY_CONFIG
+
+    tokenize_us: int
+    queue_us: int
+    inference_us: int
+    total_us: int  # since the call arrived
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifyReply:
+    __pydantic_config__ = REPLY_CONFIG
+
+    model: str
+    version: int
+    labels: list[str]
+    attention: ModeWord  # the mode asked for
+    request_id: str
+    results: list[TextResult]
+    timings: Timings
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionInfo:
+    __pydantic_config__ = REPLY_CONFIG
+
+    kind: str  # "pool", "self", "layers" or "none"
+    layers: int
+    heads: int
+    modes: list[ModeName]  # the modes the model answers
+    shapes: Annotated[
+        dict[ModeName, str],
+        Field(description="Per mode, its shape per text; n stands for the text's tokens."),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    __pydantic_config__ = REPLY_CONFIG
+
+    max_texts_per_request: int
+    max_text_chars: int
+    max_batch_size: int
+    max_batch_tokens: int
+    long_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """A served model version, as every front end describes it."""
+
+    __pydantic_config__ = REPLY_CONFIG
+
+    name: str
+    version: int
+    versions: list[int]
+    family: str
+    labels: list[str]
+    max_len: int
+    attention: AttentionInfo
+    limits: Limits
+    provider: str
+    metrics: dict[str, float]  # "<split>.<metric>" from training
+    created_at: Annotated[str, Field(description="ISO 8601")]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelList:
+    __pydantic_config__ = REPLY_CONFIG
+
+    models: list[ModelInfo]

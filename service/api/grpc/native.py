@@ -1,0 +1,162 @@
+"""The attnserve.v1 Classifier service: the gRPC adapter of the classify plane (messages <->
+the plane's plain types; api/classify/)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import grpc
+import numpy as np
+
+from attnserve.service.api.classify.plane import ClassifyPlane
+from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, mode_name
+from attnserve.service.api.grpc.handlers import Context, Handlers
+from attnserve.service.calls.call import Call
+from attnserve.service.engine.core import Core
+from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.errors import InvalidArgument, ServiceError
+from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
+_MODES = {int(mode): mode for mode in AttentionMode}
+_MODES[pb.ATTENTION_MODE_UNSPECIFIED] = AttentionMode.NONE
+
+
+def attention_mode(value: int) -> AttentionMode:
+    mode = _MODES.get(value)
+    if mode is None:
+        known = ", ".join(pb.AttentionMode.keys())
+        raise InvalidArgument(f"attention: unknown attention mode {value}; known modes: {known}")
+    return mode
+
+
+def tensor(array: np.ndarray) -> pb.Tensor:
+    return pb.Tensor(shape=array.shape, data=np.ascontiguousarray(array, dtype="<f4").tobytes())
+
+
+def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
+    return ClassifyRequest(
+        model=message.model,
+        texts=message.texts,
+        attention=attention_mode(message.attention),
+        top_k=message.top_k,
+        version=message.version,
+        request_id=message.request_id,
+    )
+
+
+def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
+    results = []
+    for result in reply.results:
+        item = pb.TextResult(
+            label=result.label,
+            label_id=result.label_id,
+            probabilities=result.probabilities,
+            logits=result.logits,
+            tokens=result.tokens,
+            truncated=result.truncated,
+            offsets=[pb.TokenSpan(start=start, end=end) for start, end in result.offsets],
+            special=result.special,
+        )
+        if result.attention is not None:
+            item.attention.CopyFrom(tensor(result.attention))
+        if result.top_tokens:
+            item.top_tokens.extend(
+                pb.TokenWeight(index=top.index, token=top.token, weight=top.weight)
+                for top in result.top_tokens
+            )
+        results.append(item)
+    timings = reply.timings
+    return pb.ClassifyResponse(
+        model=reply.model,
+        version=reply.version,
+        results=results,
+        timings=pb.Timings(
+            tokenize_us=timings.tokenize_us,
+            queue_us=timings.queue_us,
+            inference_us=timings.inference_us,
+            total_us=timings.total_us,
+        ),
+        request_id=reply.request_id,
+    )
+
+
+def model_info_message(info: ModelInfo) -> pb.ModelInfo:
+    limits, attention = info.limits, info.attention
+    return pb.ModelInfo(
+        name=info.name,
+        version=info.version,
+        versions=info.versions,
+        family=info.family,
+        labels=info.labels,
+        max_len=info.max_len,
+        attention=pb.AttentionInfo(
+            kind=attention.kind,
+            layers=attention.layers,
+            heads=attention.heads,
+            modes=[cast("pb.AttentionMode", int(mode)) for mode in attention.modes],
+            shapes={mode_name(mode): shape for mode, shape in attention.shapes.items()},
+        ),
+        limits=pb.Limits(
+            max_texts_per_request=limits.max_texts_per_request,
+            max_text_chars=limits.max_text_chars,
+            max_batch_size=limits.max_batch_size,
+            max_batch_tokens=limits.max_batch_tokens,
+            long_text=limits.long_text,
+        ),
+        provider=info.provider,
+        metrics=info.metrics,
+        created_at=info.created_at,
+    )
+
+
+class NativeApi:
+    """Handlers of `attnserve.v1.Classifier`."""
+
+    service_name = SERVICE_NAME
+
+    def __init__(self, core: Core, plane: ClassifyPlane) -> None:
+        self.core = core
+        self.plane = plane
+        self._handlers = Handlers(core, "native")
+
+    def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
+        handlers = self._handlers
+        return handlers.service(
+            SERVICE_NAME,
+            {
+                "Classify": handlers.unary(pb.ClassifyRequest, self.classify_call),
+                "ClassifyStream": handlers.stream(pb.ClassifyRequest, self.classify_call, self._stream_error),
+                "ListModels": handlers.unary(pb.ListModelsRequest, self.list_models, counted=False),
+                "GetModel": handlers.unary(pb.GetModelRequest, self.get_model, counted=False),
+            },
+        )
+
+    async def classify_call(self, request: pb.ClassifyRequest, context: Context, call: Call) -> bytes:
+        reply = await self.plane.classify(classify_request(request), call)
+        data: bytes = classify_response(reply).SerializeToString()
+        return data
+
+    @staticmethod
+    def _stream_error(raw: bytes, error: ServiceError) -> bytes:
+        try:
+            request_id = pb.ClassifyRequest.FromString(raw).request_id
+        except Exception:  # the request itself did not parse
+            request_id = ""
+        reply = pb.ClassifyResponse(
+            request_id=request_id,
+            error=pb.Error(code=error.code.value, code_name=error.code.name, message=error.message),
+        )
+        data: bytes = reply.SerializeToString()
+        return data
+
+    async def list_models(self, request: pb.ListModelsRequest, context: Context, call: Call) -> bytes:
+        models = [model_info_message(info) for info in self.plane.list_models()]
+        reply: bytes = pb.ListModelsResponse(models=models).SerializeToString()
+        return reply
+
+    async def get_model(self, request: pb.GetModelRequest, context: Context, call: Call) -> bytes:
+        reply: bytes = model_info_message(
+            self.plane.model(request.model, request.version)
+        ).SerializeToString()
+        return reply
