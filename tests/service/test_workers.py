@@ -99,8 +99,10 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
             tasks = [asyncio.ensure_future(caller(i)) for i in range(CALLERS)]
             # Under load: every caller answered on its own connection, each held by one worker.
             await until(
-                lambda: all(calls for calls in outcomes)
-                and sum(connections(pid, server.port) for pid in workers) >= CALLERS,
+                lambda: (
+                    all(calls for calls in outcomes)
+                    and sum(connections(pid, server.port) for pid in workers) >= CALLERS
+                ),
                 30,
                 0.05,
                 "every caller answered",
@@ -129,9 +131,7 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
         assert f"worker pid {victim} exited" in server.output
     codes = Counter(code for calls in outcomes for _, code in calls)
     failing = [i for i, calls in enumerate(outcomes) if any(code != "OK" for _, code in calls)]
-    during = sum(
-        1 for calls in outcomes for at, code in calls if killed < at < back and code == "OK"
-    )
+    during = sum(1 for calls in outcomes for at, code in calls if killed < at < back and code == "OK")
     record_figures(
         "SIGKILL of 1 of 2 workers (8 callers, one connection each)",
         **dict(sorted(codes.items())),
