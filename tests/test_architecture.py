@@ -211,10 +211,10 @@ def test_the_config_fields_are_the_dataclasses_fields() -> None:
     from attnserve.training.models.config import HEADS, POSITIONS, ModelConfig, SequenceConfig
     from attnserve.training.models.encoder import ENCODER_HEADS
 
-    def declared(cls: type[object], skip: set[str]) -> list[tuple[str, str, str]]:
+    def declared(cls: typing.Any, skip: set[str]) -> list[tuple[str, str, str]]:
         return [
             (f.name, str(f.type), "" if f.default is dataclasses.MISSING else repr(f.default))
-            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            for f in dataclasses.fields(cls)
             if f.name not in skip
         ]
 
