@@ -75,8 +75,7 @@ def test_health_watch_sees_not_serving_on_shutdown(model_repository: Path) -> No
                         pass  # the stream ends when the server stops
 
             watchers = [asyncio.ensure_future(watch(name)) for name in seen]
-            while not all(seen.values()):
-                await asyncio.sleep(0.01)
+            await until(lambda: all(seen.values()), what="both watchers' first status")
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, lambda: running.run(server.shutdown(grace=2)))
             await asyncio.wait_for(asyncio.gather(*watchers), 10)
