@@ -11,8 +11,11 @@ other files). `__init__.py` files and the generated `service/proto/` are not lis
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,192 @@ def test_every_module_in_the_package_list_exists(stage: str) -> None:
     listed = listed_modules(ARCHITECTURE.read_text(encoding="utf-8"))
     stale = sorted(name for name in listed - stage_modules(stage) if name.startswith(f"{stage}/"))
     assert not stale, f"docs/architecture.md's package list names modules that do not exist: {stale}"
+
+
+# The contract sections below the package list: families, run directory, bundle.
+
+
+def section(heading: str) -> str:
+    """The text under "## `heading`..." up to the next "## " heading."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    after = text[text.index(f"\n## {heading}") :]
+    end = after.find("\n## ", 1)
+    return after if end < 0 else after[:end]
+
+
+def bullet(text: str, opening: str) -> str:
+    """The bullet of `text` that starts with "- `opening`", its continuation lines joined."""
+    start = text.index(f"- {opening}")
+    end = text.find("\n- ", start + 1)
+    return " ".join(text[start : None if end < 0 else end].split())
+
+
+def ticked(text: str) -> list[str]:
+    """The `backticked` items of `text`, in order."""
+    return re.findall(r"`([^`]+)`", text)
+
+
+def table(text: str) -> list[list[str]]:
+    """The rows of the markdown table(s) in `text`, header and rule left out, cells stripped."""
+    rows: list[list[str]] = []
+    body = False
+    for line in (line.strip() for line in text.splitlines()):
+        if line.startswith("|---"):
+            body = True
+        elif not line.startswith("|"):
+            body = False
+        elif body:
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+MODELS = section("Model contract")
+
+
+def test_the_family_files_are_the_registered_families() -> None:
+    from attnserve.training.models import FAMILIES
+
+    listed = bullet(MODELS, "One file per family")
+    families = [name.removesuffix(".py") for name in ticked(listed.split("Each has")[0])]
+    assert sorted(families) == sorted(FAMILIES), "the families listed are not the registry's"
+    for family, cls in FAMILIES.items():
+        assert cls.__module__.rsplit(".", 1)[1] == family, f"{cls.__name__} is not in {family}.py"
+    shared = {
+        name for sentence in listed.split(". ") if "are shared" in sentence for name in ticked(sentence)
+    }
+    files = {p.name for p in (ROOT / "training" / "models").glob("*.py")} - {"__init__.py"}
+    assert files == {f"{family}.py" for family in FAMILIES} | shared, files
+
+
+def test_the_attention_table_gives_each_family_its_kind_and_shape() -> None:
+    import torch
+
+    from attnserve.service.bundle import AttentionKind
+    from attnserve.training.models import FAMILIES, build_model
+    from tests.support.runs import TINY
+
+    rows = {ticked(kind)[0]: (shape.strip("`"), ticked(families)) for kind, shape, families in table(MODELS)}
+    assert sorted(rows) == sorted(typing.get_args(AttentionKind)), "kinds other than the bundle's"
+    listed = [family for _, families in rows.values() for family in families]
+    assert sorted(listed) == sorted(FAMILIES), "each family is in the table once"
+    for kind, (shape, families) in rows.items():
+        for family in families:
+            cls = FAMILIES[family]
+            assert cls.attention_kind == kind, (family, cls.attention_kind, kind)
+            if family not in TINY:  # the pretrained encoder needs a Hugging Face config: its kind says it
+                continue
+            model = build_model(family, {"vocab_size": 20, **TINY[family]}).eval()
+            ids = torch.tensor([[2, 3, 4, 5, 0], [3, 4, 0, 0, 0]])
+            _, attention = model(ids, (ids != 0).long())
+            if shape == "None":
+                assert attention is None, family
+            else:
+                assert attention is not None and attention.dim() == shape.count(",") + 1, (family, shape)
+                assert (attention.shape[0], attention.shape[-1]) == (2, 5), (family, attention.shape)
+
+
+def _fields(text: str) -> list[tuple[str, str, str]]:
+    """(name, type, default or "") of each `name: type = default` in `text`."""
+    return [
+        (found.group(1), found.group(2), found.group(3) or "")
+        for found in re.finditer(r"`(\w+): (\w+)(?: = ([^`]+))?`", text)
+    ]
+
+
+def test_the_config_fields_are_the_dataclasses_fields() -> None:
+    from attnserve.training.models.config import HEADS, POSITIONS, ModelConfig, SequenceConfig
+    from attnserve.training.models.encoder import ENCODER_HEADS
+
+    def declared(cls: typing.Any, skip: set[str]) -> list[tuple[str, str, str]]:
+        return [
+            (f.name, str(f.type), "" if f.default is dataclasses.MISSING else repr(f.default))
+            for f in dataclasses.fields(cls)
+            if f.name not in skip
+        ]
+
+    common = bullet(MODELS, "Common config fields")
+    sequence = bullet(MODELS, "Sequence config fields")
+    base = {f.name for f in dataclasses.fields(ModelConfig)}
+    assert _fields(common) == [(n, t, d.replace("'", '"')) for n, t, d in declared(ModelConfig, set())]
+    assert _fields(sequence) == [(n, t, d.replace("'", '"')) for n, t, d in declared(SequenceConfig, base)]
+    heads, encoder_heads = common.split("heads ")[1].split("(the encoder's own:")
+    assert tuple(ticked(heads)) == HEADS and tuple(ticked(encoder_heads)) == ENCODER_HEADS
+    assert tuple(ticked(sequence.split("positions ")[-1])) == POSITIONS
+
+
+RUN = section("Run directory")
+
+
+def _run_files() -> tuple[dict[str, str], dict[str, str]]:
+    """(file -> content) for the files of every run, and for those written only sometimes."""
+    always: dict[str, str] = {}
+    sometimes: dict[str, str] = {}
+    for names, content in table(RUN):
+        for name in ticked(names):
+            (sometimes if content.startswith("only") else always)[name] = content
+    return always, sometimes
+
+
+def test_a_run_directory_holds_the_files_listed(trained_run: Callable[[str], Path]) -> None:
+    from attnserve.training.cli.compare import COMMAND_RECORD
+    from attnserve.training.loop.resume import RESUME
+
+    always, sometimes = _run_files()
+    run = trained_run("mean_pool")
+    assert sorted(p.name for p in run.iterdir()) == sorted(always)
+    assert sorted(sometimes) == sorted([RESUME, COMMAND_RECORD])
+
+
+def test_the_checkpoint_and_metrics_hold_the_keys_listed(trained_run: Callable[[str], Path]) -> None:
+    import torch
+
+    from attnserve.training.run.checkpoint import CHECKPOINT, FORMAT, METRICS, LoadedRun
+
+    always, _ = _run_files()
+    run = trained_run("mean_pool")
+    saved = torch.load(run / CHECKPOINT, map_location="cpu", weights_only=True)
+    assert sorted(re.findall(r'"(\w+)"', always[CHECKPOINT])) == sorted(saved)
+    assert f'"format": "{FORMAT}"' in always[CHECKPOINT]
+    metrics = json.loads((run / METRICS).read_text())
+    named = re.findall(r'"(\w+)"', always[METRICS].split(";")[0])
+    assert named and set(named) <= set(metrics), sorted(set(named) - set(metrics))
+    loaded = re.search(r"LoadedRun\(([^)]*)\)", RUN)
+    assert loaded is not None
+    assert loaded.group(1).split(", ") == [f.name for f in dataclasses.fields(LoadedRun)]
+
+
+BUNDLE = section("Bundle")
+
+
+def test_the_manifest_fields_are_the_ones_listed() -> None:
+    from attnserve.service.bundle import AttentionSpec, BundleManifest, TensorSpec
+
+    listed = BUNDLE[BUNDLE.index("`bundle.json` fields:") :].split("\n\n")[0]
+    top = listed.split(":", 1)[1]
+    while PARENTHESES.search(top):
+        top = PARENTHESES.sub(" ", top)
+    assert ticked(top) == list(BundleManifest.model_fields)
+    attention = re.search(r"`attention` \(([^)]*)\)", listed)
+    tensors = re.search(r"`outputs` \(([^)]*)\)", listed)
+    assert attention is not None and tensors is not None
+    assert ticked(attention.group(1)) == list(AttentionSpec.model_fields)
+    assert ticked(tensors.group(1)) == list(TensorSpec.model_fields)
+
+
+def test_a_bundle_holds_the_files_and_io_listed(exported_bundle: Callable[[str], Path]) -> None:
+    from attnserve.service.bundle import MANIFEST_FILE, REQUIRED_FILES, STAGING_PREFIX, read_bundle
+
+    layout = re.search(r"`models/<name>/<version>/\{([^}]*)\}`", BUNDLE)
+    assert layout is not None
+    files = layout.group(1).split(", ")
+    assert sorted(files) == sorted([*REQUIRED_FILES, MANIFEST_FILE])
+    assert f"`{STAGING_PREFIX}*`" in BUNDLE
+    bundle = exported_bundle("mean_pool")
+    assert sorted(p.name for p in bundle.iterdir()) == sorted(files)
+    io = " ".join(BUNDLE[BUNDLE.index("ONNX I/O:") :].split())
+    manifest = read_bundle(bundle).manifest
+    for spec in (*manifest.inputs, *manifest.outputs):
+        dims = ", ".join("classes" if isinstance(d, int) else d for d in spec.shape)
+        assert f"`{spec.name}` {spec.dtype} `[{dims}]`" in io or (
+            spec.name == "attention" and f"`attention` {spec.dtype}" in io
+        ), spec

@@ -2,7 +2,7 @@
 
 A supervisor with two workers serves callers that each hold their own connection; one
 worker is SIGKILLed. Only calls on the killed worker's connections may fail, the other
-worker keeps answering, and the supervisor restarts the dead one within seconds. A worker
+worker keeps answering, and the supervisor starts a replacement that serves. A worker
 that keeps dying is a crash loop: the supervisor stops and exits non-zero.
 """
 
@@ -22,6 +22,7 @@ import grpc
 from attnserve.service.client import AsyncClient, ClientError
 from tests.support.load import record_figures
 from tests.support.process import ServerProcess
+from tests.support.waits import until, wait_until
 
 CALLERS = 8
 # Each caller its own TCP connection (grpc would otherwise share one between channels).
@@ -50,14 +51,10 @@ def connections(pid: int, port: int) -> int:
     return count
 
 
-def wait_ready(server: ServerProcess, pid: int, timeout: float) -> float:
-    """Seconds until worker `pid` logged that it is ready."""
-    began = time.monotonic()
+def wait_ready(server: ServerProcess, pid: int, timeout: float) -> None:
+    """Return once worker `pid` logged that it is ready."""
     pattern = re.compile(rf"worker {pid} .*ready in")
-    while not pattern.search(server.output):
-        assert time.monotonic() - began < timeout, f"worker {pid} not ready in {timeout} s\n{server.output}"
-        time.sleep(0.05)
-    return time.monotonic() - began
+    wait_until(lambda: pattern.search(server.output) is not None, timeout, 0.05, f"worker {pid} ready")
 
 
 async def reconnected(channel: grpc.aio.Channel) -> None:
@@ -95,21 +92,36 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
                     if code != "OK":
                         await reconnected(client.channel)
 
+        def new_workers() -> list[int]:
+            return [pid for pid in children(server.pid) if pid not in workers]
+
         async def scenario() -> tuple[int, int, float, float, int]:
             tasks = [asyncio.ensure_future(caller(i)) for i in range(CALLERS)]
-            await asyncio.sleep(2.0)
+            # Under load: every caller answered on its own connection, each held by one worker.
+            await until(
+                lambda: (
+                    all(calls for calls in outcomes)
+                    and sum(connections(pid, server.port) for pid in workers) >= CALLERS
+                ),
+                30,
+                0.05,
+                "every caller answered",
+            )
             held = {pid: connections(pid, server.port) for pid in workers}
             victim = max(held, key=lambda pid: held[pid])
             killed = time.monotonic()
             os.kill(victim, signal.SIGKILL)
-            replacement = 0
-            while not replacement:
-                await asyncio.sleep(0.05)
-                replacement = next((p for p in children(server.pid) if p not in workers), 0)
-                assert time.monotonic() - killed < 30, "no replacement worker started"
+            await until(lambda: bool(new_workers()), 30, 0.05, "a replacement worker started")
+            replacement = new_workers()[0]
             await asyncio.to_thread(wait_ready, server, replacement, 60)
-            back = time.monotonic() - killed
-            await asyncio.sleep(1.0)
+            back = time.monotonic()
+            # Every caller answered again after the restart, its connection lost or not.
+            await until(
+                lambda: all(any(at > back and code == "OK" for at, code in calls) for calls in outcomes),
+                30,
+                0.05,
+                "every caller answered after the restart",
+            )
             stop.set()
             await asyncio.gather(*tasks)
             return victim, held[victim], killed, back, replacement
@@ -119,16 +131,14 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
         assert f"worker pid {victim} exited" in server.output
     codes = Counter(code for calls in outcomes for _, code in calls)
     failing = [i for i, calls in enumerate(outcomes) if any(code != "OK" for _, code in calls)]
-    during = sum(
-        1 for calls in outcomes for at, code in calls if killed < at < killed + back and code == "OK"
-    )
+    during = sum(1 for calls in outcomes for at, code in calls if killed < at < back and code == "OK")
     record_figures(
         "SIGKILL of 1 of 2 workers (8 callers, one connection each)",
         **dict(sorted(codes.items())),
         victim_connections=victim_connections,
         failing_callers=len(failing),
         ok_while_restarting=during,
-        back_after_s=round(back, 2),
+        back_after_s=round(back - killed, 2),
     )
     assert set(codes) <= {"OK", "UNAVAILABLE"}, codes
     assert codes["OK"] > 0 and during > 0, "the surviving worker did not keep serving"
@@ -137,7 +147,6 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
     for index in failing:
         lost = [(round(at - killed, 3), code) for at, code in outcomes[index] if code != "OK"]
         assert len(lost) <= 1, (index, lost)
-    assert back < 20.0
     assert replacement != victim
 
 
@@ -148,10 +157,9 @@ def test_a_crash_loop_stops_the_supervisor_with_status_1(model_repository: Path)
         for pid in first:
             wait_ready(server, pid, 60)
         os.kill(first[0], signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while len([p for p in children(server.pid) if p not in first]) < 1:
-            assert time.monotonic() < deadline, server.output
-            time.sleep(0.05)
+        wait_until(
+            lambda: any(p not in first for p in children(server.pid)), 30, 0.05, "a replacement started"
+        )
         os.kill(first[1], signal.SIGKILL)  # the second death within the window: a crash loop
         code = server.wait(timeout=30)
         output = server.output

@@ -13,6 +13,7 @@ from attnserve.service.client import AsyncClient, Client, ClientError, build_req
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from tests.support.load import Ledger, record_figures
 from tests.support.servers import RunningServer, make_settings
+from tests.support.waits import until
 
 CLASSIFY = "/attnserve.v1.Classifier/Classify"
 LEAKS = re.compile(r"Traceback|File \"|/tmp/|/work/|\.py\b|Error\(|Exception")
@@ -136,11 +137,13 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
     shed = Ledger()
     with RunningServer(settings) as server:
 
+        def depth() -> float:
+            return server.value("attnserve_queue_depth", model="car")
+
         async def scenario() -> None:
             async with AsyncClient(server.target) as client:
                 waiting = asyncio.ensure_future(client.classify(["a white car"] * 3, model="car"))
-                while server.value("attnserve_queue_depth", model="car") < 3:
-                    await asyncio.sleep(0.01)
+                await until(lambda: depth() >= 3, what="3 texts queued")
                 with pytest.raises(ClientError) as error:
                     await client.classify(["a white car"] * 2, model="car")
                 assert error.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -150,11 +153,9 @@ def test_queue_full_is_resource_exhausted_and_cancel_frees_the_slot(model_reposi
                     await shed.call(lambda: client.classify(["a white car"] * 2, model="car", timeout=1.5))
                 assert shed.ended == {"RESOURCE_EXHAUSTED": 20}, shed.details
                 call = client._classify(build_request(["a black car"], model="car"))
-                while server.value("attnserve_queue_depth", model="car") < 4:
-                    await asyncio.sleep(0.01)
+                await until(lambda: depth() >= 4, what="4 texts queued")
                 call.cancel()
-                while server.value("attnserve_queue_depth", model="car") > 3:
-                    await asyncio.sleep(0.01)
+                await until(lambda: depth() <= 3, what="the cancelled call's text to leave the queue")
                 ok = await client.classify(["a black car"], model="car")  # the freed slot is usable
                 assert len(ok.results) == 1
                 assert len((await waiting).results) == 3

@@ -5,8 +5,8 @@ client stops reading and then cancels ends without a traceback in the log."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -18,6 +18,7 @@ from tests.support.fuzzing import ErrorLog, call
 from tests.support.methods import CLASSIFY, MODEL_INFER
 from tests.support.servers import RunningServer, make_settings
 from tests.support.v2 import text_request
+from tests.support.waits import wait_until
 
 LONG = " ".join(["the white car is left of the black car"] * 10)  # truncated to max_len tokens
 ALL, POOLED = pb.ATTENTION_MODE_ALL, pb.ATTENTION_MODE_POOLED
@@ -77,20 +78,34 @@ def test_metadata_methods_take_small_bodies_only(model_repository: Path) -> None
         assert call(server.target, "/attnserve.v1.Classifier/ListModels", b"")[0] == "OK"
 
 
+def _answered(server: RunningServer) -> float:
+    return server.value("attnserve_requests_total", api="native", code="OK")
+
+
+def _answered_at_least(server: RunningServer, count: float) -> bool:
+    return _answered(server) >= count
+
+
 def test_cancelling_a_stream_whose_client_stopped_reading_logs_no_traceback(
     model_repository: Path, errors: ErrorLog
 ) -> None:
     with RunningServer(make_settings(model_repository)) as server:
+        assert call(server.target, CLASSIFY, _classify(1, POOLED))[0] == "OK"  # what a first call starts
+        settled = server.pending_tasks()
         with grpc.insecure_channel(server.target) as channel:
             stream = channel.stream_stream(
                 "/attnserve.v1.Classifier/ClassifyStream", request_serializer=None, response_deserializer=None
             )
             for _ in range(3):
+                expected = _answered(server) + 2
                 requests = iter([_classify(64, ALL)] * 40)  # 2.4 MB replies: writes block at once
                 replies = stream(requests, timeout=30)
-                time.sleep(1.5)  # never read: the server's writes wait on flow control
+                # Never read: once the server has answered requests of the stream, its writes
+                # wait on flow control.
+                wait_until(partial(_answered_at_least, server, expected), 30, what="replies to write")
                 replies.cancel()  # type: ignore[no-untyped-call]  # grpc-stubs leave cancel() untyped
-            time.sleep(1.0)
+            # Every stream's handler has ended (a failed write is logged before that).
+            wait_until(lambda: server.pending_tasks() <= settled, 30, what="the cancelled streams to end")
             code, _ = call(server.target, CLASSIFY, _classify(1, POOLED), channel=channel)
         assert code == "OK"
         assert server.value("attnserve_requests_total", api="native", code="INTERNAL") == 0

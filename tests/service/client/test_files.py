@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +27,7 @@ from attnserve.service.client.files import Retry
 from attnserve.service.client.files.progress import JobProgress
 from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.shipped import shipped_repository
+from tests.support.waits import wait_until
 
 POSITIVE = "the white car is on the left of the black car"
 NEGATIVE = "the black car is on the left of the white car"
@@ -127,9 +127,12 @@ def test_a_run_stopped_midway_resumes_and_writes_every_row_exactly_once(
     command = [str(Path(sys.executable).parent / "attnserve-client"), "--target", server.target, "classify"]
     files = ["--input", str(source), "--output", str(target), "--batch-size", "2", "--workers", "2"]
     run = subprocess.Popen([*command, *files], stderr=subprocess.PIPE, text=True)
-    while not (progress.exists() and json.loads(progress.read_text())["rows_done"] >= 20):
+
+    def midway() -> bool:
         assert run.poll() is None, run.communicate()[1]
-        time.sleep(0.01)
+        return progress.exists() and json.loads(progress.read_text())["rows_done"] >= 20
+
+    wait_until(midway, 60, what="20 rows done")
     run.send_signal(stop)
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == (143 if stop == signal.SIGTERM else -signal.SIGKILL), stderr

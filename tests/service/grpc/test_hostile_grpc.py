@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 from tests.support.fuzzing import SETTINGS, ErrorLog
 from tests.support.methods import ALLOWED
 from tests.support.servers import RunningServer, make_settings
+from tests.support.waits import wait_until
 
 FILES: tuple[FileDescriptor, ...] = (
     attnserve_pb2.DESCRIPTOR,
@@ -139,6 +139,7 @@ def test_a_reload_cancelled_at_once_leaves_no_unretrieved_error(
     with grpc.insecure_channel(server.target) as channel:
         reload = channel.unary_unary("/attnserve.v1.Admin/Reload", None, None)
         codes = []
+        settled = server.pending_tasks()
         for _ in range(20):
             try:
                 reload(body, timeout=0.001)
@@ -149,7 +150,9 @@ def test_a_reload_cancelled_at_once_leaves_no_unretrieved_error(
             reload(body, timeout=30)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert set(codes) <= {"DEADLINE_EXCEEDED", "NOT_FOUND"}, codes
-    time.sleep(0.2)
+    # The calls' handlers (cancelled or not) and the shielded reloads have all ended: their
+    # tasks are gone from the server's loop, and nothing that ends later can log.
+    wait_until(lambda: server.pending_tasks() <= settled, what="the reload calls to end on the server")
     server.run(_collect())  # "Task exception was never retrieved" is logged when the task is freed
     assert errors.messages == []
 
