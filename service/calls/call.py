@@ -28,9 +28,9 @@ from attnserve.service.engine.admission import Permit
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.classify import Inputs, Outputs
-from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
