@@ -153,8 +153,9 @@ class Settings(ReliabilitySettings, ObserveSettings):
         ge=1,
         description="Most padded tokens (texts x longest text) in one model call; one text always fits.",
     )
-    # No fixed wait by default: at one caller a wait only adds latency; while calls overlap the
-    # batcher holds a batch for at most one batch's run time (2 ms cap; docs/results/cost.md).
+    # No fixed wait by default: at one caller a wait only adds latency (and a lone call runs on
+    # the event loop, with no thread hand-off); while calls overlap the batcher holds a batch for
+    # at most one batch's run time (2 ms cap; docs/results/cost.md). A fixed wait turns both off.
     max_delay_ms: float = Field(
         0.0,
         ge=0,

@@ -46,7 +46,7 @@ from tests.support.servers import free_port
 ROOT = Path(__file__).resolve().parents[1]
 LONG = os.environ.get("ATTNSERVE_DOCS_LONG") == "1"
 COMMAND_SECONDS = 240
-DEPLOYMENT = "needs a deployment's certificates and tokens (tests/service/grpc/test_security.py: the options)"
+DEPLOYMENT = "needs a deployment's certificates and tokens (tests/service/api/grpc/test_security.py)"
 
 # (pattern, kind, reason); the first match wins.
 RULES: list[tuple[str, str, str]] = [

@@ -4,24 +4,21 @@
 One source: the JSON API's replies are the classify plane's own types, which the routes
 write with the same pydantic adapters, its request body is the model the route parses it
 with; the V2 server metadata, model metadata and repository index are the V2 plane's own
-types, written field for field. The V2 configuration and statistics replies, which the
-routes write in Triton's form rather than the plane's, are still described from the
-protocol's messages (`grpc_service.proto`, in the JSON form the routes write: 64-bit
-integers as numbers, enums by name, bytes as base64).
+types, written field for field; the V2 configuration and statistics replies, which the
+routes write in Triton's form, are the typed dicts of v2_info.py that the routes return.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
 from attnserve.service.api.http.classify import ClassifyBody
+from attnserve.service.api.http.v2_info import ModelConfigJson, ModelStatisticsJson
 from attnserve.service.api.v2 import types as v2
-from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 
 V2Datatype = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -115,20 +112,10 @@ MODELS: dict[str, Any] = {
     "ServerMetadata": v2.ServerMetadata,
     "ModelMetadata": v2.ModelMetadata,
     "IndexEntry": v2.IndexEntry,
+    # The V2 replies the REST routes write in Triton's form (api/http/v2_info.py).
+    "ModelConfig": ModelConfigJson,
+    "ModelStatistics": ModelStatisticsJson,
 }
-# The V2 replies the routes write in Triton's form, not the plane's: described from the
-# protocol's messages.
-MESSAGES: tuple[Descriptor, ...] = tuple(
-    cast(Descriptor, message.DESCRIPTOR) for message in (v2pb.ModelStatisticsResponse, v2pb.ModelConfig)
-)
-_SCALARS: dict[int, dict[str, Any]] = {
-    FieldDescriptor.TYPE_BOOL: {"type": "boolean"},
-    FieldDescriptor.TYPE_STRING: {"type": "string"},
-    FieldDescriptor.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
-    FieldDescriptor.TYPE_FLOAT: {"type": "number"},
-    FieldDescriptor.TYPE_DOUBLE: {"type": "number"},
-}
-
 
 REF = "#/components/schemas/{model}"
 _MODE: dict[str, JsonSchemaMode] = {"ClassifyRequest": "validation", "InferRequest": "validation",
@@ -137,34 +124,6 @@ _MODE: dict[str, JsonSchemaMode] = {"ClassifyRequest": "validation", "InferReque
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
-
-
-def message_schema(descriptor: Descriptor, schemas: dict[str, Any]) -> dict[str, str]:
-    """A reference to the JSON schema of `descriptor`'s messages (added to `schemas` with
-    the messages it holds), in the JSON form the V2 routes write."""
-    name = descriptor.full_name
-    if name not in schemas:
-        schemas[name] = {}  # placeholder first: messages may hold themselves
-        properties = {field.name: _field_schema(field, schemas) for field in descriptor.fields}
-        schemas[name] = {"type": "object", "properties": properties, "additionalProperties": False}
-    return _ref(name)
-
-
-def _field_schema(field: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
-    entry = field.message_type
-    if entry is not None and entry.GetOptions().map_entry:
-        return {"type": "object", "additionalProperties": _single(entry.fields_by_name["value"], schemas)}
-    if field.is_repeated:
-        return {"type": "array", "items": _single(field, schemas)}
-    return _single(field, schemas)
-
-
-def _single(field: FieldDescriptor, schemas: dict[str, Any]) -> dict[str, Any]:
-    if field.message_type is not None:
-        return message_schema(field.message_type, schemas)
-    if field.enum_type is not None:
-        return {"anyOf": [{"enum": list(field.enum_type.values_by_name)}, {"type": "integer"}]}
-    return _SCALARS.get(field.type, {"type": "integer"})
 
 
 _STATUSES = {
@@ -233,7 +192,7 @@ def openapi_schema(server_version: str) -> dict[str, Any]:
         schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=_MODE.get(name, "serialization"))
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
-    statistics, config = (message_schema(message, schemas) for message in MESSAGES)
+    statistics, config = _ref("ModelStatistics"), _ref("ModelConfig")
     metadata, index = _ref("ModelMetadata"), _ref("IndexEntry")
     api = "JSON API"
     paths: dict[str, Any] = {

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from attnserve.service.api.http import v2_codec as codec
+from attnserve.service.api.http import v2_info as info
 from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import v2_error
 from attnserve.service.api.v2.plane import DataPlane
@@ -97,26 +98,24 @@ class V2Rest:
             "extensions": [*metadata.extensions, BINARY_EXTENSION],
         }
 
-    async def model_metadata(self, request: Request, call: Call) -> dict[str, object]:
-        return codec.model_metadata(
+    async def model_metadata(self, request: Request, call: Call) -> info.ModelMetadataJson:
+        return info.model_metadata(
             self.plane.model_metadata(_path(request, "name"), _path(request, "version"))
         )
 
-    async def model_config(self, request: Request, call: Call) -> dict[str, object]:
-        return codec.model_config(self.plane.model_config(_path(request, "name"), _path(request, "version")))
+    async def model_config(self, request: Request, call: Call) -> info.ModelConfigJson:
+        return info.model_config(self.plane.model_config(_path(request, "name"), _path(request, "version")))
 
-    async def stats(self, request: Request, call: Call) -> dict[str, object]:
-        return codec.model_statistics(
-            self.plane.statistics(_path(request, "name"), _path(request, "version"))
-        )
+    async def stats(self, request: Request, call: Call) -> info.ModelStatisticsJson:
+        return info.model_statistics(self.plane.statistics(_path(request, "name"), _path(request, "version")))
 
-    async def repository_index(self, request: Request, call: Call) -> list[dict[str, object]]:
+    async def repository_index(self, request: Request, call: Call) -> list[info.IndexEntryJson]:
         body = await self.endpoints.body(request, call)
         document = parse_json(body) if body.strip() else {}
         ready = document.get("ready", False) if isinstance(document, dict) else None
         if not isinstance(ready, bool):
             raise InvalidArgument('request body: expected {} or {"ready": true|false}')
-        return codec.repository_index(await self.plane.repository_index(ready=ready))
+        return info.repository_index(await self.plane.repository_index(ready=ready))
 
     async def unsupported(self, request: Request) -> Response:
         action = str(request.path_params.get("action", ""))

@@ -11,9 +11,7 @@ datatype.
 Response: an output goes out as binary data when its request asked for `binary_data`
 (or the request for `binary_data_output`), else as a flat JSON `data` list.
 
-The other replies (metadata, configuration, statistics, the repository index) read as
-Triton's REST replies do: field names as in the protocol, 64-bit integers as JSON numbers,
-enums by name, every field present even at its default.
+The other replies (metadata, configuration, statistics, the repository index): v2_info.py.
 """
 
 from __future__ import annotations
@@ -28,17 +26,11 @@ import numpy as np
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
 from attnserve.service.api.v2.types import (
-    ConfigTensor,
-    IndexEntry,
     InferRequest,
     InferResponse,
     InputTensor,
-    ModelConfig,
-    ModelMetadata,
-    ModelStats,
     OutputTensor,
     RequestedOutput,
-    TensorDecl,
 )
 from attnserve.service.edges import check_text, parse_json, parse_uint, quote
 from attnserve.service.engine.request.attention import AttentionMode
@@ -241,69 +233,3 @@ def encode_response(response: InferResponse, rest: RestRequest) -> tuple[bytes, 
 
 def dumps(document: object) -> bytes:
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-
-
-# --- replies other than inference ---------------------------------------------------------
-def _decls(decls: tuple[TensorDecl, ...]) -> list[dict[str, Any]]:
-    return [{"name": d.name, "datatype": d.datatype, "shape": list(d.shape)} for d in decls]
-
-
-def model_metadata(metadata: ModelMetadata) -> dict[str, Any]:
-    return {
-        "name": metadata.name,
-        "versions": metadata.versions,
-        "platform": metadata.platform,
-        "inputs": _decls(metadata.inputs),
-        "outputs": _decls(metadata.outputs),
-    }
-
-
-def _config_tensor(tensor: ConfigTensor, *, output: bool) -> dict[str, Any]:
-    item: dict[str, Any] = {"name": tensor.name, "data_type": tensor.data_type, "dims": list(tensor.dims)}
-    if output:
-        if tensor.reshape:
-            item["reshape"] = {"shape": []}
-    else:
-        item["optional"] = tensor.optional
-    return item
-
-
-def model_config(config: ModelConfig) -> dict[str, Any]:
-    return {
-        "name": config.name,
-        "platform": config.platform,
-        "backend": config.backend,
-        "max_batch_size": config.max_batch_size,
-        "input": [_config_tensor(t, output=False) for t in config.inputs],
-        "output": [_config_tensor(t, output=True) for t in config.outputs],
-        "dynamic_batching": {
-            "preferred_batch_size": [config.preferred_batch_size],
-            "max_queue_delay_microseconds": config.max_queue_delay_microseconds,
-            "preserve_ordering": True,
-        },
-    }
-
-
-def model_statistics(stats: list[ModelStats]) -> dict[str, Any]:
-    return {
-        "model_stats": [
-            {
-                "name": s.name,
-                "version": s.version,
-                "last_inference": s.last_inference,
-                "inference_count": s.inference_count,
-                "execution_count": s.execution_count,
-                "batch_stats": [],
-                "inference_stats": {
-                    name: {"count": getattr(s.requests, name).count, "ns": getattr(s.requests, name).ns}
-                    for name in s.requests.DURATIONS
-                },
-            }
-            for s in stats
-        ]
-    }
-
-
-def repository_index(entries: list[IndexEntry]) -> list[dict[str, Any]]:
-    """A bare list, as Triton answers."""
-    return [{"name": e.name, "version": e.version, "state": e.state, "reason": e.reason} for e in entries]

@@ -16,8 +16,9 @@ saves hand-offs but makes the busiest thread wait for the model, and lost throug
 load (docs/results/peers.md, "gRPC taken out").
 
 A lone call runs on the loop: when the server has no other call in flight (`lone`, from
-the gate's count), nothing is queued and no batch runs, the loop takes the call's batch and
-runs it itself. Nothing else could use the loop meanwhile, and the call skips the two thread
+the gate's count), nothing is queued and no batch runs, and its one text is quick for this
+model (the last one-text batch took at most `LONE_MAX_RUN_S`), the loop takes the call's
+batch and runs it itself. Nothing else could use the loop meanwhile, and the call skips the two thread
 hand-offs (a wake-up, a self-pipe write and a loop iteration), which were most of a lone
 call's time over the model's (docs/results/cost.md). The gate cannot see calls still queued
 inside grpc, and calls run on the loop one by one never overlap, so a burst would look like
@@ -65,6 +66,9 @@ HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous b
 MAX_HOLD_S = 0.002
 LONE_WINDOW_S = 0.1  # after calls were last seen to overlap, none runs on the loop for this long
 PROBE_EVERY = 8  # every 8th lone call runs on a thread, so that overlapping calls can be seen
+# A lone call runs on the loop only while one text takes the model at most this long: a larger
+# model would hold up everything else the loop serves (health, metadata, the next call's bytes).
+LONE_MAX_RUN_S = 0.002
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
 
 
@@ -98,6 +102,7 @@ class Batcher:
         self._lone = lone if limits.max_delay_s == 0 else None
         self._overlap_at = -math.inf  # time.monotonic() when calls were last seen to overlap
         self._lone_calls = 0
+        self._one_text_s = math.inf  # the last run of a one-text batch (unknown: not on the loop)
 
     @property
     def queued(self) -> int:
@@ -130,13 +135,13 @@ class Batcher:
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
                 )
-            alone = self._alone(job.enqueued, queued)
+            alone = self._alone(job.enqueued, queued, count)
             self._queue.add(job, lengths)
             self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
             if alone:
                 batches, expired = self._take_all()
-                self._running += 1
+                self._running += len(batches)
             else:
                 self._work.notify()
         if alone:
@@ -177,8 +182,6 @@ class Batcher:
             _fail(expired, _expired)
             if batch is not None:
                 self._run(batch, arrivals)
-                with self._lock:
-                    self._running -= 1
             elif stop:
                 return
             with self._lock:
@@ -213,11 +216,12 @@ class Batcher:
                 batches.append(batch)
         return batches, expired
 
-    def _alone(self, now: float, queued: int) -> bool:
-        """Whether a call arriving at `now` runs on the loop (holding the lock; see the module
-        docstring): the server's only call, none overlapping for a while, and not a probe."""
+    def _alone(self, now: float, queued: int, count: int) -> bool:
+        """Whether a call of `count` texts arriving at `now` runs on the loop (holding the lock;
+        see the module docstring): one quick text, the server's only call, none overlapping
+        for a while, and not a probe."""
         lone = self._lone
-        if lone is None:
+        if lone is None or count != 1 or self._one_text_s > LONE_MAX_RUN_S:
             return False
         if queued or self._running or not lone():
             self._overlap_at = now
@@ -235,7 +239,6 @@ class Batcher:
                 self._run(batch, self._arrivals, _complete)
         finally:
             with self._lock:
-                self._running -= 1
                 idle = self._idle_now()
                 if self._queue.queued:  # calls that arrived meanwhile (another loop's) wait for a thread
                     self._work.notify()
@@ -250,6 +253,8 @@ class Batcher:
             output = self.runner(batch)
         except Exception:  # a failing batch fails its calls, never the batcher
             log.exception("model %s: batch of %d rows failed", self.name, len(batch.rows))
+            with self._lock:
+                self._running -= 1
             _fail(list({id(row.job): row.job for row in batch.rows}.values()), _internal)
             return
         ended = time.monotonic()
@@ -257,11 +262,16 @@ class Batcher:
         finished: list[Job] = []
         waits = []
         with self._lock:  # with several batcher threads, one call's rows may finish in two at once
+            # Not running from here on: a caller whose call is handed back next must see the
+            # batcher idle (a lone caller would otherwise look like overlapping calls).
+            self._running -= 1
             # Before the calls are handed back: a caller's next call must not count as overlap.
             overlapped = self._arrivals != arrivals
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
             if overlapped:
                 self._overlap_at = ended
+            if len(batch.rows) == 1:
+                self._one_text_s = elapsed
             for position, row in enumerate(batch.rows):
                 job = row.job
                 job.parts.append((output, position, row.index))
