@@ -80,6 +80,8 @@ FORBIDDEN = {
 
 # The client reads attention arrays with the server's own numpy helpers (per-token importance).
 ALLOWED = {"client": ("attnserve.service.engine.request.attention",)}
+
+
 def imported_modules(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
