@@ -15,17 +15,9 @@ timer per batch or per call runs on the loop. Running every batch on the loop it
 saves hand-offs but makes the busiest thread wait for the model, and lost throughput under
 load (docs/results/peers.md, "gRPC taken out").
 
-A lone call runs on the loop: when the server has no other call in flight (`lone`, from
-the gate's count), nothing is queued and no batch runs, and its one text is quick for this
-model (the last one-text batch took at most `LONE_MAX_RUN_S`), the loop takes the call's
-batch and runs it itself. Nothing else could use the loop meanwhile, and the call skips the two thread
-hand-offs (a wake-up, a self-pipe write and a loop iteration), which were most of a lone
-call's time over the model's (docs/results/cost.md). The gate cannot see calls still queued
-inside grpc, and calls run on the loop one by one never overlap, so a burst would look like
-a string of lone calls: every `PROBE_EVERY`th lone call goes to a thread instead, and while
-it runs the loop reads what is waiting. Once calls are seen to overlap (rows queued or a
-batch running when a call arrives, rows arriving during a batch, or another call at the
-gate), none runs on the loop for `LONE_WINDOW_S`, a window that sustained load keeps open.
+A lone call runs on the loop itself when `LonePolicy` (lone.py) says it comes alone: one
+quick text, no other call in flight, none overlapping of late. Nothing else could use the
+loop meanwhile, and the call skips the two thread hand-offs.
 
 Holding under load: with `max_delay_s` 0 a batch runs as soon as a row is there, which
 under load means one call a batch (measured: 1.1 texts a batch at 8 callers over gRPC,
@@ -43,32 +35,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, RowQueue
-from attnserve.service.errors import (
-    INTERNAL_MESSAGE,
-    DeadlineExceeded,
-    Internal,
-    ResourceExhausted,
-    Unavailable,
+from attnserve.service.engine.request.handback import (
+    complete,
+    expired_error,
+    fail,
+    hand_back,
+    internal_error,
+    refuse,
 )
+from attnserve.service.engine.request.lone import LonePolicy
+from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, RowQueue
+from attnserve.service.errors import ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
 
-EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
 HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous batch for more rows
 MAX_HOLD_S = 0.002
-LONE_WINDOW_S = 0.1  # after calls were last seen to overlap, none runs on the loop for this long
-PROBE_EVERY = 8  # every 8th lone call runs on a thread, so that overlapping calls can be seen
-# A lone call runs on the loop only while one text takes the model at most this long: a larger
-# model would hold up everything else the loop serves (health, metadata, the next call's bytes).
-LONE_MAX_RUN_S = 0.002
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
 
 
@@ -99,10 +87,7 @@ class Batcher:
         self._hold = 0.0  # how long the next batch may wait for more rows (see "Holding under load")
         # Whether the calling call is the server's only one in flight (None: never run on the loop);
         # a fixed max_delay_s asks every text to wait for company, so it turns the lone path off.
-        self._lone = lone if limits.max_delay_s == 0 else None
-        self._overlap_at = -math.inf  # time.monotonic() when calls were last seen to overlap
-        self._lone_calls = 0
-        self._one_text_s = math.inf  # the last run of a one-text batch (unknown: not on the loop)
+        self._lone = LonePolicy(lone) if lone is not None and limits.max_delay_s == 0 else None
 
     @property
     def queued(self) -> int:
@@ -135,7 +120,8 @@ class Batcher:
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
                 )
-            alone = self._alone(job.enqueued, queued, count)
+            lone = self._lone
+            alone = lone is not None and lone.decide(job.enqueued, count, bool(queued or self._running))
             self._queue.add(job, lengths)
             self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
@@ -179,7 +165,7 @@ class Batcher:
                 if batch is not None:
                     self._running += 1
                 arrivals = self._arrivals
-            _fail(expired, _expired)
+            fail(expired, expired_error)
             if batch is not None:
                 self._run(batch, arrivals)
             elif stop:
@@ -216,27 +202,12 @@ class Batcher:
                 batches.append(batch)
         return batches, expired
 
-    def _alone(self, now: float, queued: int, count: int) -> bool:
-        """Whether a call of `count` texts arriving at `now` runs on the loop (holding the lock;
-        see the module docstring): one quick text, the server's only call, none overlapping
-        for a while, and not a probe."""
-        lone = self._lone
-        if lone is None or count != 1 or self._one_text_s > LONE_MAX_RUN_S:
-            return False
-        if queued or self._running or not lone():
-            self._overlap_at = now
-            return False
-        if now - self._overlap_at < LONE_WINDOW_S:
-            return False
-        self._lone_calls += 1
-        return self._lone_calls % PROBE_EVERY != 0
-
     def _run_here(self, batches: list[Batch], expired: list[Job]) -> None:
         """Run a lone call's batches on the event loop; its future is done when this returns."""
-        _refuse(expired, _expired)
+        refuse(expired, expired_error)
         try:
             for batch in batches:
-                self._run(batch, self._arrivals, _complete)
+                self._run(batch, self._arrivals, complete)
         finally:
             with self._lock:
                 idle = self._idle_now()
@@ -255,7 +226,7 @@ class Batcher:
             log.exception("model %s: batch of %d rows failed", self.name, len(batch.rows))
             with self._lock:
                 self._running -= 1
-            _fail(list({id(row.job): row.job for row in batch.rows}.values()), _internal)
+            fail(list({id(row.job): row.job for row in batch.rows}.values()), internal_error)
             return
         ended = time.monotonic()
         elapsed = ended - started
@@ -268,10 +239,8 @@ class Batcher:
             # Before the calls are handed back: a caller's next call must not count as overlap.
             overlapped = self._arrivals != arrivals
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
-            if overlapped:
-                self._overlap_at = ended
-            if len(batch.rows) == 1:
-                self._one_text_s = elapsed
+            if self._lone is not None:
+                self._lone.ran(len(batch.rows), elapsed, overlapped, ended)
             for position, row in enumerate(batch.rows):
                 job = row.job
                 job.parts.append((output, position, row.index))
@@ -288,7 +257,7 @@ class Batcher:
         observe = self.metrics.queue_wait.observe
         for wait in waits:
             observe(wait)
-        (finish or _finish)(finished)
+        (finish or hand_back)(finished)
 
     async def drain(self) -> None:
         """Wait until every queued and running row is done."""
@@ -321,50 +290,3 @@ def _join(threads: list[threading.Thread]) -> None:
 def _resolve_idle(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _complete(jobs: list[Job]) -> None:
-    for job in jobs:
-        if not job.future.done():
-            job.future.set_result(job)
-
-
-def _expired() -> Exception:
-    return DeadlineExceeded(EXPIRED_MESSAGE)
-
-
-def _internal() -> Exception:
-    return Internal(INTERNAL_MESSAGE)
-
-
-def _refuse(jobs: list[Job], error: Callable[[], Exception]) -> None:
-    """Fail each job with an error of its own: one instance raised in several callers would
-    collect each one's traceback (see errors.detached)."""
-    for job in jobs:
-        if not job.future.done():
-            job.future.set_exception(error())
-            job.future.exception()  # mark retrieved: the caller may be gone
-
-
-def _finish(jobs: list[Job]) -> None:
-    """Complete `jobs` on their event loops: one call_soon_threadsafe per loop."""
-    _by_loop(jobs, _complete)
-
-
-def _fail(jobs: list[Job], error: Callable[[], Exception]) -> None:
-    if jobs:
-        _by_loop(jobs, lambda group: _refuse(group, error))
-
-
-def _by_loop(jobs: list[Job], action: Callable[[list[Job]], None]) -> None:
-    if not jobs:
-        return
-    loop = jobs[0].future.get_loop()
-    if all(job.future.get_loop() is loop for job in jobs):
-        loop.call_soon_threadsafe(action, jobs)
-        return
-    groups: dict[asyncio.AbstractEventLoop, list[Job]] = {}
-    for job in jobs:
-        groups.setdefault(job.future.get_loop(), []).append(job)
-    for each, group in groups.items():
-        each.call_soon_threadsafe(action, group)

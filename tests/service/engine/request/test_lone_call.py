@@ -10,7 +10,8 @@ import asyncio
 import threading
 from typing import Any
 
-from attnserve.service.engine.request.batcher import LONE_MAX_RUN_S, PROBE_EVERY, Batcher
+from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.lone import LONE_MAX_RUN_S, PROBE_EVERY
 from attnserve.service.engine.request.queue import Batch
 from tests.service.engine.request.test_batcher import limits, model_metrics
 

@@ -1,0 +1,64 @@
+"""Calls handed back to their event loops when their batches end, from any thread.
+
+A batcher thread finishes or fails calls whose futures belong to an event loop: each loop
+gets one `call_soon_threadsafe` for all of its calls (a self-pipe write and a loop
+iteration each, so never one per call). The loop's own thread, running a lone call,
+completes its call directly (`complete`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from attnserve.service.engine.request.queue import Job
+from attnserve.service.errors import INTERNAL_MESSAGE, DeadlineExceeded, Internal
+
+EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
+
+
+def complete(jobs: list[Job]) -> None:
+    for job in jobs:
+        if not job.future.done():
+            job.future.set_result(job)
+
+
+def expired_error() -> Exception:
+    return DeadlineExceeded(EXPIRED_MESSAGE)
+
+
+def internal_error() -> Exception:
+    return Internal(INTERNAL_MESSAGE)
+
+
+def refuse(jobs: list[Job], error: Callable[[], Exception]) -> None:
+    """Fail each job with an error of its own: one instance raised in several callers would
+    collect each one's traceback (see errors.detached)."""
+    for job in jobs:
+        if not job.future.done():
+            job.future.set_exception(error())
+            job.future.exception()  # mark retrieved: the caller may be gone
+
+
+def hand_back(jobs: list[Job]) -> None:
+    """Complete `jobs` on their event loops: one call_soon_threadsafe per loop."""
+    _by_loop(jobs, complete)
+
+
+def fail(jobs: list[Job], error: Callable[[], Exception]) -> None:
+    if jobs:
+        _by_loop(jobs, lambda group: refuse(group, error))
+
+
+def _by_loop(jobs: list[Job], action: Callable[[list[Job]], None]) -> None:
+    if not jobs:
+        return
+    loop = jobs[0].future.get_loop()
+    if all(job.future.get_loop() is loop for job in jobs):
+        loop.call_soon_threadsafe(action, jobs)
+        return
+    groups: dict[asyncio.AbstractEventLoop, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.future.get_loop(), []).append(job)
+    for each, group in groups.items():
+        each.call_soon_threadsafe(action, group)

@@ -1,0 +1,60 @@
+"""When a lone call runs on the event loop rather than on a batcher thread.
+
+A lone caller's call would otherwise cross two threads: the loop queues its row and wakes a
+batcher thread, which runs the model and hands the call back (a self-pipe write and one more
+loop iteration). With nothing else in flight the loop has nothing to do meanwhile, so the
+batcher lets it run the call itself when `LonePolicy.decide` says so:
+
+- a one-text call, while the server has no other call in flight (`alone_in_server`, the
+  gate's count: calls count from their arrival), nothing is queued and no batch runs;
+- while the last one-text batch took at most `LONE_MAX_RUN_S`: a larger model would hold up
+  everything else the loop serves (health, metadata, the next call's bytes);
+- not within `LONE_WINDOW_S` of calls last seen to overlap, and never for every
+  `PROBE_EVERY`th lone call. grpc hands the loop one call at a time, and calls run on the
+  loop one by one never overlap, so a burst would look like a string of lone calls; the
+  probe goes to a thread, the loop reads what waits meanwhile, and the overlap it sees
+  sends the burst back to the threads for as long as the load lasts.
+
+Measured: docs/results/cost.md, "A lone call on the event loop".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+LONE_WINDOW_S = 0.1  # after calls were last seen to overlap, none runs on the loop for this long
+PROBE_EVERY = 8  # every 8th lone call runs on a thread, so that overlapping calls can be seen
+LONE_MAX_RUN_S = 0.002  # the longest one-text batch a call may run on the loop
+
+
+class LonePolicy:
+    """One batcher's view of whether its calls come alone (called under the batcher's lock)."""
+
+    __slots__ = ("_alone_in_server", "_calls", "_one_text_s", "_overlap_at")
+
+    def __init__(self, alone_in_server: Callable[[], bool]) -> None:
+        self._alone_in_server = alone_in_server
+        self._overlap_at = -math.inf  # time.monotonic() when calls were last seen to overlap
+        self._calls = 0  # lone calls so far (every PROBE_EVERY-th goes to a thread)
+        self._one_text_s = math.inf  # the last one-text batch's run time (unknown: not on the loop)
+
+    def decide(self, now: float, count: int, busy: bool) -> bool:
+        """Whether a call of `count` texts arriving at `now` runs on the loop (`busy`: rows
+        are queued or a batch runs)."""
+        if count != 1 or self._one_text_s > LONE_MAX_RUN_S:
+            return False
+        if busy or not self._alone_in_server():
+            self._overlap_at = now
+            return False
+        if now - self._overlap_at < LONE_WINDOW_S:
+            return False
+        self._calls += 1
+        return self._calls % PROBE_EVERY != 0
+
+    def ran(self, rows: int, seconds: float, overlapped: bool, ended: float) -> None:
+        """A batch of `rows` ran for `seconds` until `ended`; `overlapped`: rows arrived meanwhile."""
+        if overlapped:
+            self._overlap_at = ended
+        if rows == 1:
+            self._one_text_s = seconds
