@@ -5,7 +5,8 @@ One source: the JSON API's replies are the classify plane's own types, which the
 write with the same pydantic adapters, its request body is the model the route parses it
 with; the V2 server metadata, model metadata and repository index are the V2 plane's own
 types, written field for field; the V2 configuration and statistics replies, which the
-routes write in Triton's form, are the typed dicts of v2_info.py that the routes return.
+routes write in Triton's form, and the inference reply's JSON part are the typed dicts that
+the routes return (v2_info.py, v2_codec.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic.json_schema import JsonSchemaMode
 
 from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
 from attnserve.service.api.http.classify import ClassifyBody
+from attnserve.service.api.http.v2_codec import InferResponseJson
 from attnserve.service.api.http.v2_info import ModelConfigJson, ModelStatisticsJson
 from attnserve.service.api.v2 import types as v2
 
@@ -75,22 +77,6 @@ class InferRequest(BaseModel):
     outputs: list[InferRequestedOutput] | None = None
 
 
-class InferOutput(_Reply):
-    name: str
-    datatype: str
-    shape: list[int]
-    data: list[Any] | None = None
-    parameters: dict[str, Any] | None = None
-
-
-class InferResponse(_Reply):
-    model_name: str
-    model_version: str
-    id: str | None = None
-    parameters: dict[str, Any] | None = None
-    outputs: list[InferOutput]
-
-
 class RepositoryIndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,7 +92,7 @@ MODELS: dict[str, Any] = {
     "Error": Error,
     "V2Error": V2Error,
     "InferRequest": InferRequest,
-    "InferResponse": InferResponse,
+    "InferResponse": InferResponseJson,
     "RepositoryIndexRequest": RepositoryIndexRequest,
     # The V2 replies the REST routes write field for field from the V2 plane's own types.
     "ServerMetadata": v2.ServerMetadata,

@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired
 
 import numpy as np
+from pydantic import with_config
+from typing_extensions import TypedDict
 
+from attnserve.service.api.http.v2_info import CLOSED
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
 from attnserve.service.api.v2.types import (
@@ -208,15 +211,44 @@ def _json_data(tensor: OutputTensor) -> list[Any]:
     return values
 
 
+@with_config(CLOSED)
+class BinaryDataJson(TypedDict):
+    binary_data_size: int
+
+
+@with_config(CLOSED)
+class OutputJson(TypedDict):
+    name: str
+    datatype: str
+    shape: list[int]
+    data: NotRequired[list[Any]]  # flat row-major, unless the output goes out as binary data
+    parameters: NotRequired[BinaryDataJson]
+
+
+@with_config(CLOSED)
+class InferResponseJson(TypedDict):
+    """The JSON part of an inference reply: what `encode_response` writes, and what the
+    OpenAPI document shows."""
+
+    model_name: str
+    model_version: str
+    id: NotRequired[str]
+    outputs: list[OutputJson]
+
+
 def encode_response(response: InferResponse, rest: RestRequest) -> tuple[bytes, int | None]:
     """The REST reply body, and the JSON part's length when binary data follows it."""
-    document: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
+    outputs: list[OutputJson] = []
+    document: InferResponseJson = {
+        "model_name": response.model_name,
+        "model_version": response.model_version,
+        "outputs": outputs,
+    }
     if response.id:
         document["id"] = response.id
-    outputs: list[dict[str, Any]] = []
     binary: list[bytes] = []
     for tensor in response.outputs:
-        item: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+        item: OutputJson = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
         if rest.binary.get(tensor.name, rest.binary_default):
             raw = output_raw(tensor)
             item["parameters"] = {"binary_data_size": len(raw)}
@@ -224,7 +256,6 @@ def encode_response(response: InferResponse, rest: RestRequest) -> tuple[bytes, 
         else:
             item["data"] = _json_data(tensor)
         outputs.append(item)
-    document["outputs"] = outputs
     header = dumps(document)
     if not binary:
         return header, None

@@ -24,18 +24,18 @@ from attnserve.service.api.v2.types import (
     TensorDecl,
 )
 
-_CLOSED = ConfigDict(extra="forbid")
+CLOSED = ConfigDict(extra="forbid")  # a reply holds the fields its form names, no others
 DataType = Literal["TYPE_STRING", "TYPE_INT64", "TYPE_FP32"]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class TensorMetadataJson(TypedDict):
     name: str
     datatype: str
     shape: list[int]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ModelMetadataJson(TypedDict):
     name: str
     versions: list[str]
@@ -44,12 +44,12 @@ class ModelMetadataJson(TypedDict):
     outputs: list[TensorMetadataJson]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ReshapeJson(TypedDict):
     shape: list[int]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ConfigTensorJson(TypedDict):
     name: str
     data_type: DataType
@@ -58,14 +58,14 @@ class ConfigTensorJson(TypedDict):
     reshape: NotRequired[ReshapeJson]  # outputs given as dims [1] for shape [-1]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class DynamicBatchingJson(TypedDict):
     preferred_batch_size: list[int]
     max_queue_delay_microseconds: int
     preserve_ordering: bool
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ModelConfigJson(TypedDict):
     name: str
     platform: str
@@ -76,13 +76,13 @@ class ModelConfigJson(TypedDict):
     dynamic_batching: DynamicBatchingJson
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class DurationJson(TypedDict):
     count: int
     ns: int
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class InferStatsJson(TypedDict):
     success: DurationJson
     fail: DurationJson
@@ -92,7 +92,7 @@ class InferStatsJson(TypedDict):
     compute_output: DurationJson
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ModelStatJson(TypedDict):
     name: str
     version: str
@@ -103,12 +103,12 @@ class ModelStatJson(TypedDict):
     inference_stats: InferStatsJson
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class ModelStatisticsJson(TypedDict):
     model_stats: list[ModelStatJson]
 
 
-@with_config(_CLOSED)
+@with_config(CLOSED)
 class IndexEntryJson(TypedDict):
     name: str
     version: str
