@@ -13,9 +13,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.message import Message
 
-from attnserve.service.api.grpc.handlers import Context, Handlers, refuse
+from attnserve.service.api.grpc.handlers import Context, Handlers, refuse, to_bytes
 from attnserve.service.bundle import valid_model_name
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
@@ -61,11 +60,6 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _bytes(message: Message) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
-
-
 class AdminApi:
     """Handlers of `attnserve.v1.Admin`."""
 
@@ -90,11 +84,11 @@ class AdminApi:
             raise InvalidArgument(f"models: {len(request.models)} names; the limit is {MAX_NAMES}")
         names = [check_name(f"models[{i}]", name) for i, name in enumerate(request.models)]
         reports = await _shielded(self._reloader.reload(names or None))
-        return _bytes(pb.ReloadResponse(models=[_change(report) for report in reports]))
+        return to_bytes(pb.ReloadResponse(models=[_change(report) for report in reports]))
 
     async def unload(self, request: pb.UnloadRequest, context: Context, call: Call) -> bytes:
         report = await _shielded(self._reloader.unload(check_name("model", request.model)))
-        return _bytes(pb.UnloadResponse(model=_change(report)))
+        return to_bytes(pb.UnloadResponse(model=_change(report)))
 
 
 # Without --admin, grpc's own answer would be a bare "Method not found!".

@@ -44,6 +44,12 @@ def parse(message_type: type[M], raw: bytes) -> M:
         ) from None
 
 
+def to_bytes(message: Message) -> bytes:
+    """A reply message serialized (handlers are registered with no response serializer)."""
+    data: bytes = message.SerializeToString()
+    return data
+
+
 def refuse(context: Context, error: ServiceError) -> bytes:
     """Answer a call with `error`'s status without raising.
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, mode_name
-from attnserve.service.api.grpc.handlers import Context, Handlers
+from attnserve.service.api.grpc.handlers import Context, Handlers, to_bytes
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.request.attention import AttentionMode
@@ -133,9 +133,7 @@ class NativeApi:
         )
 
     async def classify_call(self, request: pb.ClassifyRequest, context: Context, call: Call) -> bytes:
-        reply = await self.plane.classify(classify_request(request), call)
-        data: bytes = classify_response(reply).SerializeToString()
-        return data
+        return to_bytes(classify_response(await self.plane.classify(classify_request(request), call)))
 
     @staticmethod
     def _stream_error(raw: bytes, error: ServiceError) -> bytes:
@@ -143,20 +141,16 @@ class NativeApi:
             request_id = pb.ClassifyRequest.FromString(raw).request_id
         except Exception:  # the request itself did not parse
             request_id = ""
-        reply = pb.ClassifyResponse(
-            request_id=request_id,
-            error=pb.Error(code=error.code.value, code_name=error.code.name, message=error.message),
+        return to_bytes(
+            pb.ClassifyResponse(
+                request_id=request_id,
+                error=pb.Error(code=error.code.value, code_name=error.code.name, message=error.message),
+            )
         )
-        data: bytes = reply.SerializeToString()
-        return data
 
     async def list_models(self, request: pb.ListModelsRequest, context: Context, call: Call) -> bytes:
         models = [model_info_message(info) for info in self.plane.list_models()]
-        reply: bytes = pb.ListModelsResponse(models=models).SerializeToString()
-        return reply
+        return to_bytes(pb.ListModelsResponse(models=models))
 
     async def get_model(self, request: pb.GetModelRequest, context: Context, call: Call) -> bytes:
-        reply: bytes = model_info_message(
-            self.plane.model(request.model, request.version)
-        ).SerializeToString()
-        return reply
+        return to_bytes(model_info_message(self.plane.model(request.model, request.version)))

@@ -23,7 +23,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
-from attnserve.service.api.grpc.handlers import parse, refuse
+from attnserve.service.api.grpc.handlers import parse, refuse, to_bytes
 from attnserve.service.edges import quote
 from attnserve.service.errors import NotFound, ResourceExhausted, ServiceError
 
@@ -66,8 +66,7 @@ def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
                 raise NotFound(f"service: {quote(request.service)} is not a service of this server")
         except ServiceError as error:
             return refuse(context, error)
-        reply: bytes = health_pb2.HealthCheckResponse(status=status).SerializeToString()
-        return reply
+        return to_bytes(health_pb2.HealthCheckResponse(status=status))
 
     async def list_(raw: bytes, context: Context) -> bytes:
         try:
@@ -77,8 +76,7 @@ def health_handler(health: Health) -> grpc.GenericRpcHandler[Any, Any]:
         reply = health_pb2.HealthListResponse()
         for service, status in health.statuses().items():
             reply.statuses[service].status = status
-        data: bytes = reply.SerializeToString()
-        return data
+        return to_bytes(reply)
 
     async def watch(raw: bytes, context: Context) -> None:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from attnserve.service.api.grpc import v2_codec
-from attnserve.service.api.grpc.handlers import Context, Handlers, M, parse, refuse, too_large
+from attnserve.service.api.grpc.handlers import Context, Handlers, M, parse, refuse, to_bytes, too_large
 from attnserve.service.api.v2.plane import DataPlane
 from attnserve.service.calls.call import Call, error_of
 from attnserve.service.engine.core import Core
@@ -61,37 +61,29 @@ class V2Api:
 
     # --- health and metadata ------------------------------------------------------------
     async def server_live(self, request: pb.ServerLiveRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(pb.ServerLiveResponse(live=True))
+        return to_bytes(pb.ServerLiveResponse(live=True))
 
     async def server_ready(self, request: pb.ServerReadyRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(pb.ServerReadyResponse(ready=self.plane.ready()))
+        return to_bytes(pb.ServerReadyResponse(ready=self.plane.ready()))
 
     async def model_ready(self, request: pb.ModelReadyRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(
-            pb.ModelReadyResponse(ready=self.plane.model_ready(request.name, request.version))
-        )
+        return to_bytes(pb.ModelReadyResponse(ready=self.plane.model_ready(request.name, request.version)))
 
     async def server_metadata(self, request: pb.ServerMetadataRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(v2_codec.server_metadata(self.plane.server_metadata()))
+        return to_bytes(v2_codec.server_metadata(self.plane.server_metadata()))
 
     async def model_metadata(self, request: pb.ModelMetadataRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(
-            v2_codec.model_metadata(self.plane.model_metadata(request.name, request.version))
-        )
+        return to_bytes(v2_codec.model_metadata(self.plane.model_metadata(request.name, request.version)))
 
     async def model_config(self, request: pb.ModelConfigRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(
-            v2_codec.model_config(self.plane.model_config(request.name, request.version))
-        )
+        return to_bytes(v2_codec.model_config(self.plane.model_config(request.name, request.version)))
 
     async def model_statistics(self, request: pb.ModelStatisticsRequest, context: Context) -> bytes:
-        return v2_codec.to_bytes(
-            v2_codec.model_statistics(self.plane.statistics(request.name, request.version))
-        )
+        return to_bytes(v2_codec.model_statistics(self.plane.statistics(request.name, request.version)))
 
     async def repository_index(self, request: pb.RepositoryIndexRequest, context: Context) -> bytes:
         index = await self.plane.repository_index(request.repository_name, request.ready)
-        return v2_codec.to_bytes(v2_codec.repository_index(index))
+        return to_bytes(v2_codec.repository_index(index))
 
     # --- inference ----------------------------------------------------------------------
     async def model_infer(self, request: pb.ModelInferRequest, context: Context, call: Call) -> bytes:
@@ -108,11 +100,11 @@ def _stream_error(raw: bytes, error: ServiceError) -> bytes:
     try:
         request = pb.ModelInferRequest.FromString(raw)
     except Exception:  # the request itself did not parse: no id to echo
-        return v2_codec.to_bytes(reply)
+        return to_bytes(reply)
     reply.infer_response.id = request.id
     reply.infer_response.model_name = request.model_name
     reply.infer_response.model_version = request.model_version
-    return v2_codec.to_bytes(reply)
+    return to_bytes(reply)
 
 
 def _ungated(message_type: type[M], method: Reply[M], limit: int) -> grpc.RpcMethodHandler[bytes, bytes]:

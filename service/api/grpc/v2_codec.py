@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from google.protobuf.message import Message
-
+from attnserve.service.api.grpc.handlers import to_bytes
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
@@ -32,11 +31,6 @@ from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 _CONFIG_TYPES = {"TYPE_STRING": pb.TYPE_STRING, "TYPE_INT64": pb.TYPE_INT64, "TYPE_FP32": pb.TYPE_FP32}
-
-
-def to_bytes(message: Message) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
 
 
 def infer_request(message: pb.ModelInferRequest) -> InferRequest:
