@@ -76,6 +76,7 @@ class Internal(ServiceError):
 INTERNAL_MESSAGE = "internal error; the server log has the details"
 SHUTTING_DOWN_MESSAGE = "the server is shutting down; retry on another replica"
 NOT_READY_MESSAGE = "the server is starting and has not loaded its models yet; retry shortly"
+UNLOADING_MESSAGE = "the model version is being unloaded; retry"
 
 
 def detached(error: ServiceError) -> ServiceError:

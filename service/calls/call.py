@@ -1,14 +1,14 @@
 """One call from arrival to answer, the same for every transport and API.
 
-A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/endpoints.py) starts a `Call`
-when a request arrives (`CallLayer.start`), takes its permit first thing while serving it
-(`CallLayer.admit`: UNAVAILABLE while starting or draining, engine/admission.py), serves it
-with `CallLayer.serve` and converts what that returns (a result, or the `ServiceError` to
-answer) to its wire form. `serve` is the one place a call ends: the status it ended with,
-its permit released, its
-duration and texts counted under the API's label. Errors are returned, never raised to
-the transport, detached from their tracebacks, so a refused body is freed at once (see
-errors.detached); CancelledError propagates after the call is counted.
+A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/endpoints.py) starts a
+`Call` when a request arrives (`CallLayer.start`), takes its permit first thing while
+serving it (`CallLayer.admit`: UNAVAILABLE while starting or draining, engine/admission.py),
+serves it with `CallLayer.serve` and converts what that returns (a result, or the
+`ServiceError` to answer) to its wire form. `serve` is the one place a call ends: the status
+it ended with, its permit released, its duration and texts counted under the API's label.
+Errors are returned, never raised to the transport, detached from their tracebacks, so a
+refused body is freed at once (see errors.detached); CancelledError propagates after the
+call is counted.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from attnserve.service.engine.request.handback import (
 )
 from attnserve.service.engine.request.lone import LonePolicy
 from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, RowQueue
-from attnserve.service.errors import ResourceExhausted, Unavailable
+from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class Batcher:
         job = Job(payload, count, deadline, asyncio.get_running_loop().create_future())
         with self._lock:
             if self._closed:
-                raise Unavailable("the model version is being unloaded; retry")
+                raise Unavailable(UNLOADING_MESSAGE)
             queued = self._queue.queued
             if queued + count > self.limits.max_queue:
                 raise ResourceExhausted(
@@ -203,7 +203,8 @@ class Batcher:
         return batches, expired
 
     def _run_here(self, batches: list[Batch], expired: list[Job]) -> None:
-        """Run a lone call's batches on the event loop; its future is done when this returns."""
+        """Run a lone call's batches on the event loop: its future is done when this returns
+        (failed on the next loop iteration if the model raised)."""
         refuse(expired, expired_error)
         try:
             for batch in batches:

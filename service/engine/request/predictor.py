@@ -23,11 +23,9 @@ from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.queue import BatchLimits, Job
 from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather
-from attnserve.service.errors import Unavailable
+from attnserve.service.errors import UNLOADING_MESSAGE, Unavailable
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
-
-UNLOADING_MESSAGE = "the model version is being unloaded; retry"
 
 
 def batch_limits(settings: Settings) -> BatchLimits:
