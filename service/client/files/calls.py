@@ -1,10 +1,12 @@
 """One batch of rows through the service: retried with exponential backoff while the server
-is busy or away (RESOURCE_EXHAUSTED, UNAVAILABLE); a batch the server refuses as invalid is
-tried row by row, so one bad row is rejected with its reason and the others still classified."""
+is busy or away (RESOURCE_EXHAUSTED, UNAVAILABLE); a batch refused as too large for one
+message is split in halves until it fits; a batch the server refuses as invalid is tried row
+by row. So one bad or huge row is rejected with its reason and the others still classified."""
 
 from __future__ import annotations
 
 import random
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +20,16 @@ from attnserve.service.engine.request.attention import importance
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 # Refusals of one text (empty, too long, ...) rather than of the call.
 PER_ROW = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE})
+# RESOURCE_EXHAUSTED also means "too big": a message over gRPC's limit (either side), a body
+# over the server's max_message_bytes, a reply over its max_reply_bytes. The same call fails
+# again, so it is split, not retried.
+_TOO_LARGE = re.compile(
+    r"message larger than max|^request body: \d+ bytes|^reply: about \d+ bytes", re.IGNORECASE
+)
+
+
+def too_large(exc: ClientError) -> bool:
+    return exc.code is grpc.StatusCode.RESOURCE_EXHAUSTED and bool(_TOO_LARGE.search(exc.details))
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ def with_retries(call: Callable[[], Any], retry: Retry, stop: threading.Event) -
         try:
             return call(), attempt - 1
         except ClientError as exc:
-            if exc.code not in TRANSIENT or attempt == retry.tries or stop.is_set():
+            if exc.code not in TRANSIENT or too_large(exc) or attempt == retry.tries or stop.is_set():
                 raise
         # Jitter: workers refused together do not come back together.
         stop.wait(wait * random.uniform(0.5, 1.0))
@@ -80,28 +92,37 @@ def classify_batch(
         else:
             todo.append(i)
 
-    def call(indices: list[int]) -> Any:
-        batch = [texts[i] for i in indices]
-        return client.classify(batch, model=model, version=version, attention=attention)
-
     retries = 0
-    if todo:
+
+    def settle(indices: list[int]) -> None:
+        nonlocal retries
+        batch = [texts[i] for i in indices]
         try:
-            reply, retries = with_retries(lambda: call(todo), retry, stop)
-            for i, result in zip(todo, reply.results, strict=True):
-                results[i] = result
+            reply, tried = with_retries(
+                lambda: client.classify(batch, model=model, version=version, attention=attention),
+                retry,
+                stop,
+            )
         except ClientError as exc:
-            if exc.code not in PER_ROW:
+            if not too_large(exc) and exc.code not in PER_ROW:
                 raise GiveUp(f"{exc.code.name}: {exc.details}") from None
-            for i in todo:  # find the rows the server refuses, one call each
-                try:
-                    reply, tried = with_retries(lambda i=i: call([i]), retry, stop)  # type: ignore[misc]
-                    retries += tried
-                    results[i] = reply.results[0]
-                except ClientError as row_error:
-                    if row_error.code not in PER_ROW:
-                        raise GiveUp(f"{row_error.code.name}: {row_error.details}") from None
-                    reasons[i] = f"{row_error.code.name}: {row_error.details}"
+            if len(indices) == 1:
+                alone = "too large for one call even alone: " if too_large(exc) else ""
+                reasons[indices[0]] = f"{alone}{exc.code.name}: {exc.details}"
+            elif too_large(exc):
+                half = len(indices) // 2
+                settle(indices[:half])
+                settle(indices[half:])
+            else:  # find the rows the server refuses, one call each
+                for i in indices:
+                    settle([i])
+            return
+        retries += tried
+        for i, result in zip(indices, reply.results, strict=True):
+            results[i] = result
+
+    if todo:
+        settle(todo)
     return Outcome(results, reasons, retries)
 
 

@@ -21,19 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from attnserve.service.client.files import checkpoint
-from attnserve.service.client.files.calls import (
-    GiveUp,
-    Outcome,
-    Retry,
-    added_columns,
-    added_values,
-    with_retries,
-)
+from attnserve.service.client.files import checkpoint, durable
+from attnserve.service.client.files.calls import GiveUp, Outcome, Retry, added_values
 from attnserve.service.client.files.calls import classify_batch as classify_rows
 from attnserve.service.client.files.progress import JobProgress
-from attnserve.service.client.files.sinks import LineSink, ParquetSink, Sink
-from attnserve.service.client.files.tables import FileError, Row, Table, format_of, open_table
+from attnserve.service.client.files.sinks import ParquetSink
+from attnserve.service.client.files.start import prepare
+from attnserve.service.client.files.tables import Record, Row
 
 PARQUET_COMMIT_ROWS = 10_000  # a Parquet part file per this many rows (and at every stop)
 
@@ -56,6 +50,9 @@ class FileJob:
     overwrite: bool = False
     retry: Retry = field(default_factory=Retry)
     progress_every: float = 5.0  # seconds between progress lines off a terminal
+    # Stop, as `stop.set()` does, once this many rows are done in this run (the batches in
+    # flight still finish): a file in slices, each carried on with resume=True.
+    stop_after: int | None = None
 
     def rejects_path(self) -> Path:
         return self.rejects or self.output.with_name(self.output.name + ".rejects.jsonl")
@@ -88,56 +85,14 @@ def stop_on_signals(stop: threading.Event) -> Iterator[dict[str, str]]:
             signal.signal(number, old)
 
 
-def _schema(table: Table, added: list[str], labels: list[str], job: FileJob) -> Any:
-    """Parquet output from Parquet input keeps the input's column types."""
-    if table.format != "parquet":
-        return None
-    from attnserve.service.client.files.tables import pyarrow_modules
-
-    pa, pq = pyarrow_modules()
-    fields = list(pq.ParquetFile(table.path).schema_arrow)
-    fields += [pa.field(added[0], pa.string())]
-    fields += [pa.field(name, pa.float64()) for name in added[1 : 1 + len(labels)]]
-    if job.with_attention:
-        fields += [pa.field(added[-2], pa.list_(pa.string())), pa.field(added[-1], pa.list_(pa.float64()))]
-    return pa.schema(fields)
-
-
-def _prepare(
-    client: Any, job: FileJob, stop: threading.Event
-) -> tuple[Table, Sink, LineSink, checkpoint.Checkpoint, Any, int]:
-    table = open_table(job.input, job.input_format, job.text_column)
-    out_format = format_of(job.output, job.output_format)
-    info, waited = with_retries(lambda: client.model(job.model, job.version), job.retry, stop)
-    if job.with_attention and info.attention_kind == "none":
-        raise FileError(f"model {info.name!r} has no attention to add (leave out --with-attention)")
-    added = added_columns(info.labels, job.prefix, job.with_attention)
-    clash = [name for name in added if name in (table.columns or [])]
-    if clash:
-        raise FileError(
-            f"the input already has column(s) {', '.join(clash)}: pass --prefix, e.g. --prefix pred_"
-        )
-    progress = checkpoint.progress_path(job.output)
-    if job.resume:
-        start = checkpoint.load(progress, job.input, job.text_column)
-        positions: tuple[int | None, int | None] = (start.output_position, start.rejects_position)
-    else:
-        for existing in (progress, job.output):
-            if existing.exists() and not job.overwrite:
-                raise FileError(f"{existing} exists: pass --resume to carry on or --overwrite to start again")
-        start = checkpoint.Checkpoint(
-            str(job.input.resolve()), job.input.stat().st_size, job.text_column, 0, 0, 0, 0
-        )
-        positions = (None, None)
-    columns = (table.columns or []) + added
-    sink: Sink
-    if out_format == "parquet":
-        schema = _schema(table, added, info.labels, job)
-        sink = ParquetSink(job.output, columns, schema, positions[0])
-    else:
-        sink = LineSink(job.output, out_format, columns, positions[0])
-    rejects = LineSink(job.rejects_path(), "jsonl", [], positions[1])
-    return table, sink, rejects, start, info, waited
+def _reject(index: int, record: Record, reason: str | None) -> Row:
+    """A rejects line: the row's index, the line it starts on where the format has lines."""
+    entry: Row = {"row": index}
+    if record.line is not None:
+        entry["line"] = record.line
+    entry["reason"] = record.problem or reason
+    entry["input"] = record.row if record.raw is None else record.raw
+    return entry
 
 
 def classify_file(
@@ -150,23 +105,25 @@ def classify_file(
     """Run `job` with `client` (a `Client`); see the module's docstring."""
     stop = stop or threading.Event()
     started = time.monotonic()
-    table, sink, rejects, state, info, retries = _prepare(client, job, stop)
-    labels = info.labels
+    begun = prepare(client, job, stop)
+    table, sink, rejects, state, info = begun.table, begun.sink, begun.rejects, begun.checkpoint, begun.info
+    retries, labels = begun.retries, info.labels
     # More texts than the server takes in one call would be refused as a whole.
     batch_size = max(1, min(job.batch_size, info.limits.get("max_texts_per_request") or job.batch_size))
     text_column, prefix, attention = job.text_column, job.prefix, job.with_attention
     progress_file = checkpoint.progress_path(job.output)
     rows = enumerate(table.rows(state.rows_done), start=state.rows_done)
     batches = iter(lambda: list(itertools.islice(rows, batch_size)), [])
-    pending: deque[tuple[list[tuple[int, Row]], Future[Outcome]]] = deque()
+    pending: deque[tuple[list[tuple[int, Record]], Future[Outcome]]] = deque()
     stopped: str | None = None
     uncommitted, exhausted = 0, False
     done, rejected = state.rows_done, state.rejected
+    first_done = done
 
     def commit() -> None:
         nonlocal state, uncommitted
         state = checkpoint.Checkpoint(
-            state.input, state.input_bytes, text_column, done, sink.commit(), rejects.commit(), rejected
+            state.input, state.input_bytes, state.shape, done, sink.commit(), rejects.commit(), rejected
         )
         checkpoint.save(progress_file, state)  # after the rows it counts are on disk
         uncommitted = 0
@@ -184,9 +141,9 @@ def classify_file(
                 if batch is None:
                     exhausted = True
                     break
-                texts = [row.get(text_column) for _, row in batch]
-                future = pool.submit(
-                    classify_rows, client, texts, model=job.model, version=job.version,
+                texts = [None if r.problem else r.row.get(text_column) for _, r in batch]
+                future = pool.submit(  # the version resolved at the start: `latest` may move on
+                    classify_rows, client, texts, model=info.name, version=info.version,
                     attention=mode, retry=job.retry, stop=stop,
                 )  # fmt: skip
                 pending.append((batch, future))
@@ -205,12 +162,13 @@ def classify_file(
                 break
             pending.popleft()
             retries += outcome.retries
-            written, refused = [], []
-            for (index, row), result, reason in zip(batch, outcome.results, outcome.reasons, strict=True):
+            written: list[Row] = []
+            refused: list[Row] = []
+            for (index, record), result, reason in zip(batch, outcome.results, outcome.reasons, strict=True):
                 if result is None:
-                    refused.append({"row": index, "reason": reason, "input": row})
+                    refused.append(_reject(index, record, reason))
                 else:
-                    written.append({**row, **added_values(result, labels, prefix, attention)})
+                    written.append({**record.row, **added_values(result, labels, prefix, attention)})
             sink.write(written)
             rejects.write(refused)
             done, rejected, uncommitted = (
@@ -221,6 +179,8 @@ def classify_file(
             if not isinstance(sink, ParquetSink) or uncommitted >= PARQUET_COMMIT_ROWS:
                 commit()
             progress.advance(len(batch), len(refused))
+            if job.stop_after is not None and done - first_done >= job.stop_after:
+                stop.set()
     commit()
     complete = stopped is None and exhausted and not pending
     sink.close(complete=complete)
@@ -229,6 +189,7 @@ def classify_file(
         progress_file.unlink()
         if rejected == 0:
             job.rejects_path().unlink(missing_ok=True)
+        durable.sync_directory(progress_file.parent)
     elif stopped is None:
         stopped = "stopped"
     return JobReport(done, rejected, retries, table.total, stopped, time.monotonic() - started)

@@ -1,12 +1,15 @@
 """Rows in from CSV, JSONL and Parquet files, streamed: CSV and JSONL a row at a time,
 Parquet a record batch at a time through pyarrow (imported only for Parquet; the serving
-install lacks it, and the error says which package to add)."""
+install lacks it, and the error says which package to add). A row that cannot be read (a
+JSONL line that is not a JSON object, bytes that are not UTF-8) comes with the reason, for
+the job to reject it and go on."""
 
 from __future__ import annotations
 
 import csv
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +54,18 @@ def pyarrow_modules() -> tuple[Any, Any]:
 
 
 @dataclass(frozen=True)
+class Record:
+    """One input row: its values, the line it starts on (CSV, JSONL; None for Parquet) and,
+    for a row that cannot be read, why, with what could be read of it (`row` for CSV, the
+    line's text in `raw` for JSONL; bytes that are not UTF-8 written as \\xNN)."""
+
+    row: Row
+    line: int | None = None
+    problem: str | None = None
+    raw: str | None = None
+
+
+@dataclass(frozen=True)
 class Table:
     """An input file: its format, its columns (None for JSONL: every row has its own) and rows."""
 
@@ -59,49 +74,99 @@ class Table:
     columns: list[str] | None
     total: int | None  # rows, where cheap to know
 
-    def rows(self, skip: int = 0) -> Iterator[Row]:
+    def rows(self, skip: int = 0) -> Iterator[Record]:
         """Rows in file order, the first `skip` left out (a resumed run has done them)."""
         return _ROWS[self.format](self.path, skip)
 
 
-def _csv_rows(path: Path, skip: int) -> Iterator[Row]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        yield from itertools.islice(csv.DictReader(handle), skip, None)
+def _shown(text: str) -> str:
+    """Text read with surrogateescape, its bytes that are not UTF-8 written as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _jsonl_objects(path: Path) -> Iterator[Row]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+def _not_utf8(values: Row) -> str | None:
+    for key, value in values.items():
+        if isinstance(value, str) and value != _shown(value):
+            return f"bytes that are not UTF-8 in column {_shown(str(key))!r}"
+    return None
+
+
+def _csv_rows(path: Path, skip: int) -> Iterator[Record]:
+    # surrogateescape: a byte that is not UTF-8 spoils its row only, not the rest of the file.
+    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
+        reader = csv.DictReader(handle)
+        _ = reader.fieldnames  # reads the header
+        start = reader.line_num + 1
+        for number, row in enumerate(reader):
+            line, start = start, reader.line_num + 1
+            if number < skip:
+                continue
+            problem = _not_utf8(row)
+            if problem is not None:
+                row = {_shown(str(k)): _shown(v) if isinstance(v, str) else v for k, v in row.items()}
+            yield Record(row, line, problem)
+
+
+# A \uD800-\uDFFF escape: valid JSON, but alone it is no character and cannot be written out.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _encodable(row: Row) -> bool:
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _jsonl_records(path: Path) -> Iterator[Record]:
+    """Every line that is not blank, as a row or as the reason it is not one."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
             try:
-                row = json.loads(line)
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = f"bytes that are not UTF-8 (0x{raw[exc.start]:02x} at byte {exc.start + 1})"
+                shown = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+                yield Record({}, number, problem, shown)
+                continue
+            try:
+                row = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise FileError(f"{path.name} line {number} is not JSON: {exc.msg}") from None
+                problem = f"not JSON: {exc.msg} (column {exc.colno})"
+                yield Record({}, number, problem, text.rstrip("\r\n"))
+                continue
             if not isinstance(row, dict):
-                raise FileError(f"{path.name} line {number} is not a JSON object")
-            yield row
+                yield Record({}, number, "not a JSON object", text.rstrip("\r\n"))
+                continue
+            if _SURROGATE_ESCAPE.search(text) and not _encodable(row):
+                problem = "a \\u escape of half a surrogate pair, which UTF-8 cannot hold"
+                yield Record({}, number, problem, text.rstrip("\r\n"))
+                continue
+            yield Record(row, number)
 
 
-def _jsonl_rows(path: Path, skip: int) -> Iterator[Row]:
-    yield from itertools.islice(_jsonl_objects(path), skip, None)
+def _jsonl_rows(path: Path, skip: int) -> Iterator[Record]:
+    yield from itertools.islice(_jsonl_records(path), skip, None)
 
 
-def _parquet_rows(path: Path, skip: int) -> Iterator[Row]:
+def _parquet_rows(path: Path, skip: int) -> Iterator[Record]:
     _, parquet = pyarrow_modules()
     seen = 0
     for batch in parquet.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH):
         start, seen = seen, seen + batch.num_rows
         if seen <= skip:  # a batch a resumed run has done: not decoded
             continue
-        yield from batch.slice(max(0, skip - start)).to_pylist()
+        yield from (Record(row) for row in batch.slice(max(0, skip - start)).to_pylist())
 
 
 _ROWS = {"csv": _csv_rows, "jsonl": _jsonl_rows, "parquet": _parquet_rows}
 
 
 def _count_csv(path: Path) -> int:
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
         return sum(1 for _ in csv.DictReader(handle))
 
 
@@ -118,13 +183,15 @@ def open_table(path: Path, given_format: str | None, text_column: str) -> Table:
     try:
         columns: list[str] | None
         if fmt == "csv":
-            with path.open(newline="", encoding="utf-8") as handle:
+            with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
                 columns = next(csv.reader(handle), None)
             if columns is None:
                 return Table(path, fmt, [], 0)  # not even a header: no rows
+            if any(name != _shown(name) for name in columns):
+                raise FileError(f"{path.name}: its header has bytes that are not UTF-8")
             total = _count_csv(path)
         elif fmt == "jsonl":
-            first = next(_jsonl_objects(path), None)
+            first = next((r.row for r in _jsonl_records(path) if r.problem is None), None)
             columns = None if first is None else list(first)
             total = _count_jsonl(path)
         else:
