@@ -4,7 +4,9 @@ The teacher's logits are computed once, in PyTorch through ``load_run`` (on CUDA
 present), over texts encoded with its own tokenizer and batched by length, and cached in the
 student's run folder under the teacher checkpoint's sha256 and the texts' sha256: the next
 run with the same teacher and texts reads them back; another teacher or other texts
-(another --augment, seed or data) computes them anew and replaces the file.
+(another --augment, seed or data) computes them anew and replaces the file. Under torchrun
+rank 0 alone reads and writes the cache (the others may be on machines without a copy of its
+disk); on a miss every rank scores its share of the texts and rank 0 gathers them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tqdm import tqdm
 
 from attnserve.training.data.core import DataError
 from attnserve.training.data.encoding import encode_texts
+from attnserve.training.loop import distributed
 from attnserve.training.loop.batching import Split, batch_tensors, scoring_batches
 from attnserve.training.loop.progress import on_terminal
 from attnserve.training.run.checkpoint import CHECKPOINT, LoadedRun, load_run
@@ -136,23 +139,45 @@ def cached_logits(
 ) -> TeacherLogits:
     """The teacher's logits for ``texts`` in the data's class order, from the cache or computed."""
     order = label_order(teacher.run.labels, data_labels)
+    at = distributed.ranks()
     start = time.perf_counter()
     folder = cache_root / CACHE_DIR
     path = folder / f"logits-{teacher.checksum[:16]}-{texts_sha256(texts)[:16]}.npz"
-    if path.is_file():
-        with np.load(path) as saved:
-            logits = saved["logits"]
-        if logits.shape == (len(texts), len(order)):
-            log.info("teacher: %d logits read from %s", len(texts), path)
-            return TeacherLogits(logits[:, order], True, time.perf_counter() - start, path)
+    saved = distributed.from_rank_0(lambda: _read_cache(path, (len(texts), len(order))), at)
+    if saved is not None:
+        log.info("teacher: %d logits read from %s", len(texts), path)
+        return TeacherLogits(saved[:, order], True, time.perf_counter() - start, path)
     log.info("teacher: computing logits for %d texts on %s", len(texts), device)
-    logits = compute_logits(teacher, texts, device, max_tokens=max_tokens)
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob("logits-*.npz"):  # another teacher's or other texts': never read again
-        stale.unlink()
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, logits=logits, teacher=teacher.checksum)
-    tmp.replace(path)
+    logits = np.zeros((len(texts), len(order)), dtype=np.float32)
+    shares = distributed.gathered(_score_share(teacher, texts, device, max_tokens, at), at)
+    for rank, share in enumerate(shares):  # rank r scored texts r, r + world, ...
+        logits[rank :: at.world] = share
+    if at.main:
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("logits-*.npz"):  # another teacher's or other texts': never read again
+            stale.unlink()
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, logits=logits, teacher=teacher.checksum)
+        tmp.replace(path)
     seconds = time.perf_counter() - start
     log.info("teacher: %d texts in %.1f s, cached in %s", len(texts), seconds, path)
     return TeacherLogits(logits[:, order], False, seconds, path)
+
+
+def _read_cache(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+    """The cached logits at ``path`` when there are and they fit ``shape``."""
+    if not path.is_file():
+        return None
+    with np.load(path) as saved:
+        logits: np.ndarray = saved["logits"]
+    return logits if logits.shape == shape else None
+
+
+def _score_share(
+    teacher: Teacher, texts: Sequence[str], device: torch.device, max_tokens: int, at: distributed.Ranks
+) -> np.ndarray:
+    """This rank's share of the teacher's logits: texts rank, rank + world, ..."""
+    mine = list(texts[at.rank :: at.world])
+    if not mine:
+        return np.zeros((0, len(teacher.run.labels)), dtype=np.float32)
+    return compute_logits(teacher, mine, device, max_tokens=max_tokens)

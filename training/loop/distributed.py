@@ -3,30 +3,32 @@
 ``torchrun --nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT] -m attnserve.training ...``
 starts one process per device with RANK, WORLD_SIZE, LOCAL_RANK and MASTER_ADDR/PORT set; a
 run reads them here and nowhere else. Every rank loads and encodes the same data and draws
-the same batch order from the same seed, then takes its own share of the batches (disjoint,
-the same number each, as DistributedSampler does), so no rank waits for data and none takes
-an extra step. DistributedDataParallel averages the gradients, so one step learns from
-N x batch_size texts. Rank 0 alone validates, prints and writes the run directory; the
-others follow its decisions (stop early, stop for time) through small collectives.
+the same batch order from the same seed; a step's batch holds N x batch_size rows and each
+rank takes its own slice of it, so N processes take the steps one process takes with N times
+the batch. Rank 0 alone validates, prints and writes the run directory; what the others need
+of its disk (the tokenizer it built, the state it resumes from, a teacher's logits) it sends
+over the process group, and what one rank decides alone (stop for time, stop early) reaches
+the others through the collectives every rank runs at the same points.
 Gloo on CPUs, NCCL on CUDA devices.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
-
-from attnserve.training.models.base import Classifier
-from attnserve.training.models.config import ModelConfig
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -80,29 +82,109 @@ def local_device(device: torch.device) -> torch.device:
 
 
 def shard(batches: list[np.ndarray], at: Ranks) -> list[np.ndarray]:
-    """This rank's batches: every ``world``-th from ``rank``, as many on every rank.
+    """This rank's rows of each batch: the ``rank``-th of ``world`` near-equal consecutive slices.
 
-    The last ``len % world`` batches of an epoch's random order are left out (a different few
-    each epoch), so every rank takes the same number of steps.
+    The trainer draws batches of ``world`` x batch_size rows, so a step holds the rows one
+    process would take in a batch that size. A batch with fewer rows than processes (an
+    epoch's last) is left out: every rank takes the same number of steps.
     """
     if at.world == 1:
         return batches
-    each = len(batches) // at.world
-    if each == 0:
+    kept = [b for b in batches if len(b) >= at.world]
+    if not kept:
         raise ValueError(
-            f"{len(batches)} batch(es) an epoch cannot be shared by {at.world} processes: "
-            "lower --batch-size or use fewer processes"
+            f"no batch of {at.world} or more rows to share among {at.world} processes: "
+            "use more data or fewer processes"
         )
-    return batches[at.rank :: at.world][:each]
+    return [np.array_split(b, at.world)[at.rank] for b in kept]
 
 
-def any_rank(flag: bool, at: Ranks) -> bool:
-    """True on every rank when it is true on one (stop for time: the ranks' clocks differ)."""
+@dataclass(frozen=True)
+class Shared:
+    """What every rank agreed on before a step: the same figures on every rank."""
+
+    parts: int  # micro-batches each rank runs: the most any rank's rows need
+    total: float  # what the step's mean loss divides by, over every rank's rows
+    rows: int  # the step's rows over every rank
+    world: int  # DistributedDataParallel averages over this many ranks
+    stop: bool  # rank 0's clock says the time budget is spent: no rank takes the step
+
+
+def agree(parts: int, total: float, rows: int, late: bool, at: Ranks) -> Shared:
+    """One all-gather before every step: the micro-batch count, the loss's divisor, and rank 0's
+    word on the time budget (the ranks' clocks differ; one rank must decide for all)."""
     if at.world == 1:
-        return flag
-    tensor = _on_backend(torch.tensor([1 if flag else 0], dtype=torch.int64))
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return bool(tensor.item())
+        return Shared(parts, total, rows, 1, late)
+    mine = _on_backend(torch.tensor([parts, total, rows, 1.0 if late else 0.0], dtype=torch.float64))
+    every = [torch.empty_like(mine) for _ in range(at.world)]
+    dist.all_gather(every, mine)
+    table = torch.stack(every).cpu()  # [world, 4]
+    return Shared(
+        int(table[:, 0].max()), float(table[:, 1].sum()), int(table[:, 2].sum()), at.world, bool(table[0, 3])
+    )
+
+
+def summed(values: list[float], at: Ranks) -> list[float]:
+    """Each of ``values`` summed over the ranks (running loss, right and seen rows)."""
+    if at.world == 1:
+        return values
+    tensor = _on_backend(torch.tensor(values, dtype=torch.float64))
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return [float(v) for v in tensor.cpu()]
+
+
+def from_rank_0(make: Callable[[], T], at: Ranks) -> T:
+    """``make()`` run on rank 0 alone and its result sent to every rank (what rank 0 read or
+    wrote on its own disk); when it raises, every rank raises, so none waits for the rest."""
+    if at.world == 1:
+        return make()
+    box: list[Any] = [None, None]
+    failure: Exception | None = None
+    if at.main:
+        try:
+            box[0] = make()
+        except Exception as exc:
+            failure = exc
+            box[1] = exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")
+    dist.broadcast_object_list(box, src=0)
+    if failure is not None:
+        raise failure
+    if box[1] is not None:
+        raise box[1]
+    return cast(T, box[0])
+
+
+def gathered(value: T, at: Ranks) -> list[T]:
+    """Every rank's ``value``, in rank order, on every rank."""
+    if at.world == 1:
+        return [value]
+    every: list[Any] = [None] * at.world
+    dist.all_gather_object(every, value)
+    return every
+
+
+def _picklable(value: object) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
+
+
+def same_weights(model: torch.nn.Module, at: Ranks, step: int) -> list[str]:
+    """Every rank's sha256 of its parameters (16 digits, in rank order), the same on every rank
+    when the replicas kept in step; when they drifted apart every rank raises."""
+    digest = hashlib.sha256()
+    for name, param in model.named_parameters():
+        digest.update(name.encode())
+        digest.update(param.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    every = [str(d) for d in gathered(digest.hexdigest()[:16], at)]
+    if len(set(every)) > 1:
+        raise RuntimeError(
+            f"after step {step} the processes' weights differ (sha256 by process: {', '.join(every)}); "
+            "their gradients were not averaged alike"
+        )
+    return every
 
 
 def least(value: int, at: Ranks) -> int:
@@ -140,36 +222,3 @@ def _on_backend(tensor: Tensor) -> Tensor:
     if dist.get_backend() == "nccl":
         return tensor.cuda()
     return tensor
-
-
-class _Logits(torch.nn.Module):
-    """The classifier's logits as a module's forward: what DistributedDataParallel wraps."""
-
-    def __init__(self, model: Classifier) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, with_attention: bool) -> Tensor:
-        return self.model.classify(input_ids, attention_mask, with_attention=with_attention)[0]
-
-
-class Replicated(Classifier):
-    """A classifier whose every training forward goes through DistributedDataParallel.
-
-    The optimisation step sees it in place of the model (same parameters): its backward
-    averages the gradients over the ranks. Validation, export and checkpoints use the model.
-    """
-
-    family = "replicated"
-    attention_kind = "none"
-    config_cls = ModelConfig
-
-    def __init__(self, model: Classifier, device: torch.device) -> None:
-        super().__init__(model.config)
-        ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
-        self.ddp = DistributedDataParallel(_Logits(model), device_ids=ids)
-
-    def classify(
-        self, input_ids: Tensor, attention_mask: Tensor, *, with_attention: bool
-    ) -> tuple[Tensor, Tensor | None]:
-        return self.ddp(input_ids, attention_mask, with_attention), None

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnserve.training.loop import distributed
 from attnserve.training.loop.batching import Split
 from attnserve.training.models.base import Classifier
 
@@ -107,6 +108,44 @@ def save_state(
     tmp.replace(path)  # a crash while saving leaves the previous state intact
 
 
+def read_state(path: Path, prints: dict[str, str]) -> dict[str, Any]:
+    """The saved state at ``path``, checked against this run's ``prints``."""
+    if not path.is_file():
+        raise ResumeError(
+            f"nothing to resume in {path.parent}: {path.name} is written after each epoch and "
+            "removed when a run completes"
+        )
+    payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    if payload.get("format") != FORMAT:
+        raise ResumeError(f"{path}: unknown format {payload.get('format')!r}, expected {FORMAT}")
+    for what, value in prints.items():
+        if payload["fingerprint"].get(what) != value:
+            raise ResumeError(
+                f"{path} was saved by a run with different {what}; resume with the same data and flags"
+            )
+    return payload
+
+
+def restore_state(
+    payload: dict[str, Any],
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    rng: np.random.Generator,
+) -> LoopState:
+    """Put a read state back into the run's parts; returns the loop's own state."""
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    scheduler.load_state_dict(payload["scheduler"])
+    rng.bit_generator.state = payload["numpy"]
+    torch.set_rng_state(payload["torch"])
+    random.setstate(payload["python"])
+    loop = dict(payload["loop"])
+    loop["best_key"] = tuple(loop["best_key"])
+    return LoopState(**loop, best_state=payload["best_state"])
+
+
 def load_state(
     path: Path,
     *,
@@ -116,25 +155,27 @@ def load_state(
     rng: np.random.Generator,
     prints: dict[str, str],
 ) -> LoopState:
-    if not path.is_file():
-        raise ResumeError(
-            f"nothing to resume in {path.parent}: {path.name} is written after each epoch and "
-            "removed when a run completes"
-        )
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if payload.get("format") != FORMAT:
-        raise ResumeError(f"{path}: unknown format {payload.get('format')!r}, expected {FORMAT}")
-    for what, value in prints.items():
-        if payload["fingerprint"].get(what) != value:
-            raise ResumeError(
-                f"{path} was saved by a run with different {what}; resume with the same data and flags"
-            )
-    model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
-    scheduler.load_state_dict(payload["scheduler"])
-    rng.bit_generator.state = payload["numpy"]
-    torch.set_rng_state(payload["torch"])
-    random.setstate(payload["python"])
-    loop = payload["loop"]
-    loop["best_key"] = tuple(loop["best_key"])
-    return LoopState(**loop, best_state=payload["best_state"])
+    payload = read_state(path, prints)
+    return restore_state(payload, model=model, optimizer=optimizer, scheduler=scheduler, rng=rng)
+
+
+def resume_state(
+    path: Path,
+    seed: int,
+    at: distributed.Ranks,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    rng: np.random.Generator,
+    prints: dict[str, str],
+) -> LoopState:
+    """``load_state`` on every rank from rank 0's file alone: the other ranks, on other machines
+    perhaps, get the state over the process group. The running figures saved are every
+    rank's summed, so they stay rank 0's; each other rank draws its own dropout again."""
+    payload = distributed.from_rank_0(lambda: read_state(path, prints), at)
+    loop = restore_state(payload, model=model, optimizer=optimizer, scheduler=scheduler, rng=rng)
+    if not at.main:
+        loop.running_loss, loop.correct, loop.seen = 0.0, 0, 0
+        torch.manual_seed(seed + at.rank + scheduler.last_epoch)
+    return loop

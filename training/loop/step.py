@@ -9,9 +9,19 @@ divided by the whole batch's weight to the gradient, so the accumulated gradient
 whole batch's mean-loss gradient (up to rounding), and clipping and the optimizer see the
 same step. Dropout masks are drawn per micro-batch: the same distribution, other draws. A
 batch within the limit runs exactly as before, in one pass.
+
+Under DistributedDataParallel every forward and backward is a collective, so each rank must
+run as many as the others whatever its rows' lengths: the ranks agree on the most
+micro-batches any needs (training/loop/distributed.py ``agree``), a rank with fewer runs
+zero-weight passes over one short row to make up the count, and only the last backward
+synchronises (``no_sync`` before it). Each rank's rows divide by the whole step's weight and
+are multiplied back by the ranks DDP averages over, so the applied gradient is the whole
+step's mean-loss gradient.
 """
 
 from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 import torch
@@ -20,6 +30,8 @@ import torch.nn.functional as F
 from attnserve.training.distill.loss import DistillLoss
 from attnserve.training.loop.batching import capped_runs
 from attnserve.training.loop.config import TrainConfig
+from attnserve.training.loop.distributed import Shared
+from attnserve.training.loop.replicated import Replicated
 from attnserve.training.models.base import Classifier
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids [B, T], mask [B, T], labels [B]
@@ -44,6 +56,22 @@ def micro_batches(
     return [(order[run], int(widths[run.stop - 1])) for run in capped_runs(widths, n, max_tokens)]
 
 
+def step_plan(
+    batch: Batch, cfg: TrainConfig, class_weights: torch.Tensor | None, *, distilled: bool
+) -> tuple[int, float]:
+    """The micro-batches ``batch`` runs as and what its mean loss divides by (what ranks agree on).
+
+    Cross-entropy's mean with class weights divides by the rows' summed weights; the
+    distillation loss's by the rows.
+    """
+    ids, mask, labels = batch
+    lengths = mask.sum(dim=1).cpu().numpy()  # [B]
+    parts = micro_batches(lengths, ids.shape[1], cfg.max_batch_tokens, fixed_width=cfg.pad_to_max_len)
+    if class_weights is None or distilled:
+        return len(parts), float(len(labels))
+    return len(parts), float(class_weights[labels].sum())
+
+
 def _logits(model: Classifier, ids: torch.Tensor, mask: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
     return model.logits(ids, mask) if cfg.fused_attention else model(ids, mask)[0]
 
@@ -54,15 +82,20 @@ def accumulate_gradients(
     cfg: TrainConfig,
     class_weights: torch.Tensor | None = None,
     soft: Soft | None = None,
+    shared: Shared | None = None,
 ) -> tuple[float, int]:
     """Add the gradient of the batch's mean loss to the parameters' ``.grad``.
 
     Returns the batch's mean loss (weighted by ``class_weights`` as the loss is) and the
-    number of rows predicted right. With ``soft`` the loss is the distillation loss.
+    number of rows predicted right. With ``soft`` the loss is the distillation loss. With
+    ``shared`` the batch is this rank's part of a step over several: the loss returned is its
+    share of the step's mean loss (the ranks' shares add up to it).
     """
     ids, mask, labels = batch
     lengths = mask.sum(dim=1).cpu().numpy()  # [B]
     parts = micro_batches(lengths, ids.shape[1], cfg.max_batch_tokens, fixed_width=cfg.pad_to_max_len)
+    if shared is not None:
+        return _shared_gradients(model, batch, parts, cfg, class_weights, soft, shared)
     if soft is not None:
         return _distill_gradients(model, batch, parts, cfg, class_weights, soft)
     if len(parts) == 1:
@@ -109,6 +142,58 @@ def _distill_gradients(
     return loss_sum, correct
 
 
+def _shared_gradients(
+    model: Classifier,
+    batch: Batch,
+    parts: list[tuple[np.ndarray, int]],
+    cfg: TrainConfig,
+    class_weights: torch.Tensor | None,
+    soft: Soft | None,
+    shared: Shared,
+) -> tuple[float, int]:
+    """This rank's rows' gradient in ``shared.parts`` passes, the last one synchronised."""
+    ids, mask, labels = batch
+    wanted = labels if soft is None else torch.where(labels >= 0, labels, soft[0].argmax(-1))  # [B]
+    lengths = mask.sum(dim=1).cpu().numpy()  # [B]
+    short = int(np.argmin(lengths))
+    filler = (np.array([short]), ids.shape[1] if cfg.pad_to_max_len else max(int(lengths[short]), 1))
+    scale = shared.world / shared.total  # DDP divides the summed gradients by the ranks
+    loss_sum, correct = 0.0, 0
+    for i in range(shared.parts):
+        real = i < len(parts)
+        rows, width = parts[i] if real else filler
+        at = torch.from_numpy(rows).to(ids.device)
+        with _syncing(model, last=i == shared.parts - 1):
+            logits = _logits(model, ids[at, :width], mask[at, :width], cfg)  # [b, C]
+            summed = _summed_loss(logits, at, labels, class_weights, soft)
+            (summed * (scale if real else 0.0)).backward()  # type: ignore[no-untyped-call]
+        if real:
+            loss_sum += float(summed.detach()) / shared.total
+            correct += int((logits.detach().argmax(-1) == wanted[at]).sum())
+    return loss_sum, correct
+
+
+def _summed_loss(
+    logits: torch.Tensor,
+    at: torch.Tensor,
+    labels: torch.Tensor,
+    class_weights: torch.Tensor | None,
+    soft: Soft | None,
+) -> torch.Tensor:
+    """The summed loss of rows ``at`` (cross-entropy, or the distillation loss with ``soft``)."""
+    if soft is None:
+        return F.cross_entropy(logits, labels[at], weight=class_weights, reduction="sum")
+    teacher, loss_fn = soft
+    return loss_fn.rows(logits, teacher[at], labels[at], class_weights).sum()
+
+
+def _syncing(model: Classifier, *, last: bool) -> AbstractContextManager[None]:
+    """Gradients stay on this rank until the step's last backward, which averages them."""
+    if isinstance(model, Replicated) and not last:
+        return model.no_sync()
+    return nullcontext()
+
+
 def train_step(
     model: Classifier,
     opt: torch.optim.Optimizer,
@@ -116,10 +201,12 @@ def train_step(
     cfg: TrainConfig,
     class_weights: torch.Tensor | None = None,
     soft: Soft | None = None,
+    shared: Shared | None = None,
 ) -> tuple[float, int]:
-    """One optimizer step on (ids, mask, labels); returns the batch's mean loss and correct count."""
+    """One optimizer step on (ids, mask, labels); returns the batch's mean loss and correct count
+    (with ``shared``: this rank's share of the step's loss, as accumulate_gradients)."""
     opt.zero_grad(set_to_none=True)
-    loss, correct = accumulate_gradients(model, batch, cfg, class_weights, soft)
+    loss, correct = accumulate_gradients(model, batch, cfg, class_weights, soft, shared)
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
     return loss, correct

@@ -8,8 +8,8 @@ saved after every epoch and when the budget runs out, and ``resume`` continues f
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
-import math
 import random
 import time
 from collections.abc import Callable
@@ -34,8 +34,10 @@ from attnserve.training.loop.batching import (
 from attnserve.training.loop.config import TrainConfig as TrainConfig  # re-exported: the loop's settings
 from attnserve.training.loop.config import class_weight_tensor, planned_epochs, selection_key
 from attnserve.training.loop.progress import EpochProgress, on_terminal
-from attnserve.training.loop.resume import LoopState, ResumeError, fingerprint, load_state, save_state
+from attnserve.training.loop.replicated import Replicated
+from attnserve.training.loop.resume import LoopState, ResumeError, fingerprint, resume_state, save_state
 from attnserve.training.loop.schedule import PLAN_AFTER_STEPS, WARM_STEPS, LearningRate, budget_steps
+from attnserve.training.loop.step import step_plan
 from attnserve.training.loop.step import train_step as train_step  # re-exported: one optimisation step
 from attnserve.training.loop.threads import Threads, training_probe, usable_cores
 from attnserve.training.models.base import Classifier
@@ -127,8 +129,9 @@ def fit(
     ``state_path`` the run can be continued later (``cfg.resume``). ``on_epoch`` gets each
     validation's history row once it is recorded (and, at an epoch's end, saved); an exception
     it raises ends the run. With ``distill`` the loss learns ``train.soft`` (a teacher's
-    logits) as well. Under torchrun every rank trains on its share of the batches and rank 0
-    validates (training/loop/distributed.py).
+    logits) as well. Under torchrun every rank trains on its slice of each step's batch and
+    rank 0 validates (training/loop/distributed.py); the ranks' weights are compared after
+    every epoch, and replicas that differ end the run.
     """
     if cfg.resume and state_path is None:
         raise ResumeError("resuming needs the run directory whose resume.pt to continue from")
@@ -143,12 +146,13 @@ def fit(
         fixed = cfg.threads or (max(usable_cores() // at.local_world, 1) if at.world > 1 else 0)
         threads = Threads(fixed, lambda: training_probe(model, train, cfg))
         threads.start()
-    stepper: Classifier = model if at.world == 1 else distributed.Replicated(model, device)
+    stepper: Classifier = model if at.world == 1 else Replicated(model, device)
     if at.world > 1:
         torch.manual_seed(cfg.seed + at.rank)  # the weights are rank 0's; dropout differs per rank
     rng = np.random.default_rng(cfg.seed)  # the batch order: the same on every rank
     epochs = planned_epochs(cfg, len(train) // at.world)
-    steps_per_epoch = max(math.ceil(len(train) / cfg.batch_size) // at.world, 1)
+    drawn = cfg.batch_size * at.world  # a step's rows over every rank
+    steps_per_epoch = max(len(train) // drawn + int(len(train) % drawn >= at.world), 1)
     opt, sched = make_optimizer(model, cfg, steps=epochs * steps_per_epoch)
     rate = sched.lr_lambdas[0]
     assert isinstance(rate, LearningRate)
@@ -161,20 +165,22 @@ def fit(
     prints = fingerprint(model, cfg, train, val)
     parts: dict[str, Any] = {"model": model, "optimizer": opt, "scheduler": sched, "rng": rng}
     parts["prints"] = prints
-    loop = load_state(state_path, **parts) if cfg.resume and state_path else LoopState()
+    loop = resume_state(state_path, cfg.seed, at, **parts) if cfg.resume and state_path else LoopState()
     pad_to = train.input_ids.shape[1] if cfg.pad_to_max_len else None
     bar = EpochProgress(cfg.progress and at.main, epochs, log_every=cfg.log_every if at.main else 0)
     start = time.perf_counter()
     session_steps, validated_at, warm = 0, sched.last_epoch, start
     out_of_time = False
+    digests: list[str] = []  # the ranks' weight digests after the last epoch's steps
 
     def validate(*, epoch_end: bool) -> None:
         nonlocal validated_at
         seconds = loop.seconds + time.perf_counter() - start
         lr, count = float(sched.get_last_lr()[0]), threads.count if threads else None
+        figures = _figures(loop, at)  # every rank's rows, not rank 0's alone
         if at.main:
-            _validate(loop, model, val, device, cfg, epochs, step=sched.last_epoch, lr=lr, seconds=seconds,
-                      threads=count)  # fmt: skip
+            _validate(loop, figures, model, val, device, cfg, epochs, step=sched.last_epoch, lr=lr,
+                      seconds=seconds, threads=count)  # fmt: skip
         stop = at.main and loop.since_best >= cfg.patience
         last = (epoch_end and loop.epoch >= epochs) or sched.last_epoch >= rate.total
         loop.finished = distributed.from_main(stop, at) or last
@@ -185,7 +191,7 @@ def fit(
     try:
         while not loop.finished and not out_of_time:
             if loop.plan is None:
-                plan = training_batches(train, cfg.batch_size, rng, by_length=cfg.group_by_length)
+                plan = training_batches(train, drawn, rng, by_length=cfg.group_by_length)
                 loop.plan = [torch.from_numpy(b) for b in plan]
             batches = distributed.shard(loop.batches(), at)
             bar.start(loop.epoch, sum(len(b) for b in batches), len(batches), loop.seen, loop.step)
@@ -194,22 +200,31 @@ def fit(
                 late = bool(
                     session_steps and cfg.max_seconds and time.perf_counter() - start > cfg.max_seconds
                 )
-                if distributed.any_rank(late, at):
+                if late and at.world == 1:  # before the batch: a resumed run draws it again
                     out_of_time = True
                     break
-                if threads is not None:
-                    threads.between_steps()
                 idx = batches[loop.step]
                 batch = batch_tensors(train, idx, device, pad_to=pad_to, augment=augment)
                 teacher = soft_targets(train, idx, device) if distill is not None else None
                 soft = None if teacher is None or distill is None else (teacher, distill)
-                loss, correct = train_step(stepper, opt, batch, cfg, weights, soft)
+                shared, weight = None, 1.0
+                if at.world > 1:
+                    needed, weight = step_plan(batch, cfg, weights, distilled=soft is not None)
+                    shared = distributed.agree(needed, weight, len(idx), late, at)
+                    if shared.stop:
+                        out_of_time = True
+                        break
+                if threads is not None:
+                    threads.between_steps()
+                loss, correct = train_step(stepper, opt, batch, cfg, weights, soft, shared)
                 sched.step()
                 loop.step, session_steps = loop.step + 1, session_steps + 1
-                loop.running_loss += loss * len(idx)
+                # A rank's share of the step's mean loss, counted for the step's rows: the
+                # ranks' running losses add up to the whole run's.
+                loop.running_loss += loss * (len(idx) if shared is None else shared.rows)
                 loop.correct += correct
                 loop.seen += len(idx)
-                bar.update(len(idx), loss)
+                bar.update(len(idx), loss if shared is None else loss * shared.total / weight)
                 planning = cfg.plan_to_budget and cfg.max_seconds > 0
                 if planning and session_steps == WARM_STEPS:
                     warm = time.perf_counter()
@@ -224,6 +239,8 @@ def fit(
                 if sched.last_epoch >= rate.total and rate.total < rate.planned:
                     break  # the budget's plan is done: the epoch ends here
             bar.close()
+            if at.world > 1:
+                digests = distributed.same_weights(model, at, sched.last_epoch)
             looked = sched.last_epoch > validated_at  # steps since the last validation
             if not out_of_time:
                 if looked:
@@ -234,15 +251,25 @@ def fit(
                 validate(epoch_end=False)  # the steps since the last look may hold the best point
             if loop.finished and loop.best_state is not None:
                 model.load_state_dict(loop.best_state)
-            if state_path is not None and at.main:
-                spent = LoopState(**{**vars(loop), "seconds": loop.seconds + time.perf_counter() - start})
-                save_state(state_path, spent, **parts)
+            if state_path is not None:
+                running_loss, right, seen = _figures(loop, at)
+                spent = dataclasses.replace(
+                    loop,
+                    seconds=loop.seconds + time.perf_counter() - start,
+                    running_loss=running_loss,
+                    correct=int(right),
+                    seen=int(seen),
+                )
+                if at.main:
+                    save_state(state_path, spent, **parts)
             if on_epoch is not None and at.main and not out_of_time and looked:
                 on_epoch(loop.epochs[-1])
     finally:
         bar.close()
     if out_of_time and loop.best_state is not None:
         model.load_state_dict(loop.best_state)
+    if at.world > 1 and at.main:
+        log.info("weights after training, sha256 by process: %s", ", ".join(digests))
     model.eval()
     return History(
         epochs=loop.epochs,
@@ -276,8 +303,15 @@ def _plan_to_budget(
         rate.plan(total)
 
 
+def _figures(loop: LoopState, at: distributed.Ranks) -> tuple[float, float, float]:
+    """The epoch's running loss, right and seen rows, over every rank."""
+    loss, correct, seen = distributed.summed([loop.running_loss, loop.correct, loop.seen], at)
+    return loss, correct, seen
+
+
 def _validate(
     loop: LoopState,
+    figures: tuple[float, float, float],
     model: Classifier,
     val: Split,
     device: torch.device,
@@ -289,15 +323,19 @@ def _validate(
     seconds: float,
     threads: int | None,
 ) -> None:
-    """Validate, record a history row, keep the best weights; count validations without gain."""
+    """Validate, record a history row, keep the best weights; count validations without gain.
+
+    ``figures``: the epoch's running loss, right and seen rows so far, over every rank.
+    """
     val_scores = evaluate(model, val, device, cfg.max_batch_tokens)
     # Train figures are running ones (during the epoch, with dropout and augmentation on):
     # a second pass over the training set would cost a third of the epoch again.
+    running_loss, correct, seen = figures
     row = {
         "epoch": loop.epoch,
         "step": step,  # steps so far, over the whole run
-        "train_loss": loop.running_loss / max(loop.seen, 1),
-        "train_accuracy": loop.correct / max(loop.seen, 1),
+        "train_loss": running_loss / max(seen, 1),
+        "train_accuracy": correct / max(seen, 1),
         "lr": lr,
         "seconds": seconds,
         "threads": threads,  # torch's CPU count at this point (None off the CPU)

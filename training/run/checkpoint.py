@@ -21,6 +21,7 @@ CHECKPOINT = "checkpoint.pt"
 TOKENIZER = "tokenizer.json"
 METRICS = "metrics.json"
 EVAL_SET = "eval.jsonl"
+TEST_SET = "test.jsonl"  # the test split: chose nothing, so export can gate on it
 
 
 @dataclass(frozen=True)

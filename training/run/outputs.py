@@ -1,6 +1,6 @@
 """What a finished run leaves behind: scores and class reports per split, files and pictures.
 
-    checkpoint.pt  tokenizer.json  metrics.json  report.json  eval.jsonl
+    checkpoint.pt  tokenizer.json  metrics.json  report.json  eval.jsonl  test.jsonl
     curves.png  attention.png  confusion.png
 
 ``report.json`` holds, per evaluated split, precision/recall/F1/support per class, the
@@ -82,9 +82,12 @@ def _attention_samples(
     return samples
 
 
-def write_eval_set(run_dir: Path, examples: list[Example]) -> None:
-    """``eval.jsonl``: the validation texts and labels, written before training so they can be freed."""
-    with open(run_dir / EVAL_SET, "w") as fh:
+def write_eval_set(run_dir: Path, examples: list[Example], name: str = EVAL_SET) -> None:
+    """``eval.jsonl``: the validation texts and labels, written before training so they can be freed.
+
+    ``name``: another split's file (``test.jsonl``, empty when the run has no test split).
+    """
+    with open(run_dir / name, "w") as fh:
         for ex in examples:
             fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
 

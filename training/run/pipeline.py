@@ -2,7 +2,8 @@
 
 With ``pretrained`` the tokenizer and the encoder come from a Hugging Face checkpoint
 (training/text/pretrained.py) instead of being built from the data. Under torchrun every
-rank prepares the same data and trains its share; rank 0 alone writes the run directory.
+rank reads the same data and trains its share; rank 0 alone builds the tokenizer (sent to the
+others over the process group, so no rank reads another's disk) and writes the run directory.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from attnserve.training.report.data import (
     check_lengths,
     check_vocabulary,
 )
+from attnserve.training.run.checkpoint import TEST_SET
 from attnserve.training.run.outputs import (
     Evaluation,
     attention_examples,
@@ -153,16 +155,7 @@ def train_run(
     ds = load_dataset(data_spec)
     add_cls = model_overrides.get("pooling") == "cls"
     train_texts = [e.text for e in ds.train]
-    if source is not None:
-        tokenizer = source.tokenizer
-    else:
-        tokenizer = build_tokenizer(
-            train_texts,
-            kind=data_spec.tokenizer,
-            min_frequency=data_spec.min_frequency,
-            add_cls=add_cls,
-            vocab_size=data_spec.vocab_size,
-        )
+    tokenizer = source.tokenizer if source is not None else _tokenizer(train_texts, data_spec, add_cls, at)
     evaluated = {"val": ds.val, "test": ds.test, **ds.extra}
     lengths = {"train": token_lengths(tokenizer, train_texts)}
     lengths |= {k: token_lengths(tokenizer, [e.text for e in v]) for k, v in evaluated.items() if v}
@@ -198,6 +191,7 @@ def train_run(
         save_tokenizer(tokenizer, tokenizer_path, max_len=max_len, truncation=truncation)
     if at.main:
         write_eval_set(run_dir, ds.val)
+        write_eval_set(run_dir, ds.test, TEST_SET)  # export gates int8 on it: its labels chose nothing
     samples = attention_examples(ds)
     teacher = None
     if distill is not None:  # the teacher labels the training texts and their augmented copies
@@ -235,7 +229,8 @@ def train_run(
     ds = dataclasses.replace(ds, train=[], val=[], test=[], extra={})
     del train_texts, evaluated, tokenizer
     release_unused_memory()
-    tokenizer = source.tokenizer if source is not None else load_tokenizer(_written(tokenizer_path, at))
+    # Only rank 0 writes the run (and has the file): the others need no tokenizer from here on.
+    written = source.tokenizer if source is not None else load_tokenizer(tokenizer_path) if at.main else None
     cpu_start = time.process_time()  # wall time alone misleads on a shared machine
     history = fit(
         model,
@@ -288,7 +283,8 @@ def train_run(
         metrics["teacher"] = teacher
     if planned is not None:
         metrics["plan"] = dataclasses.asdict(planned)
-    write_run(run_dir, model, tokenizer, ds, metrics, evaluation, history, truncation, samples)
+    assert written is not None
+    write_run(run_dir, model, written, ds, metrics, evaluation, history, truncation, samples)
     if not history.out_of_time:  # complete: nothing left to resume
         (run_dir / RESUME).unlink(missing_ok=True)
     distributed.barrier()
@@ -308,8 +304,19 @@ def _pretrained(family: str, pretrained: str | None) -> Pretrained | None:
     return load_pretrained(pretrained)
 
 
-def _written(path: Path, at: distributed.Ranks) -> Path:
-    """``path`` once rank 0 has written it (other ranks wait for it at a barrier)."""
-    if at.world > 1:
-        distributed.barrier()
-    return path
+def _tokenizer(texts: list[str], spec: DataSpec, add_cls: bool, at: distributed.Ranks) -> Tokenizer:
+    """The tokenizer learnt on the training texts; under torchrun rank 0 learns it and sends it,
+    so every rank encodes with the same vocabulary."""
+
+    def built() -> Tokenizer:
+        return build_tokenizer(
+            texts,
+            kind=spec.tokenizer,
+            min_frequency=spec.min_frequency,
+            add_cls=add_cls,
+            vocab_size=spec.vocab_size,
+        )
+
+    if at.world == 1:
+        return built()
+    return Tokenizer.from_str(distributed.from_rank_0(lambda: built().to_str(), at))
