@@ -24,4 +24,5 @@ class ParityError(ExportError):
 
 
 class QuantizationRefused(ExportError):
-    """The quantized graph lost more validation accuracy than allowed."""
+    """The quantized graph lost more held-out accuracy than allowed, or its outputs strayed from
+    PyTorch's past the declared tolerance."""

@@ -1,8 +1,10 @@
-"""The run's validation texts (``eval.jsonl``), tokenized with the bundle's own tokenizer.
+"""The run's labelled texts, tokenized with the bundle's own tokenizer and truncation side.
 
-Export uses them twice: a few become the bundle's golden cases, and all of them measure the
-accuracy an int8 graph keeps. Tokenizing here goes through the same ``tokenizer.json`` file
-the bundle ships, so the ids are the ones the service will produce.
+The validation split (``eval.jsonl``) gives the golden cases and the drift profile. It also
+chose the checkpoint, so the int8 accuracy gate measures the test split (``test.jsonl``)
+instead: rows that neither trained the model nor chose anything. Tokenizing goes through the
+``tokenizer.json`` file the bundle ships, cut on the side the manifest records, so the ids
+are the ones the service will produce.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
-from attnserve.export.errors import ExportError
+from attnserve.export.errors import ExportError, ExportRequestError
+from attnserve.service.bundle import GateRows, Truncation, sha256_file
+from attnserve.training.run.checkpoint import TEST_SET
 from attnserve.training.text.tokenizer import encode_batch
 
 
@@ -51,8 +55,29 @@ def read_eval_set(path: Path | None, num_classes: int) -> EvalSet:
     if path is None or not path.is_file():
         raise ExportError(
             "the run directory has no eval.jsonl (the validation split): export needs it for the "
-            "bundle's golden cases and the int8 accuracy check; re-run training to produce it"
+            "bundle's golden cases and data profile; re-run training to produce it"
         )
+    return _read_rows(path, num_classes)
+
+
+def read_gate_rows(run_dir: Path, num_classes: int, seed: int | None) -> tuple[EvalSet, GateRows]:
+    """The test split the int8 gate measures, and how the manifest names it.
+
+    ExportRequestError when the run has none: the validation split chose the checkpoint, so
+    its accuracy would not say how int8 does on unseen texts.
+    """
+    path = run_dir / TEST_SET
+    if not path.is_file() or not path.read_text(encoding="utf-8").strip():
+        raise ExportRequestError(
+            f"--quantize int8 is gated on held-out rows, and {run_dir} has no test split ({TEST_SET} "
+            "is missing or empty); retrain with a test split (--test-fraction or --test-data)"
+        )
+    rows = _read_rows(path, num_classes)
+    named = GateRows(file=TEST_SET, split="test", rows=len(rows), sha256=sha256_file(path), seed=seed)
+    return rows, named
+
+
+def _read_rows(path: Path, num_classes: int) -> EvalSet:
     texts: list[str] = []
     labels: list[int] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -77,14 +102,14 @@ def read_eval_set(path: Path | None, num_classes: int) -> EvalSet:
 
 
 def encode_chunks(
-    tokenizer_path: Path, eval_set: EvalSet, max_len: int, chunk_size: int = 64
+    tokenizer_path: Path, eval_set: EvalSet, max_len: int, truncation: Truncation, chunk_size: int = 64
 ) -> Iterator[EncodedChunk]:
     """Encode in chunks sorted by length, so each chunk pads only to its own longest text."""
     tokenizer = load_bundle_tokenizer(tokenizer_path)
     order = sorted(range(len(eval_set)), key=lambda i: len(eval_set.texts[i]))
     for start in range(0, len(order), chunk_size):
         picked = order[start : start + chunk_size]
-        encoded = encode_batch(tokenizer, [eval_set.texts[i] for i in picked], max_len)
+        encoded = encode_batch(tokenizer, [eval_set.texts[i] for i in picked], max_len, truncation)
         ids, mask = encoded.input_ids, encoded.attention_mask
         if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
             ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
@@ -92,8 +117,11 @@ def encode_chunks(
 
 
 def encode_one(
-    tokenizer_path: Path, text: str, max_len: int
+    tokenizer_path: Path, text: str, max_len: int, truncation: Truncation | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """One text as a batch of one without padding: ids and mask [1, T]."""
-    encoded = encode_batch(load_bundle_tokenizer(tokenizer_path), [text], max_len)
+    """One text as a batch of one without padding: ids and mask [1, T].
+
+    ``truncation`` None (a bundle that does not record it) keeps the side tokenizer.json saves.
+    """
+    encoded = encode_batch(load_bundle_tokenizer(tokenizer_path), [text], max_len, truncation)
     return encoded.input_ids, encoded.attention_mask

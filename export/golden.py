@@ -16,7 +16,7 @@ import onnxruntime as ort
 from attnserve.export.errors import ExportError
 from attnserve.export.evalset import EvalSet, encode_one
 from attnserve.export.parity import run_onnx, run_torch
-from attnserve.service.bundle import GoldenCase
+from attnserve.service.bundle import GoldenCase, Truncation
 from attnserve.training.models.base import Classifier
 
 DEFAULT_COUNT = 4
@@ -39,11 +39,17 @@ def pick_texts(eval_set: EvalSet, count: int) -> list[str]:
 
 
 def make_golden(
-    model: Classifier, tokenizer_path: Path, texts: list[str], *, max_len: int, tolerance: float
+    model: Classifier,
+    tokenizer_path: Path,
+    texts: list[str],
+    *,
+    max_len: int,
+    truncation: Truncation,
+    tolerance: float,
 ) -> list[GoldenCase]:
     cases = []
     for text in texts:
-        ids, mask = encode_one(tokenizer_path, text, max_len)  # [1, T]
+        ids, mask = encode_one(tokenizer_path, text, max_len, truncation)  # [1, T]
         if ids.shape[1] == 0:
             raise ExportError(f"golden text {text!r} encodes to no tokens")
         out = run_torch(model, ids, mask)
@@ -67,16 +73,21 @@ def _float32_list(values: np.ndarray) -> list[float]:
 
 
 def golden_deviation(
-    session: ort.InferenceSession, cases: list[GoldenCase], tokenizer_path: Path, max_len: int
+    session: ort.InferenceSession,
+    cases: list[GoldenCase],
+    tokenizer_path: Path,
+    max_len: int,
+    truncation: Truncation | None,
 ) -> float:
     """The largest |graph - expected| over all cases, logits and attention alike.
 
-    Each text is encoded again with ``tokenizer_path``; ids that differ from the recorded ones
-    are an ExportError, since the outputs would then be for a different input.
+    Each text is encoded again with ``tokenizer_path``, cut on the ``truncation`` side; ids
+    that differ from the recorded ones are an ExportError, since the outputs would then be
+    for a different input.
     """
     worst = 0.0
     for case in cases:
-        ids, mask = encode_one(tokenizer_path, case.text, max_len)
+        ids, mask = encode_one(tokenizer_path, case.text, max_len, truncation)
         if case.input_ids is not None and ids[0].tolist() != case.input_ids:
             raise ExportError(
                 f"golden text {case.text!r}: the tokenizer gives {ids[0].tolist()}, expected {case.input_ids}"
@@ -94,11 +105,15 @@ def golden_deviation(
 
 
 def verify_golden(
-    session: ort.InferenceSession, cases: list[GoldenCase], tokenizer_path: Path, max_len: int
+    session: ort.InferenceSession,
+    cases: list[GoldenCase],
+    tokenizer_path: Path,
+    max_len: int,
+    truncation: Truncation | None,
 ) -> None:
     """Run every case through ``session``; ExportError if one strays beyond its tolerance."""
     for case in cases:
-        diff = golden_deviation(session, [case], tokenizer_path, max_len)
+        diff = golden_deviation(session, [case], tokenizer_path, max_len, truncation)
         if not diff <= case.tolerance:
             raise ExportError(
                 f"golden text {case.text!r}: the graph differs from the expected outputs by {diff:.3g} "

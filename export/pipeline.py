@@ -3,22 +3,25 @@
 The result is a folder holding ``model.onnx`` and ``tokenizer.json`` plus everything the
 manifest records about them; ``export.writer`` turns that into a published version. Order:
 export -> checker and declared I/O -> parity with PyTorch (float tolerance) -> [int8
-quantization] -> [onnxruntime optimization, parity again] -> [int8 accuracy gate] -> golden
-cases from PyTorch.
+quantization] -> [onnxruntime optimization, parity again] -> [int8 accuracy gate on the run's
+held-out test split] -> golden cases from PyTorch (for int8, within the gate's declared
+tolerance). Every text is cut on the side the run trained on, as the server will cut it.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 
 from attnserve.export.contract import GraphContract, graph_contract
 from attnserve.export.errors import ExportRequestError
-from attnserve.export.evalset import read_eval_set
+from attnserve.export.evalset import read_eval_set, read_gate_rows
 from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
 from attnserve.export.onnx import (
     DEFAULT_EXPORTER,
@@ -32,7 +35,15 @@ from attnserve.export.onnx import (
 from attnserve.export.optimize import EncoderShape, optimize_graph
 from attnserve.export.parity import DEFAULT_TOLERANCE, ParityResult, cpu_session, measure_parity
 from attnserve.export.profile import measure_profile
-from attnserve.export.quantize import DEFAULT_MAX_DROP, METHODS, check_accuracy, quantize_int8
+from attnserve.export.quantize import (
+    DEFAULT_INT8_TOLERANCE,
+    DEFAULT_MAX_DROP,
+    METHODS,
+    check_accuracy,
+    check_golden_tolerance,
+    check_tolerance,
+    quantize_int8,
+)
 from attnserve.service.bundle import (
     MODEL_FILE,
     TOKENIZER_FILE,
@@ -40,6 +51,7 @@ from attnserve.service.bundle import (
     GoldenCase,
     ParityReport,
     QuantizationInfo,
+    Truncation,
 )
 from attnserve.training.models.base import Classifier
 from attnserve.training.run.checkpoint import LoadedRun
@@ -57,6 +69,7 @@ class ExportOptions:
     exporter: Exporter = DEFAULT_EXPORTER
     tolerance: float = DEFAULT_TOLERANCE
     max_accuracy_drop: float = DEFAULT_MAX_DROP  # a fraction: 0.01 = one accuracy point
+    int8_tolerance: float = DEFAULT_INT8_TOLERANCE  # golden-case tolerance of an int8 graph
     golden_count: int = DEFAULT_COUNT
     seed: int = 0
 
@@ -66,17 +79,9 @@ class ExportOptions:
                 f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}"
             )
         check_opset(self.exporter, self.opset)
+        check_tolerance(self.int8_tolerance)
         if not self.tolerance > 0:
             raise ExportRequestError(f"parity tolerance must be > 0, got {self.tolerance}")
-
-
-@dataclass(frozen=True)
-class _Built:
-    parity: ParityReport
-    golden: list[GoldenCase]
-    quantization: QuantizationInfo | None
-    opset: int
-    contract: GraphContract
 
 
 @dataclass(frozen=True)
@@ -88,13 +93,18 @@ class Built:
     quantization: QuantizationInfo | None
     opset: int
     contract: GraphContract
+    truncation: Truncation
     profile: DataProfile | None = None
 
 
 def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
     """Export and prove the graph, then place model.onnx and tokenizer.json in ``bundle_dir``."""
     model = run.model.cpu().eval()
+    truncation = run_truncation(run)
     eval_set = read_eval_set(run.eval_path, len(run.labels))
+    gate = None
+    if options.quantize is not None:  # read first: a run without held-out rows fails before the slow steps
+        gate = read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
     contract = graph_contract(model)
     graph = work / "exported.onnx"
     log.info("exporting %s with the %s exporter, opset %d", run.family, options.exporter, options.opset)
@@ -114,37 +124,50 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         graph = optimized
     quantization = None
     golden_tolerance = options.tolerance
-    if options.quantize is not None:
+    if gate is not None:
+        rows, named = gate
         change = check_accuracy(
             float_graph,
             graph,
             tokenizer_path=run.tokenizer_path,
-            eval_set=eval_set,
+            rows=rows,
+            named=named,
             max_len=run.max_len,
+            truncation=truncation,
             max_drop=options.max_accuracy_drop,
+            tolerance=options.int8_tolerance,
         )
         quantization = change.info()
         # int8 outputs are not expected within the float tolerance: the sweep still enforces
         # finite outputs and zero attention on padding, and records how far int8 strays.
         parity = _parity(run, graph, options, None, "the int8 graph")
-        worst = max(parity.logits_max_abs_diff, parity.attention_max_abs_diff or 0.0)
-        golden_tolerance = max(options.tolerance, 2 * worst)
+        golden_tolerance = options.int8_tolerance
     elif options.optimize:
         parity = _parity(run, graph, options, options.tolerance, "the optimized graph")
     shutil.copyfile(graph, bundle_dir / MODEL_FILE)
     shutil.copyfile(run.tokenizer_path, bundle_dir / TOKENIZER_FILE)  # the training artifact, byte for byte
     texts = pick_texts(eval_set, options.golden_count)
     golden = make_golden(
-        model, bundle_dir / TOKENIZER_FILE, texts, max_len=run.max_len, tolerance=golden_tolerance
+        model,
+        bundle_dir / TOKENIZER_FILE,
+        texts,
+        max_len=run.max_len,
+        truncation=truncation,
+        tolerance=golden_tolerance,
     )
-    if options.quantize is not None:
-        # The golden texts themselves may stray further than the random sweep did: cover both.
-        seen = golden_deviation(cpu_session(graph), golden, bundle_dir / TOKENIZER_FILE, run.max_len)
-        widened = max(golden_tolerance, 2 * seen)
-        golden = [case.model_copy(update={"tolerance": widened}) for case in golden]
+    if gate is not None:
+        session = cpu_session(graph)
+        seen = golden_deviation(session, golden, bundle_dir / TOKENIZER_FILE, run.max_len, truncation)
+        check_golden_tolerance(seen, options.int8_tolerance)
     # What the shipped graph predicts on the validation texts: the server's drift reference.
     profile = measure_profile(
-        cpu_session(graph), bundle_dir / TOKENIZER_FILE, eval_set, run.labels, run.max_len, run.metrics
+        cpu_session(graph),
+        bundle_dir / TOKENIZER_FILE,
+        eval_set,
+        run.labels,
+        run.max_len,
+        truncation,
+        run.metrics,
     )
     return Built(
         parity=parity.report(),
@@ -152,8 +175,29 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         quantization=quantization,
         opset=graph_opset(onnx.load(str(graph))),
         contract=contract,
+        truncation=truncation,
         profile=profile,
     )
+
+
+def run_truncation(run: LoadedRun) -> Truncation:
+    """The end of a long text the run trained on, which the bundle must serve."""
+    if run.truncation == "head+tail":
+        # The server's tokenizer keeps one end of a long text, not both.
+        raise ExportRequestError(
+            f"{run.run_dir} was trained with --truncation head+tail, which the server cannot reproduce; "
+            "retrain with --truncation head or tail"
+        )
+    if run.truncation not in ("head", "tail"):
+        raise ExportRequestError(f"{run.run_dir}: unknown truncation {run.truncation!r} in its checkpoint")
+    return "tail" if run.truncation == "tail" else "head"
+
+
+def _data_seed(metrics: Mapping[str, Any]) -> int | None:
+    """The data seed that drew the run's splits (metrics.json ``seeds.data``), if recorded."""
+    seeds = metrics.get("seeds")
+    seed = seeds.get("data") if isinstance(seeds, Mapping) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def encoder_shape(model: Classifier) -> EncoderShape | None:

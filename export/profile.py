@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from attnserve.export.errors import ExportError
 from attnserve.export.evalset import EvalSet, load_bundle_tokenizer
-from attnserve.service.bundle import DataProfile, TrainingFigures, profile_texts
+from attnserve.service.bundle import DataProfile, TrainingFigures, Truncation, profile_texts
 from attnserve.service.bundle.profile import unknown_ratios
 from attnserve.training.text.tokenizer import UNK_TOKEN, encode_batch
 
@@ -38,6 +38,7 @@ def measure_profile(
     eval_set: EvalSet,
     labels: Sequence[str],
     max_len: int,
+    truncation: Truncation,
     metrics: Mapping[str, Any],
 ) -> DataProfile:
     tokenizer = load_bundle_tokenizer(tokenizer_path)
@@ -52,7 +53,7 @@ def measure_profile(
     truncated = np.empty(n, dtype=bool)
     for start in range(0, n, CHUNK):
         picked = order[start : start + CHUNK]
-        encoded = encode_batch(tokenizer, [eval_set.texts[i] for i in picked], max_len)
+        encoded = encode_batch(tokenizer, [eval_set.texts[i] for i in picked], max_len, truncation)
         ids, mask = encoded.input_ids, encoded.attention_mask
         if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
             ids = mask = np.zeros((len(picked), 1), dtype=np.int64)

@@ -24,8 +24,8 @@ from attnserve.export.errors import ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT, verify_golden
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
 from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
-from attnserve.export.pipeline import Built, ExportOptions, build_files
-from attnserve.export.quantize import DEFAULT_MAX_DROP
+from attnserve.export.pipeline import Built, ExportOptions, build_files, run_truncation
+from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP
 from attnserve.service.bundle import (
     MODEL_FILE,
     NAME_PATTERN,
@@ -56,12 +56,21 @@ def export_run(
     exporter: Exporter = DEFAULT_EXPORTER,
     tolerance: float = DEFAULT_TOLERANCE,
     max_accuracy_drop: float = DEFAULT_MAX_DROP,
+    int8_tolerance: float = DEFAULT_INT8_TOLERANCE,
     golden_count: int = DEFAULT_COUNT,
     seed: int = 0,
 ) -> Path:
     """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder."""
     options = ExportOptions(
-        quantize, optimize, opset, exporter, tolerance, max_accuracy_drop, golden_count, seed
+        quantize=quantize,
+        optimize=optimize,
+        opset=opset,
+        exporter=exporter,
+        tolerance=tolerance,
+        max_accuracy_drop=max_accuracy_drop,
+        int8_tolerance=int8_tolerance,
+        golden_count=golden_count,
+        seed=seed,
     )
     options.validate()
     if not NAME_PATTERN.match(name) or name.startswith("."):
@@ -77,12 +86,7 @@ def export_run(
         run = load_run(run_dir)
     except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:
         raise ExportRequestError(f"cannot load the training run {run_dir}: {exc}") from exc
-    if run.truncation == "head+tail":
-        # tokenizer.json can say "keep the head" or "keep the tail", not both ends.
-        raise ExportRequestError(
-            f"{run_dir} was trained with --truncation head+tail, which the server cannot reproduce; "
-            "retrain with --truncation head or tail"
-        )
+    run_truncation(run)  # refused before any folder is made
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir))
     try:
@@ -116,6 +120,7 @@ def _finish(
         family=run.family,
         labels=run.labels,
         max_len=run.max_len,
+        truncation=built.truncation,
         pad_id=run.pad_id,
         attention=contract.attention,
         inputs=contract.inputs,
@@ -136,7 +141,8 @@ def _finish(
         check_io(bundle.manifest, session)
     except BundleError as exc:
         raise ExportRequestError(f"the written bundle does not read back: {exc}") from exc
-    verify_golden(session, bundle.manifest.golden, bundle.tokenizer_path, bundle.manifest.max_len)
+    read = bundle.manifest
+    verify_golden(session, read.golden, bundle.tokenizer_path, read.max_len, read.truncation)
     for path in bundle_dir.iterdir():
         _fsync_file(path)
     _fsync_dir(bundle_dir)

@@ -27,6 +27,7 @@ MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE)
 AttentionKind = Literal["pool", "self", "layers", "none"]
+Truncation = Literal["head", "tail"]  # which end of a long text the model was trained on
 TensorDType = Literal["int64", "int32", "float32", "float16", "string"]
 Dim = int | str  # an int is a fixed size, a str a symbolic (dynamic) dimension
 
@@ -102,6 +103,17 @@ class GoldenCase(_Strict):
         return np.asarray(self.attention, dtype=np.float32).reshape(self.attention_shape)
 
 
+class GateRows(_Strict):
+    """The labelled rows the int8 accuracy gate measured: a split of the training run that
+    neither trained the model nor chose its checkpoint."""
+
+    file: str  # in the run directory, e.g. "test.jsonl"
+    split: str  # the run's split those rows are, e.g. "test"
+    rows: int = Field(ge=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")  # of the file, to tell which rows these were
+    seed: int | None = None  # the data seed that drew the split, when the run recorded it
+
+
 class QuantizationInfo(_Strict):
     method: str  # e.g. "dynamic-int8"
     source_version: int | None = None
@@ -109,6 +121,10 @@ class QuantizationInfo(_Strict):
     before: float
     after: float
     max_drop: float
+    # Declared before measuring: the largest |int8 - PyTorch| output allowed on the golden
+    # cases, and their tolerance. Absent from bundles written before it was declared.
+    tolerance: float | None = Field(default=None, gt=0)
+    rows: GateRows | None = None  # absent from bundles gated on the validation split
 
 
 class BundleManifest(_Strict):
@@ -118,6 +134,8 @@ class BundleManifest(_Strict):
     family: str
     labels: list[str] = Field(min_length=2)
     max_len: int = Field(ge=1)
+    # The end of a long text the server keeps; absent from older bundles, whose tokenizer.json decides.
+    truncation: Truncation | None = None
     pad_id: int = Field(0, ge=0)
     attention: AttentionSpec
     inputs: list[TensorSpec]

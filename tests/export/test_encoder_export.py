@@ -4,7 +4,7 @@ The graph keeps the project's two inputs, outputs the logits and every layer's a
 attention with symbolic batch and sequence dims, and matches PyTorch; the bundle ships the
 checkpoint's own tokenizer byte for byte. `--optimize` applies onnxruntime's BERT fusions
 but the ones that would drop the attention output, and int8 is accepted only when the
-validation accuracy holds.
+accuracy on the run's held-out test split holds.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def test_bundle_reads_back_with_golden_outputs_the_graph_reproduces(
     eval_texts = [json.loads(line)["text"] for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert 2 <= len(manifest.golden) <= 4 and all(case.text in eval_texts for case in manifest.golden)
     for case in manifest.golden:
-        ids, mask = encode_one(bundle.tokenizer_path, case.text, manifest.max_len)
+        ids, mask = encode_one(bundle.tokenizer_path, case.text, manifest.max_len, manifest.truncation)
         assert ids[0].tolist() == case.input_ids
         out = run_onnx(session, ids, mask)
         np.testing.assert_allclose(out.logits[0], case.logits, atol=case.tolerance, rtol=0)
@@ -117,8 +117,8 @@ def test_int8_is_a_separate_version_with_its_accuracy_change(
     q = manifest.quantization
     assert q is not None and q.method == "dynamic-int8" and q.metric == "accuracy" and q.max_drop == 0.01
     assert 0.0 <= q.after <= 1.0 and q.before - q.after <= q.max_drop
-    float_val = cast(dict[str, float], read_bundle(float_bundle).manifest.training_metrics["val"])
-    assert q.before == float_val["accuracy"]
+    float_test = cast(dict[str, float], read_bundle(float_bundle).manifest.training_metrics["test"])
+    assert q.before == float_test["accuracy"]  # the gate measures the held-out test split
     ops = {node.op_type for node in onnx.load(str(int8_bundle / MODEL_FILE)).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     assert manifest.parity is not None and manifest.parity.logits_max_abs_diff > 0
@@ -130,7 +130,7 @@ def test_int8_is_refused_when_accuracy_drops_past_the_threshold(
 ) -> None:
     # A negative allowance demands a gain of more than one point, which int8 cannot deliver here.
     with pytest.raises(
-        QuantizationRefused, match=r"int8 quantization refused: validation accuracy .* allowed -1\.00"
+        QuantizationRefused, match=r"refused: held-out accuracy \(test\.jsonl\) .* allowed -1\.00"
     ):
         export_run(trained_run("self_attention"), tmp_path, "m", quantize="int8", max_accuracy_drop=-0.01)
     assert [p.name for p in (tmp_path / "m").iterdir() if not p.name.startswith(".")] == []

@@ -4,13 +4,16 @@ served on 127.0.0.1 and explained over attnserve.v1 (gRPC), the JSON API and V2.
 The replies carry the tokens as the model saw them (word pieces between [CLS] and [SEP]),
 each with its characters in the request text and a flag for the tokenizer's added tokens;
 attention comes in every mode with the encoder's layers and heads; the served logits are the
-PyTorch model's.
+PyTorch model's, also for a model trained on the tails of long texts.
 """
 
 from __future__ import annotations
 
+import csv
+import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -20,13 +23,25 @@ from attnserve.export.parity import run_torch, torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
 from attnserve.service.client import Client
+from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.checkpoint import load_run
+from attnserve.training.run.pipeline import DataSpec, train_run
+from attnserve.training.text.pretrained import encode_pretrained
 from tests.support import http
 from tests.support.fuzzing import call
 from tests.support.methods import CLASSIFY
 from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.tiny_bert import train_tiny_encoder_run
+from tests.support.tiny_bert import (
+    BAD,
+    GOOD,
+    NOUNS,
+    make_tiny_bert,
+    make_tokenizer,
+    sentences,
+    train_tiny_encoder_run,
+)
 from tests.support.v2 import V2Calls, output, text_request
 
 MODEL = "bert"
@@ -36,6 +51,7 @@ TEXTS = [
     "the cast was lovely",
 ]
 MODES = ("pooled", "last_layer", "all", "rollout")
+TAIL_MAX_LEN = 16  # the long reviews are about 22 tokens
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +195,80 @@ def test_a_reply_over_the_size_limit_is_refused_clearly(encoder_run: Path, tmp_p
         assert refused.status == 429 and refused.error["code"] == "RESOURCE_EXHAUSTED"
         assert "max_reply_bytes" in refused.error["message"]
         assert "retry-after" not in refused.headers  # the same request would be refused again
+
+
+def _long_review(rng: random.Random) -> tuple[str, str]:
+    """A review whose label is in its last words: a first sentence whose adjective is drawn
+    independently of the label, a filler, then the sentence that decides."""
+    positive = rng.random() < 0.5
+    opening = f"The {rng.choice(NOUNS)} was {rng.choice(GOOD + BAD)}."
+    filler = f"And the {rng.choice(NOUNS)}, well, it was {rng.choice(NOUNS)}!"
+    verdict = f"The {rng.choice(NOUNS)} was {rng.choice(GOOD if positive else BAD)}."
+    return f"{opening} {filler} {verdict}", "positive" if positive else "negative"
+
+
+@pytest.fixture(scope="module")
+def tail_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT fine-tuned with --truncation tail on reviews longer than its max_len."""
+    root = tmp_path_factory.mktemp("tail")
+    rng = random.Random(1)
+    data = root / "long.csv"
+    with open(data, "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([("text", "label"), *(_long_review(rng) for _ in range(160))])
+    with torch_threads(1):
+        return train_run(
+            root / "run",
+            "encoder",
+            {"head": "cls"},
+            TrainConfig(
+                epochs=8, batch_size=16, lr=3e-3, progress=False, seed=0, threads=1, word_dropout=0.0
+            ),
+            DataSpec(path=str(data), seed=0, max_len=TAIL_MAX_LEN, truncation="tail"),
+            pretrained=str(make_tiny_bert(root)),
+        ).run_dir
+
+
+def test_a_tail_trained_encoder_is_served_the_tails_of_long_texts(tail_run: Path, tmp_path: Path) -> None:
+    repository = tmp_path / "models"
+    bundle = read_bundle(export_run(tail_run, repository, MODEL))
+    assert bundle.manifest.truncation == "tail"
+    # The checkpoint's tokenizer.json says nothing of the tail: the manifest carries it.
+    assert bundle.tokenizer_path.read_bytes() == (tail_run / "tokenizer.json").read_bytes()
+    rng = random.Random(2)
+    reviews = [_long_review(rng) for _ in range(12)]
+    texts = [text for text, _ in reviews]
+    run = load_run(tail_run)
+    tokenizer = Tokenizer.from_file(str(run.tokenizer_path))
+    trained = encode_pretrained(tokenizer, texts, run.max_len, "tail")  # as the trainer cut them
+    ids = trained.input_ids.astype(np.int64)  # [N, max_len]
+    mask = (np.arange(ids.shape[1])[None, :] < trained.lengths[:, None]).astype(np.int64)  # [N, max_len]
+    reference = run_torch(run.model, ids, mask)
+    settings = make_settings(repository, http_port=free_port())
+    with RunningServer(settings) as running, Client(running.target, timeout=30) as client:
+        results = client.classify(texts, model=MODEL).results
+    for row, (text, result) in enumerate(zip(texts, results, strict=True)):
+        assert result.truncated is True and len(result.tokens) == TAIL_MAX_LEN, text
+        assert result.tokens[-3:] == tokenizer.encode(text).tokens[-3:]  # the verdict and [SEP]
+        np.testing.assert_allclose(result.logits, reference.logits[row], atol=1e-4)
+        assert result.label_id == int(reference.logits[row].argmax())
+    # Trained on the verdicts, the model reads them: most long texts get their label.
+    right = sum(result.label == label for result, (_, label) in zip(results, reviews, strict=True))
+    assert right >= 10, right
+
+
+def test_the_manifests_side_wins_and_without_one_the_tokenizer_file_decides(tmp_path: Path) -> None:
+    tokenizer = make_tokenizer([text for text, _ in sentences(200)])
+    tokenizer.enable_truncation(max_length=8, direction="left")  # a file that says "keep the tail"
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    text = "the plot was superb and the cast was lovely but the ending was dull"
+    tokenizer.no_truncation()
+    words = tokenizer.encode(text).tokens[1:-1]
+
+    def kept(truncation: Literal["head", "tail"] | None) -> list[str]:
+        encoder = TextEncoder(path, 8, reject_long=False, max_text_chars=1000, truncation=truncation)
+        return encoder.encode([text]).tokens(0)
+
+    assert kept("head") == ["[CLS]", *words[:6], "[SEP]"]
+    assert kept("tail") == ["[CLS]", *words[-6:], "[SEP]"]
+    assert kept(None) == kept("tail")  # a bundle written before the manifest recorded a side

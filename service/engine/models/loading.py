@@ -123,6 +123,7 @@ def load_model(
             manifest.max_len,
             reject_long=settings.long_text == "reject",
             max_text_chars=settings.max_text_chars,
+            truncation=manifest.truncation,
         )
         runtime = create_session(bundle.model_path, settings, on_cpu_fallback, label=f"{name} v{version}")
         check_io(manifest, runtime.session)

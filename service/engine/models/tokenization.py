@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
+from attnserve.service.bundle import Truncation
 from attnserve.service.errors import InvalidArgument
 
 TokenIds = Sequence[int] | np.ndarray
+_CUT_SIDE: dict[Truncation, str] = {"head": "right", "tail": "left"}  # tokenizers names the side cut off
 
 
 @dataclass(slots=True)
@@ -59,14 +61,27 @@ class EncodedTexts:
 class TextEncoder:
     """Validates and encodes texts for one model version."""
 
-    def __init__(self, tokenizer_path: Path, max_len: int, *, reject_long: bool, max_text_chars: int) -> None:
+    def __init__(
+        self,
+        tokenizer_path: Path,
+        max_len: int,
+        *,
+        reject_long: bool,
+        max_text_chars: int,
+        truncation: Truncation | None = None,
+    ) -> None:
+        """``truncation``: the end of a long text to keep, as the manifest records it; None
+        (bundles written before the manifest recorded it) keeps what tokenizer.json says."""
         try:
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # tokenizers raises a bare Exception on malformed JSON
             raise ValueError(f"{tokenizer_path} is not a valid tokenizers file: {exc}") from None
-        # A model trained on the tails of long texts has "left" saved in its tokenizer.json.
-        saved = tokenizer.truncation
-        direction = saved["direction"] if saved is not None else "right"
+        if truncation is not None:
+            # A pretrained checkpoint's tokenizer.json knows nothing of how it was fine-tuned.
+            direction = _CUT_SIDE[truncation]
+        else:
+            saved = tokenizer.truncation
+            direction = saved["direction"] if saved is not None else "right"
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_len, direction=direction)
         self._tokenizer = tokenizer

@@ -113,6 +113,20 @@ def test_invalid_manifest_names_the_field(bundle_copy: Callable[[str], Path]) ->
         read_bundle(bundle_dir)
 
 
+def test_the_truncation_side_is_recorded_and_older_bundles_read_without_it(
+    bundle_copy: Callable[[str], Path],
+) -> None:
+    bundle_dir = bundle_copy("bow_mlp")
+    assert read_bundle(bundle_dir).manifest.truncation == "head"
+    path = bundle_dir / MANIFEST_FILE
+    older = {key: value for key, value in json.loads(path.read_text()).items() if key != "truncation"}
+    path.write_text(json.dumps(older))
+    assert read_bundle(bundle_dir).manifest.truncation is None  # the tokenizer file decides
+    _edit_manifest(bundle_dir, truncation="head+tail")
+    with pytest.raises(BundleError, match="truncation"):
+        read_bundle(bundle_dir)
+
+
 def test_name_and_version_must_match_the_folder(bundle_copy: Callable[[str], Path]) -> None:
     bundle_dir = bundle_copy("bow_mlp")
     with pytest.raises(BundleError, match="manifest says version 1, folder says 2"):
