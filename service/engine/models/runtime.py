@@ -36,18 +36,29 @@ class DeviceError(RuntimeError):
 
 _LOGITS = ["logits"]
 _LOGITS_AND_ATTENTION = ["logits", "attention"]
+# The CPU arena keeps every region it grew to, so one batch at the token budget with every
+# layer's attention would hold its peak for the life of the process. Runs this large (B x T x T
+# positions) hand back what they grew beyond the first region when they end; they take tens of
+# milliseconds, against which the free and the next allocation are noise.
+SHRINK_AT_POSITIONS = 1 << 20
+_SHRINK = ort.RunOptions()
+_SHRINK.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
 
 @dataclass(frozen=True)
 class RuntimeSession:
     session: ort.InferenceSession
     provider: str  # the provider that runs the graph's nodes first in line
+    shrinks: bool = False  # the CPU arena is on, so large runs can hand back what they grew
 
     def run(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
         """[logits [B, C]], with the attention output after it when `attention` is asked
         (only of a graph that has one)."""
         names = _LOGITS_AND_ATTENTION if attention else _LOGITS
-        result: list[np.ndarray] = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
+        batch, width = ids.shape  # [B, T]
+        shrink = self.shrinks and batch * width * width >= SHRINK_AT_POSITIONS
+        feed = {"input_ids": ids, "attention_mask": mask}
+        result: list[np.ndarray] = self.session.run(names, feed, _SHRINK if shrink else None)
         return result
 
 
@@ -132,4 +143,4 @@ def create_session(
         log.warning("--device auto: %s; %s runs on %s (CPU fallback)", why, label, provider)
         if on_cpu_fallback is not None:
             on_cpu_fallback()
-    return RuntimeSession(session=session, provider=provider)
+    return RuntimeSession(session=session, provider=provider, shrinks=provider == CPU and settings.cpu_arena)

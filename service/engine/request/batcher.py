@@ -16,8 +16,8 @@ saves hand-offs but makes the busiest thread wait for the model, and lost throug
 load (docs/results/peers.md, "gRPC taken out").
 
 A lone call runs on the loop itself when `LonePolicy` (lone.py) says it comes alone: one
-quick text, no other call in flight, none overlapping of late. Nothing else could use the
-loop meanwhile, and the call skips the two thread hand-offs.
+text that `cost` predicts to be quick, no other call in flight, none overlapping of late.
+Nothing else could use the loop meanwhile, and the call skips the two thread hand-offs.
 
 Holding under load: with `max_delay_s` 0 a batch runs as soon as a row is there, which
 under load means one call a batch (measured: 1.1 texts a batch at 8 callers over gRPC,
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous batch for more rows
 MAX_HOLD_S = 0.002
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
+TextCost = Callable[[Any, int], float]  # predicted seconds of a one-text batch: (payload, length)
 
 
 class Batcher:
@@ -70,6 +72,7 @@ class Batcher:
         limits: BatchLimits,
         metrics: ModelMetrics,
         lone: Callable[[], bool] | None = None,
+        cost: TextCost | None = None,
     ) -> None:
         self.name = name
         self.runner = runner
@@ -88,6 +91,12 @@ class Batcher:
         # Whether the calling call is the server's only one in flight (None: never run on the loop);
         # a fixed max_delay_s asks every text to wait for company, so it turns the lone path off.
         self._lone = LonePolicy(lone) if lone is not None and limits.max_delay_s == 0 else None
+        self._cost = cost  # None: no call's run time can be predicted, so none runs on the loop
+
+    @property
+    def lone_path(self) -> bool:
+        """Whether a lone call may run on the event loop (then its cost is worth measuring)."""
+        return self._lone is not None and self._cost is not None
 
     @property
     def queued(self) -> int:
@@ -121,7 +130,9 @@ class Batcher:
                     "texts waiting); retry with backoff"
                 )
             lone = self._lone
-            alone = lone is not None and lone.decide(job.enqueued, count, bool(queued or self._running))
+            alone = lone is not None and lone.decide(
+                job.enqueued, count, bool(queued or self._running), self._predict(payload, lengths)
+            )
             self._queue.add(job, lengths)
             self._arrivals += 1
             self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
@@ -137,6 +148,10 @@ class Batcher:
         except asyncio.CancelledError:
             self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
             raise
+
+    def _predict(self, payload: Any, lengths: Sequence[int]) -> float:
+        """Predicted seconds of a one-text call (inf: several texts, or no cost model)."""
+        return self._cost(payload, lengths[0]) if self._cost is not None and len(lengths) == 1 else math.inf
 
     def _cancel(self, job: Job, *, expired: bool) -> None:
         with self._lock:
@@ -170,6 +185,9 @@ class Batcher:
                 self._run(batch, arrivals)
             elif stop:
                 return
+            # An idle thread must not keep its last batch alive while it waits for the next:
+            # through its calls it holds the model's outputs, every layer's attention included.
+            del batch, expired
             with self._lock:
                 idle = self._idle_now()
             if idle:
@@ -241,7 +259,9 @@ class Batcher:
             overlapped = self._arrivals != arrivals
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
             if self._lone is not None:
-                self._lone.ran(len(batch.rows), elapsed, overlapped, ended)
+                one = batch.rows[0]
+                predicted = self._predict(one.job.payload, [one.length]) if len(batch.rows) == 1 else math.inf
+                self._lone.ran(len(batch.rows), elapsed, predicted, overlapped, ended)
             for position, row in enumerate(batch.rows):
                 job = row.job
                 job.parts.append((output, position, row.index))

@@ -7,8 +7,11 @@ batcher lets it run the call itself when `LonePolicy.decide` says so:
 
 - a one-text call, while the server has no other call in flight (`alone_in_server`, the
   gate's count: calls count from their arrival), nothing is queued and no batch runs;
-- while the last one-text batch took at most `LONE_MAX_RUN_S`: a larger model would hold up
-  everything else the loop serves (health, metadata, the next call's bytes);
+- when this call's own predicted run time is at most `LONE_MAX_RUN_S`: a slow call would
+  hold up everything else the loop serves (health, metadata, the HTTP explorer, the next
+  call's bytes). The prediction is the version's measured cost at the call's token count
+  and attention mode (cost.py), plus how much longer than predicted the last one-text batch
+  ran (the runner's own work, a busier machine); a quick call never vouches for a long one;
 - not within `LONE_WINDOW_S` of calls last seen to overlap, and never for every
   `PROBE_EVERY`th lone call. grpc hands the loop one call at a time, and calls run on the
   loop one by one never overlap, so a burst would look like a string of lone calls; the
@@ -25,24 +28,25 @@ from collections.abc import Callable
 
 LONE_WINDOW_S = 0.1  # after calls were last seen to overlap, none runs on the loop for this long
 PROBE_EVERY = 8  # every 8th lone call runs on a thread, so that overlapping calls can be seen
-LONE_MAX_RUN_S = 0.002  # the longest one-text batch a call may run on the loop
+LONE_MAX_RUN_S = 0.002  # the longest predicted run time of a call run on the loop
 
 
 class LonePolicy:
     """One batcher's view of whether its calls come alone (called under the batcher's lock)."""
 
-    __slots__ = ("_alone_in_server", "_calls", "_one_text_s", "_overlap_at")
+    __slots__ = ("_alone_in_server", "_calls", "_excess_s", "_overlap_at")
 
     def __init__(self, alone_in_server: Callable[[], bool]) -> None:
         self._alone_in_server = alone_in_server
         self._overlap_at = -math.inf  # time.monotonic() when calls were last seen to overlap
         self._calls = 0  # lone calls so far (every PROBE_EVERY-th goes to a thread)
-        self._one_text_s = math.inf  # the last one-text batch's run time (unknown: not on the loop)
+        # How much longer than predicted the last one-text batch ran (unknown until one ran).
+        self._excess_s = math.inf
 
-    def decide(self, now: float, count: int, busy: bool) -> bool:
-        """Whether a call of `count` texts arriving at `now` runs on the loop (`busy`: rows
-        are queued or a batch runs)."""
-        if count != 1 or self._one_text_s > LONE_MAX_RUN_S:
+    def decide(self, now: float, count: int, busy: bool, predicted: float) -> bool:
+        """Whether a call of `count` texts arriving at `now`, predicted to run `predicted`
+        seconds (inf: unknown), runs on the loop (`busy`: rows are queued or a batch runs)."""
+        if count != 1 or not predicted + self._excess_s <= LONE_MAX_RUN_S:
             return False
         if busy or not self._alone_in_server():
             self._overlap_at = now
@@ -52,9 +56,10 @@ class LonePolicy:
         self._calls += 1
         return self._calls % PROBE_EVERY != 0
 
-    def ran(self, rows: int, seconds: float, overlapped: bool, ended: float) -> None:
-        """A batch of `rows` ran for `seconds` until `ended`; `overlapped`: rows arrived meanwhile."""
+    def ran(self, rows: int, seconds: float, predicted: float, overlapped: bool, ended: float) -> None:
+        """A batch of `rows` ran for `seconds` (`predicted`: of one row) until `ended`;
+        `overlapped`: rows arrived meanwhile."""
         if overlapped:
             self._overlap_at = ended
-        if rows == 1:
-            self._one_text_s = seconds
+        if rows == 1 and predicted < math.inf:
+            self._excess_s = max(0.0, seconds - predicted)

@@ -5,15 +5,19 @@ a `LoadedModel` (bundle, tokenizer, session, metrics); it knows nothing of batch
 `Predictors` is the repository's `Serving` hook (engine/models/repository.py): when the
 repository starts serving a version it opens a `Predictor` for it (a `Runner` over the
 version's session and a `Batcher` with its threads), and when it retires the version it
-closes that predictor, which first finishes the calls it accepted. `Core` builds the
-`Predictors`, hands them to its `Repository` and finds a call's predictor by the version
-the call resolved. So imports run one way, request -> models, and the tracer reaches the
-runner as a constructor argument.
+closes that predictor, which first finishes the calls it accepted. Opening a version also
+times its one-text batches on a thread of its own (cost.py), for the lone path's choice.
+`Core` builds the `Predictors`, hands them to its `Repository` and finds a call's predictor
+by the version the call resolved. So imports run one way, request -> models, and the
+tracer reaches the runner as a constructor argument.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.trace.span import SpanContext
 
@@ -21,11 +25,14 @@ from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.batcher import Batcher
+from attnserve.service.engine.request.cost import TextCost
 from attnserve.service.engine.request.queue import BatchLimits, Job
 from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather
 from attnserve.service.errors import UNLOADING_MESSAGE, Unavailable
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def batch_limits(settings: Settings) -> BatchLimits:
@@ -49,8 +56,30 @@ class Predictor:
         lone: Callable[[], bool] | None = None,
     ) -> None:
         self.model = model
+        self.cost = TextCost()
         name = f"{model.name}/{model.version}"
-        self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone)
+        self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone, self._predict)
+
+    def _predict(self, request: Any, length: int) -> float:
+        """Predicted seconds of a one-text batch of `request` (CallRows) at `length` tokens."""
+        rows: CallRows = request
+        return self.cost.predict(rows.mode, rows.top_k, length)
+
+    def start(self) -> None:
+        """Start the batcher threads, and time the model when lone calls may run on the loop
+        (a thread of its own: a large model takes seconds; until then no call runs there)."""
+        self.batcher.start()
+        if self.batcher.lone_path:
+            name = f"cost-{self.batcher.name}"
+            threading.Thread(target=self._measure, name=name, daemon=True).start()
+
+    def _measure(self) -> None:
+        try:
+            self.cost.measure(self.model)
+        except Exception:  # the version still serves; its calls just never run on the loop
+            log.exception("model %s: timing one-text batches failed", self.batcher.name)
+            return
+        log.info("model %s: one text timed: %s", self.batcher.name, self.cost.describe())
 
     async def predict(
         self,
@@ -84,7 +113,7 @@ class Predictors:
         """Start the version's batcher threads (before calls can resolve it)."""
         if model not in self._served:
             predictor = Predictor(model, self._limits, self._tracing, self._lone)
-            predictor.batcher.start()
+            predictor.start()
             self._served[model] = predictor
 
     async def close(self, model: LoadedModel) -> None:

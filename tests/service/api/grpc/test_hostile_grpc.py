@@ -1,5 +1,6 @@
 """Every service on the gRPC port against corrupt bodies, the stock ones (health,
-reflection) included: INVALID_ARGUMENT, never UNKNOWN, and no ERROR record in the log."""
+reflection) included: INVALID_ARGUMENT, never UNKNOWN, and no ERROR record in the log.
+The server holds the car-order model and the tiny BERT of 512 positions alike."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from attnserve.service.proto.attnserve.v1 import admin_pb2, attnserve_pb2
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
+from tests.service.encoder_bundles import with_encoder
 from tests.support.fuzzing import SETTINGS, ErrorLog
 from tests.support.methods import ALLOWED
 from tests.support.servers import RunningServer, make_settings
@@ -47,11 +49,14 @@ def _corrupt(method: MethodDescriptor) -> tuple[bytes, ...]:
 
 
 @pytest.fixture(scope="module")
-def hostile(model_repository: Path) -> Iterator[tuple[RunningServer, ErrorLog]]:
+def hostile(
+    model_repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningServer, ErrorLog]]:
     errors = ErrorLog()
     logging.getLogger().addHandler(errors)
+    served = with_encoder(model_repository, tmp_path_factory)
     try:
-        with RunningServer(make_settings(model_repository, admin=True)) as running:
+        with RunningServer(make_settings(served, admin=True)) as running:
             yield running, errors
     finally:
         logging.getLogger().removeHandler(errors)
@@ -126,7 +131,7 @@ def test_health_list_answers_every_service(hostile: tuple[RunningServer, ErrorLo
             check(unknown, timeout=10)
     statuses = health_pb2.HealthListResponse.FromString(raw).statuses
     assert statuses[""].status == health_pb2.HealthCheckResponse.SERVING
-    assert {"car", "pool", "attnserve.v1.Classifier"} <= set(statuses)
+    assert {"car", "pool", "bert", "attnserve.v1.Classifier"} <= set(statuses)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert errors.messages == []
 
@@ -161,9 +166,12 @@ async def _collect() -> None:
     gc.collect()
 
 
-def test_a_huge_shape_gets_a_short_invalid_argument(hostile: tuple[RunningServer, ErrorLog]) -> None:
+@pytest.mark.parametrize("model", ["car", "bert"])
+def test_a_huge_shape_gets_a_short_invalid_argument(
+    hostile: tuple[RunningServer, ErrorLog], model: str
+) -> None:
     server, _ = hostile
-    request = v2pb.ModelInferRequest(model_name="car")
+    request = v2pb.ModelInferRequest(model_name=model)
     request.inputs.add(name="TEXT", datatype="BYTES", shape=[1] * 100_000)
     with grpc.insecure_channel(server.target) as channel, pytest.raises(grpc.RpcError) as caught:
         channel.unary_unary("/inference.GRPCInferenceService/ModelInfer", None, None)(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -347,3 +349,36 @@ def test_calls_arriving_during_a_batch_make_the_next_batch_wait_for_more_rows(ru
     assert holds[0] == 0.0, "the first batch had no batch before it"
     assert 0.0 < holds[1] <= MAX_HOLD_S, "a and b arrived while the first batch ran"
     assert holds[2] == 0.0, "nothing arrived while a and b ran"
+
+
+class _Output(list[Any]):
+    """A batch's output a weak reference can watch (a plain list cannot be weakly referenced)."""
+
+
+def test_an_idle_batcher_thread_keeps_no_output_of_its_last_batch(runner: FakeRunner) -> None:
+    """An idle thread waiting for work must not pin its last batch: through the batch's calls
+    it would hold the model's outputs (every layer's attention for an encoder) until the
+    next batch comes, hundreds of MB per thread."""
+    watched: list[weakref.ref[_Output]] = []
+
+    def outputs(batch: Batch) -> _Output:
+        output = _Output(runner(batch))
+        watched.append(weakref.ref(output))
+        return output
+
+    async def run() -> None:
+        batcher = await started(Batcher("m", outputs, limits(), model_metrics()))
+        try:
+            job = await batcher.submit("call", [5, 9], None)
+            assert outputs_by_index(job)[1][2] == 9
+            del job  # the caller is done with it; the thread goes back to waiting for work
+
+            def released() -> bool:
+                gc.collect()
+                return bool(watched) and all(ref() is None for ref in watched)
+
+            await until(released, timeout=5.0, what="the idle batcher thread to let go of its last batch")
+        finally:
+            await batcher.close()
+
+    asyncio.run(run())

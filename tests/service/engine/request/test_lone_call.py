@@ -1,7 +1,8 @@
-"""A lone call runs on the event loop; overlapping calls, slow models and a fixed delay do not.
+"""A lone call runs on the event loop; overlapping calls, slow calls and a fixed delay do not.
 
 The batcher is driven with a runner that records the thread each batch ran on, so each test
-sees where a call's batch ran, not how long it took.
+sees where a call's batch ran, not how long it took. Its cost model predicts a text's run
+time from its length alone: a text of `SLOW_LENGTH` tokens or more is predicted to be slow.
 """
 
 from __future__ import annotations
@@ -34,8 +35,18 @@ class ThreadRecorder:
         return [row.job.payload for row in batch.rows]
 
 
+SLOW_LENGTH = 100
+
+
+def predicted(payload: Any, length: int) -> float:
+    """A text's predicted run time: quick below SLOW_LENGTH tokens, over the loop's limit from it."""
+    return LONE_MAX_RUN_S / 10 if length < SLOW_LENGTH else LONE_MAX_RUN_S * 5
+
+
 def lone_batcher(recorder: ThreadRecorder, *, in_flight: list[int], **overrides: Any) -> Batcher:
-    batcher = Batcher("m", recorder, limits(**overrides), model_metrics(), lambda: in_flight[0] <= 1)
+    batcher = Batcher(
+        "m", recorder, limits(**overrides), model_metrics(), lambda: in_flight[0] <= 1, predicted
+    )
     batcher.start()
     return batcher
 
@@ -125,3 +136,32 @@ def test_a_call_of_several_texts_goes_to_the_threads() -> None:
 
     asyncio.run(run())
     assert recorder.threads and threading.main_thread().name not in recorder.threads
+
+
+def test_a_quick_call_never_lets_a_slow_one_onto_the_loop() -> None:
+    recorder = ThreadRecorder()
+
+    async def run() -> None:
+        batcher = lone_batcher(recorder, in_flight=[1])
+        await one_by_one(batcher, 2)  # a short text ran quickly: the next short one runs on the loop
+        recorder.threads.clear()
+        for length in (5, SLOW_LENGTH, 5, 4 * SLOW_LENGTH):
+            await batcher.submit(length, [length], None)
+        await batcher.close()
+
+    asyncio.run(run())
+    main = threading.main_thread().name
+    assert [name == main for name in recorder.threads] == [True, False, True, False]
+
+
+def test_without_a_cost_model_no_call_runs_on_the_loop() -> None:
+    recorder = ThreadRecorder()
+
+    async def run() -> None:
+        batcher = Batcher("m", recorder, limits(), model_metrics(), lambda: True)
+        batcher.start()
+        await one_by_one(batcher, PROBE_EVERY)
+        await batcher.close()
+
+    asyncio.run(run())
+    assert len(recorder.threads) == PROBE_EVERY and threading.main_thread().name not in recorder.threads
