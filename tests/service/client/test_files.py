@@ -42,12 +42,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def client(server: RunningServer) -> Iterator[Client]:
-    with Client(server.target, timeout=30) as connected:
-        yield connected
-
-
 def rows(n: int) -> list[dict[str, Any]]:
     """Row i: id i, a text whose label is known, a column with commas, quotes and a newline."""
     return [{"id": i, "text": POSITIVE if i % 2 else NEGATIVE, "note": f'a, "b"\nc {i}'} for i in range(n)]

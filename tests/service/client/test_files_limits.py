@@ -4,7 +4,6 @@ bytes that are not UTF-8 is rejected and the run goes on; every rename is made d
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 
 from attnserve.service.client import Client, FileJob, classify_file
 from attnserve.service.client.files import Retry
+from tests.service.client.conftest import rejects_of
 from tests.service.client.test_files import POSITIVE, cli, read_rows, rows, write_rows
 from tests.support.servers import RunningServer, make_settings
 from tests.support.shipped import shipped_repository
@@ -27,17 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     repository = shipped_repository(tmp_path_factory.mktemp("shipped"))
     with RunningServer(make_settings(repository, max_message_bytes=MAX_MESSAGE_BYTES)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def client(server: RunningServer) -> Iterator[Client]:
-    with Client(server.target, timeout=30) as connected:
-        yield connected
-
-
-def rejects_of(output: Path) -> list[dict[str, Any]]:
-    path = output.with_name(output.name + ".rejects.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_a_batch_over_the_message_limit_is_split_and_a_row_too_large_alone_is_rejected(

@@ -9,11 +9,11 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from attnserve.service.client import Client, FileJob, classify_file
+from tests.service.client.conftest import rejects_of
 from tests.service.client.test_files import cli, read_rows, rows, write_rows
 from tests.support.bundles import add_version
 from tests.support.servers import RunningServer, make_settings
@@ -24,17 +24,6 @@ from tests.support.shipped import shipped_repository
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     with RunningServer(make_settings(shipped_repository(tmp_path_factory.mktemp("shipped")))) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def client(server: RunningServer) -> Iterator[Client]:
-    with Client(server.target, timeout=30) as connected:
-        yield connected
-
-
-def rejects_of(output: Path) -> list[dict[str, Any]]:
-    path = output.with_name(output.name + ".rejects.jsonl")
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def stopped_after_eight_rows(client: Client, source: Path, target: Path, model: str = "") -> None:
