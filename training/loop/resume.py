@@ -146,19 +146,6 @@ def restore_state(
     return LoopState(**loop, best_state=payload["best_state"])
 
 
-def load_state(
-    path: Path,
-    *,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    rng: np.random.Generator,
-    prints: dict[str, str],
-) -> LoopState:
-    payload = read_state(path, prints)
-    return restore_state(payload, model=model, optimizer=optimizer, scheduler=scheduler, rng=rng)
-
-
 def resume_state(
     path: Path,
     seed: int,
@@ -170,9 +157,10 @@ def resume_state(
     rng: np.random.Generator,
     prints: dict[str, str],
 ) -> LoopState:
-    """``load_state`` on every rank from rank 0's file alone: the other ranks, on other machines
-    perhaps, get the state over the process group. The running figures saved are every
-    rank's summed, so they stay rank 0's; each other rank draws its own dropout again."""
+    """The saved state put back into the run's parts, on every rank from rank 0's file alone:
+    the other ranks, on other machines perhaps, get it over the process group. The running
+    figures saved are every rank's summed, so they stay rank 0's; each other rank draws its
+    own dropout again."""
     payload = distributed.from_rank_0(lambda: read_state(path, prints), at)
     loop = restore_state(payload, model=model, optimizer=optimizer, scheduler=scheduler, rng=rng)
     if not at.main:

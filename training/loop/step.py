@@ -67,9 +67,14 @@ def step_plan(
     ids, mask, labels = batch
     lengths = mask.sum(dim=1).cpu().numpy()  # [B]
     parts = micro_batches(lengths, ids.shape[1], cfg.max_batch_tokens, fixed_width=cfg.pad_to_max_len)
+    return len(parts), _divisor(labels, class_weights, distilled=distilled)
+
+
+def _divisor(labels: torch.Tensor, class_weights: torch.Tensor | None, *, distilled: bool) -> float:
+    """What the batch's mean loss divides its summed loss by."""
     if class_weights is None or distilled:
-        return len(parts), float(len(labels))
-    return len(parts), float(class_weights[labels].sum())
+        return float(len(labels))
+    return float(class_weights[labels].sum())
 
 
 def _logits(model: Classifier, ids: torch.Tensor, mask: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
@@ -94,55 +99,19 @@ def accumulate_gradients(
     ids, mask, labels = batch
     lengths = mask.sum(dim=1).cpu().numpy()  # [B]
     parts = micro_batches(lengths, ids.shape[1], cfg.max_batch_tokens, fixed_width=cfg.pad_to_max_len)
-    if shared is not None:
-        return _shared_gradients(model, batch, parts, cfg, class_weights, soft, shared)
-    if soft is not None:
-        return _distill_gradients(model, batch, parts, cfg, class_weights, soft)
-    if len(parts) == 1:
-        logits = _logits(model, ids, mask, cfg)  # [B, C]
-        loss = F.cross_entropy(logits, labels, weight=class_weights)
-        loss.backward()  # type: ignore[no-untyped-call]
-        return float(loss.detach()), int((logits.detach().argmax(-1) == labels).sum())
-    # cross_entropy's mean with class weights divides by the batch's summed target weight.
-    total = class_weights[labels].sum() if class_weights is not None else float(len(labels))
-    loss_sum, correct = 0.0, 0
-    for rows, width in parts:
-        at = torch.from_numpy(rows).to(ids.device)
-        logits = _logits(model, ids[at, :width], mask[at, :width], cfg)  # [b, C]
-        share = F.cross_entropy(logits, labels[at], weight=class_weights, reduction="sum") / total
-        share.backward()  # type: ignore[no-untyped-call]
-        loss_sum += float(share.detach())
-        correct += int((logits.detach().argmax(-1) == labels[at]).sum())
-    return loss_sum, correct
+    if shared is None:
+        if soft is None and len(parts) == 1:
+            logits = _logits(model, ids, mask, cfg)  # [B, C]
+            loss = F.cross_entropy(logits, labels, weight=class_weights)
+            loss.backward()  # type: ignore[no-untyped-call]
+            return float(loss.detach()), int((logits.detach().argmax(-1) == labels).sum())
+        # One process: the step is this batch alone, in as many passes as it needs.
+        total = _divisor(labels, class_weights, distilled=soft is not None)
+        shared = Shared(parts=len(parts), total=total, rows=len(labels), world=1, stop=False)
+    return _gradients_in_passes(model, batch, parts, cfg, class_weights, soft, shared)
 
 
-def _distill_gradients(
-    model: Classifier,
-    batch: Batch,
-    parts: list[tuple[np.ndarray, int]],
-    cfg: TrainConfig,
-    class_weights: torch.Tensor | None,
-    soft: Soft,
-) -> tuple[float, int]:
-    """The distillation loss's gradient, a micro-batch at a time: each adds its rows' sum / B.
-
-    A row is right when it picks its gold label, or the teacher's where it has none.
-    """
-    ids, mask, labels = batch
-    teacher, loss_fn = soft
-    wanted = torch.where(labels >= 0, labels, teacher.argmax(-1))  # [B]
-    loss_sum, correct = 0.0, 0
-    for rows, width in parts:
-        at = torch.from_numpy(rows).to(ids.device)
-        logits = _logits(model, ids[at, :width], mask[at, :width], cfg)  # [b, C]
-        share = loss_fn.rows(logits, teacher[at], labels[at], class_weights).sum() / len(labels)
-        share.backward()  # type: ignore[no-untyped-call]
-        loss_sum += float(share.detach())
-        correct += int((logits.detach().argmax(-1) == wanted[at]).sum())
-    return loss_sum, correct
-
-
-def _shared_gradients(
+def _gradients_in_passes(
     model: Classifier,
     batch: Batch,
     parts: list[tuple[np.ndarray, int]],
@@ -151,13 +120,14 @@ def _shared_gradients(
     soft: Soft | None,
     shared: Shared,
 ) -> tuple[float, int]:
-    """This rank's rows' gradient in ``shared.parts`` passes, the last one synchronised."""
+    """The rows' gradient in ``shared.parts`` passes, each adding its rows' share of the step's
+    mean loss; under DDP the last pass synchronises (with one process ``shared`` is the batch's
+    own plan, and every pass is one of its micro-batches)."""
     ids, mask, labels = batch
     wanted = labels if soft is None else torch.where(labels >= 0, labels, soft[0].argmax(-1))  # [B]
     lengths = mask.sum(dim=1).cpu().numpy()  # [B]
     short = int(np.argmin(lengths))
     filler = (np.array([short]), ids.shape[1] if cfg.pad_to_max_len else max(int(lengths[short]), 1))
-    scale = shared.world / shared.total  # DDP divides the summed gradients by the ranks
     loss_sum, correct = 0.0, 0
     for i in range(shared.parts):
         real = i < len(parts)
@@ -165,10 +135,11 @@ def _shared_gradients(
         at = torch.from_numpy(rows).to(ids.device)
         with _syncing(model, last=i == shared.parts - 1):
             logits = _logits(model, ids[at, :width], mask[at, :width], cfg)  # [b, C]
-            summed = _summed_loss(logits, at, labels, class_weights, soft)
-            (summed * (scale if real else 0.0)).backward()  # type: ignore[no-untyped-call]
+            share = _summed_loss(logits, at, labels, class_weights, soft) / shared.total
+            # DDP divides the summed gradients by the ranks; a filler pass adds nothing.
+            (share * (shared.world if real else 0.0)).backward()  # type: ignore[no-untyped-call]
         if real:
-            loss_sum += float(summed.detach()) / shared.total
+            loss_sum += float(share.detach())
             correct += int((logits.detach().argmax(-1) == wanted[at]).sum())
     return loss_sum, correct
 
