@@ -155,13 +155,13 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         truncation=truncation,
         tolerance=golden_tolerance,
     )
+    session = cpu_session(graph)  # the shipped graph, as the server will run it
     if gate is not None:
-        session = cpu_session(graph)
         seen = golden_deviation(session, golden, bundle_dir / TOKENIZER_FILE, run.max_len, truncation)
         check_golden_tolerance(seen, options.int8_tolerance)
     # What the shipped graph predicts on the validation texts: the server's drift reference.
     profile = measure_profile(
-        cpu_session(graph),
+        session,
         bundle_dir / TOKENIZER_FILE,
         eval_set,
         run.labels,
