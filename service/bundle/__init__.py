@@ -15,6 +15,7 @@ from attnserve.service.bundle.layout import (
     valid_model_name,
 )
 from attnserve.service.bundle.manifest import (
+    LABEL_MODEL_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
     REQUIRED_FILES,
@@ -27,8 +28,10 @@ from attnserve.service.bundle.manifest import (
     Dim,
     GateRows,
     GoldenCase,
+    LabelGraph,
     ParityReport,
     QuantizationInfo,
+    ServingHints,
     TensorDType,
     TensorSpec,
     Truncation,
@@ -40,6 +43,7 @@ from attnserve.service.bundle.profile import DataProfile, Histogram, TrainingFig
 from attnserve.service.bundle.reader import Bundle, SessionLike, check_io, read_bundle, read_manifest
 
 __all__ = [
+    "LABEL_MODEL_FILE",
     "MANIFEST_FILE",
     "MODEL_FILE",
     "NAME_PATTERN",
@@ -58,9 +62,11 @@ __all__ = [
     "GateRows",
     "GoldenCase",
     "Histogram",
+    "LabelGraph",
     "ParityReport",
     "QuantizationInfo",
     "RepositoryError",
+    "ServingHints",
     "SessionLike",
     "TensorDType",
     "TensorSpec",

@@ -25,6 +25,7 @@ SCHEMA_VERSION: Literal[1] = 1
 MANIFEST_FILE = "bundle.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
+LABEL_MODEL_FILE = "label.onnx"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE)
 AttentionKind = Literal["pool", "self", "layers", "none"]
 Truncation = Literal["head", "tail"]  # which end of a long text the model was trained on
@@ -127,6 +128,25 @@ class QuantizationInfo(_Strict):
     rows: GateRows | None = None  # absent from bundles gated on the validation split
 
 
+class LabelGraph(_Strict):
+    """The graph that answers calls asking no attention: logits only, dynamic int8 per channel
+    when its gate held on the run's held-out rows, float32 otherwise (`quantization` None)."""
+
+    file: str = LABEL_MODEL_FILE
+    quantization: QuantizationInfo | None = None
+    # Against the float32 graph on the gate's rows: labels that differ (0 to be served) and the
+    # largest |logit| difference.
+    rows: int = Field(0, ge=0)
+    labels_differing: int = Field(0, ge=0)
+    logits_max_abs_diff: float = Field(0.0, ge=0)
+
+
+class ServingHints(_Strict):
+    """How the server should run this model where its own flags leave it open."""
+
+    intra_op_threads: int | None = Field(None, ge=1)  # None: the server measures and chooses
+
+
 class BundleManifest(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str
@@ -149,6 +169,9 @@ class BundleManifest(_Strict):
     quantization: QuantizationInfo | None = None
     # What the model saw at training time (profile.py); absent from bundles written before it.
     data_profile: DataProfile | None = None
+    # Encoders: the second graph for label-only calls; absent: model.onnx answers every call.
+    label_graph: LabelGraph | None = None
+    serving: ServingHints | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @field_validator("name")
@@ -192,6 +215,8 @@ class BundleManifest(_Strict):
                 f"attention kind {self.attention.kind!r} "
                 f"{'needs' if not has_attention else 'must not have'} an 'attention' output"
             )
+        if self.label_graph is not None and self.label_graph.file not in self.files:
+            raise ValueError(f"label_graph names {self.label_graph.file!r}, which files does not list")
         names = {spec.name for spec in self.inputs}
         if not {"input_ids", "attention_mask"} <= names:
             raise ValueError("inputs must include 'input_ids' and 'attention_mask'")

@@ -39,6 +39,12 @@ class Bundle:
     def tokenizer_path(self) -> Path:
         return self.root / TOKENIZER_FILE
 
+    @property
+    def label_model_path(self) -> Path | None:
+        """The label-only graph (encoders), or None when model.onnx answers every call."""
+        graph = self.manifest.label_graph
+        return None if graph is None else self.root / graph.file
+
 
 def read_manifest(directory: Path) -> BundleManifest:
     """Parse and validate `bundle.json` without touching the other files."""
