@@ -37,7 +37,7 @@ SECTIONS: tuple[Section, ...] = (
             "the HTTP port beside gRPC: native gRPC, the JSON API and V2 REST on one server",
             ("--seconds", "0.2", "--rounds", "1", "--concurrency", "1", "--per-call", "1", "32")),
     Section("encoder", "bench.serving.encoder",
-            "a pretrained encoder served, fp32 and int8, beside a raw onnxruntime session on its ONNX",
+            "a pretrained encoder served, beside raw onnxruntime on its ONNX and the expert's int8 graph",
             ("--concurrency", "1,2", "--per-call", "4", "--seconds", "0.2", "--warmup", "0.1")),
     Section("exporters", "bench.training.exporters",
             "the ONNX exporters compared by the onnxruntime latency of their graphs",

@@ -1,6 +1,7 @@
 """A pretrained encoder served: attnserve's cost per text beside a raw onnxruntime session.
 
-    .venv/bin/python -m bench encoder --repository models --model minilm --int8-model minilm-int8
+    .venv/bin/python -m bench encoder --repository models --model minilm --texts dev.csv \
+        --serve-also sst2-cascade --concurrency 1
     .venv/bin/python -m bench encoder --tiny --repository models --model minilm   # seconds
 
 For each model given (the float bundle, and with `--int8-model` its int8 form), on texts of
@@ -9,10 +10,20 @@ the load test's length mix:
 - `raw`: the bundle's model.onnx in this process through onnxruntime with the server's
   thread setting, tokenization included (encode, pad, run): the p50 latency of one text and
   texts/s of `--per-call`-text batches. It is the floor a server on this machine approaches.
+- `expert`: what an engineer who tunes BERT serving on CPUs deploys from the same checkpoint,
+  built here from the float model.onnx without any of attnserve's export code: the graph cut
+  to its logits and dynamically quantized to int8 with one scale per output channel
+  (onnxruntime's quantize_dynamic), run raw like `raw` (spinning at more than one thread, as
+  the server runs a model it gives every core).
 - `serve`: attnserve-serve in its own process, attnserve.v1 Classify over gRPC without
   attention: single-text calls at each `--concurrency` (texts/s, p50 and p99 latency) and
   `--per-call`-text calls at concurrency 1, with the peak RSS of the server process (the
-  model loaded and serving) sampled throughout.
+  model loaded and serving) sampled throughout. `--serve-also` serves more models the same way
+  (a cascade, which has no single graph to run raw; a baseline bundle).
+
+Texts: the load test's length mix, or `--texts FILE` (a CSV's `--text-column`, in file order,
+as the published figures use SST-2's dev sentences). Raw sessions run on `--threads` intra-op
+threads, by default every core this process may use, as the server measures and chooses.
 
 Each line is printed as it is measured; `--out FILE` writes every figure as JSON too. The
 figures are only as quiet as the machine: run it alone.
@@ -21,7 +32,9 @@ figures are only as quiet as the machine: run it alone.
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -31,6 +44,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx.utils
+import onnxruntime as ort
+from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from attnserve.service.bundle import BundleError, read_bundle
 from attnserve.service.bundle.layout import RepositoryError
@@ -69,10 +85,25 @@ class Memory:
     peak_rss_mb: float
 
 
+def expert_graph(bundle_path: Path, folder: Path) -> Path:
+    """The float model.onnx cut to its logits and quantized to int8, one scale per channel."""
+    cut, target = folder / "logits.onnx", folder / "expert-int8.onnx"
+    model_path = read_bundle(bundle_path).model_path
+    onnx.utils.extract_model(str(model_path), str(cut), ["input_ids", "attention_mask"], ["logits"])
+    quantize_dynamic(cut, target, weight_type=QuantType.QInt8, per_channel=True)
+    return target
+
+
 def measure_raw(bundle_path: Path, model: str, texts: Sequence[str], per_call: int, seconds: float,
-                threads: int) -> Raw:  # fmt: skip
+                threads: int, graph: Path | None = None) -> Raw:  # fmt: skip
     bundle = read_bundle(bundle_path)
     session, tokenizer = session_for(bundle, threads), tokenizer_for(bundle)
+    if graph is not None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        # Spinning when it has more than one thread, as the server runs such a model.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if threads > 1 else "0")
+        session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
     def run(group: Sequence[str]) -> None:
         ids, mask = encode(tokenizer, group)
@@ -122,6 +153,18 @@ def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: 
     return points, Memory(model, peak)
 
 
+def _texts(path: Path | None, column: str) -> list[str]:
+    if path is None:
+        return []
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [row[column] for row in csv.DictReader(handle)]
+
+
+def _print_raw(r: Raw, per_call: int) -> None:
+    print(f"  raw   {r.model:<20s} single text p50 {r.single_p50_ms:.2f} ms, "
+          f"{per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
+
+
 def _line(p: Served) -> str:
     return (
         f"  serve {p.model:<20s} {p.texts_per_call:>2d} text(s)/call c={p.concurrency:<3d} "
@@ -139,7 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-call", type=int, default=32, help="texts per call of the batch point")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per point")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per point")
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads of the raw session")
+    parser.add_argument(
+        "--serve-also", action="append", default=[], help="another model, served only (a cascade, a baseline)"
+    )
+    parser.add_argument("--texts", type=Path, default=None, help="a CSV of texts, in file order")
+    parser.add_argument("--text-column", default="sentence", help="the text column of --texts")
+    parser.add_argument("--no-expert", action="store_true", help="skip the expert's int8 graph")
+    parser.add_argument(
+        "--threads", type=int, default=len(os.sched_getaffinity(0)), help="intra-op threads of raw sessions"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = parser.parse_args(argv)
     require_at_least(parser, args, {"per_call": 1, "threads": 1})
@@ -153,17 +204,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for model in models:
             path = bundle_dir(args.repository, model)
-            texts = mixed_texts(TEXTS, read_bundle(path).manifest.max_len)
+            max_len = read_bundle(path).manifest.max_len
+            texts = _texts(args.texts, args.text_column) or mixed_texts(TEXTS, max_len)
             raw.append(measure_raw(path, model, texts, args.per_call, args.seconds, args.threads))
-            r = raw[-1]
-            print(f"  raw   {model:<20s} single text p50 {r.single_p50_ms:.2f} ms, "
-                  f"{args.per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
+            _print_raw(raw[-1], args.per_call)
+            if model == args.model and not args.no_expert:
+                with tempfile.TemporaryDirectory(prefix="attnserve-expert-") as folder:
+                    graph = expert_graph(path, Path(folder))
+                    expert = f"{model} expert int8"
+                    seconds, threads = args.seconds, args.threads
+                    raw.append(measure_raw(path, expert, texts, args.per_call, seconds, threads, graph))
+                    _print_raw(raw[-1], args.per_call)
             points, peak = measure_served(
                 path, model, texts, levels, args.per_call, args.seconds, args.warmup
             )
             served += points
             memory.append(peak)
             print(f"  rss   {model:<20s} peak {peak.peak_rss_mb:.0f} MB", flush=True)
+        for model in args.serve_also:
+            path = bundle_dir(args.repository, model)
+            texts = _texts(args.texts, args.text_column) or mixed_texts(TEXTS, 64)
+            seconds, warmup = args.seconds, args.warmup
+            points, peak = measure_served(path, model, texts, levels, args.per_call, seconds, warmup)
+            served += points
+            memory.append(peak)
     except (BundleError, RepositoryError, FileNotFoundError) as exc:
         print(f"bench encoder: {exc}", file=sys.stderr)
         return 2

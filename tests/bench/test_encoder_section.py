@@ -1,4 +1,5 @@
-"""`python -m bench encoder --tiny` on a tiny BERT exported float and int8: every figure written."""
+"""`python -m bench encoder --tiny` on a tiny BERT exported float and int8, beside the expert's int8
+graph, on texts from a CSV: every figure written."""
 
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ def test_the_encoder_section_measures_both_forms_raw_and_served(tmp_path: Path) 
     export_run(run, repository, "bert")
     export_run(run, repository, "bert-int8", quantize="int8")
     out = tmp_path / "encoder.json"
+    texts = tmp_path / "dev.csv"
+    texts.write_text("sentence,label\nthe plot was superb,1\na dull film,0\nlovely,1\n")
     argv = ["encoder", "--tiny", "--repository", str(repository), "--model", "bert",
-            "--int8-model", "bert-int8", "--out", str(out)]  # fmt: skip
+            "--int8-model", "bert-int8", "--texts", str(texts), "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     results = json.loads(out.read_text())
-    assert [r["model"] for r in results["raw"]] == ["bert", "bert-int8"]
+    # The expert's graph (logits only, int8 per channel) is measured beside the float bundle.
+    assert [r["model"] for r in results["raw"]] == ["bert", "bert expert int8", "bert-int8"]
     assert all(r["single_p50_ms"] > 0 and r["batch_texts_per_s"] > 0 for r in results["raw"])
     points = {(p["model"], p["texts_per_call"], p["concurrency"]) for p in results["served"]}
     assert points == {(m, n, c) for m in ("bert", "bert-int8") for n, c in ((1, 1), (1, 2), (4, 1))}
