@@ -2,6 +2,8 @@
 
     attnserve-export RUN_DIR --repository models --name NAME [--version N]
                      [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
+    attnserve-export cascade --student S --teacher T --repository models --name NAME
+                     [--max-drop 0.005] [--rows FILE]
 
 Every proof (ONNX checker, symbolic dims, parity with PyTorch, int8 accuracy, the bundle
 read back) must pass, or nothing is published and the command exits non-zero with a message
@@ -20,10 +22,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from attnserve.export.cascade_cli import CASCADE_COMMAND, cascade_command
 from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
 from attnserve.export.parity import DEFAULT_TOLERANCE
+from attnserve.export.pipeline import NO_QUANTIZATION
 from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP, METHODS
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
@@ -46,20 +50,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name: the bundle goes to REPOSITORY/NAME/VERSION")
     p.add_argument("--version", type=int, default=None, help="version number; unset = the next free one")
     p.add_argument(
-        "--quantize", choices=METHODS, default=None, help="store an onnxruntime dynamic-int8 graph"
+        "--quantize",
+        choices=(*METHODS, NO_QUANTIZATION),
+        default=None,
+        help="int8: both graphs dynamic-int8; none: both float32; unset: float32, and an encoder's "
+        "label graph int8 per channel when its gate holds on the run's test split",
     )
     p.add_argument(
         "--max-accuracy-drop",
         type=float,
         default=DEFAULT_MAX_DROP * 100,
-        help="with --quantize: refuse if accuracy on the run's test split drops by more than this many"
-        " points",
+        help="int8 (--quantize int8, or an encoder's label graph): refuse it if accuracy on the run's "
+        "test split drops by more than this many points",
     )
     p.add_argument(
         "--int8-tolerance",
         type=float,
         default=DEFAULT_INT8_TOLERANCE,
-        help="with --quantize: max |int8 - PyTorch| output on the golden cases, and their tolerance",
+        help="int8 (--quantize int8, or an encoder's label graph): max |int8 - PyTorch| output on the "
+        "golden cases, and their tolerance",
     )
     p.add_argument("--optimize", action="store_true", help="store the ORT_ENABLE_EXTENDED-optimized graph")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (>= 17)")
@@ -76,10 +85,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Export; a bad request exits 2 with one line, a failed proof exits 1 naming the mismatch."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    body = _export
+    if args[:1] == [CASCADE_COMMAND]:  # a run folder is never called "cascade" without a path
+        body, args = cascade_command, args[1:]
     return run_cli(
         PROG,
-        _export,
-        list(sys.argv[1:] if argv is None else argv),
+        body,
+        args,
         user_errors=(ExportRequestError,),
         failures=(ExportError, BundleError),
         failure_label="export failed",

@@ -21,8 +21,9 @@ import onnx
 
 from attnserve.export.contract import GraphContract, graph_contract
 from attnserve.export.errors import ExportRequestError
-from attnserve.export.evalset import read_eval_set, read_gate_rows
+from attnserve.export.evalset import EvalSet, read_eval_set, read_gate_rows
 from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
+from attnserve.export.label_graph import LabelSource, build_label_graph
 from attnserve.export.onnx import (
     DEFAULT_EXPORTER,
     DEFAULT_OPSET,
@@ -45,10 +46,13 @@ from attnserve.export.quantize import (
     quantize_int8,
 )
 from attnserve.service.bundle import (
+    LABEL_MODEL_FILE,
     MODEL_FILE,
     TOKENIZER_FILE,
     DataProfile,
+    GateRows,
     GoldenCase,
+    LabelGraph,
     ParityReport,
     QuantizationInfo,
     Truncation,
@@ -57,6 +61,10 @@ from attnserve.training.models.base import Classifier
 from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
+ENCODER_FAMILY = "encoder"  # the family whose bundles carry a second, label-only graph
+
+
+NO_QUANTIZATION = "none"  # --quantize none: float32 for both of an encoder's graphs
 
 
 @dataclass(frozen=True)
@@ -74,9 +82,9 @@ class ExportOptions:
     seed: int = 0
 
     def validate(self) -> None:
-        if self.quantize is not None and self.quantize not in METHODS:
+        if self.quantize is not None and self.quantize not in (*METHODS, NO_QUANTIZATION):
             raise ExportRequestError(
-                f"unknown quantization {self.quantize!r}; supported: {', '.join(METHODS)}"
+                f"unknown quantization {self.quantize!r}; supported: {', '.join((*METHODS, NO_QUANTIZATION))}"
             )
         check_opset(self.exporter, self.opset)
         check_tolerance(self.int8_tolerance)
@@ -95,6 +103,7 @@ class Built:
     contract: GraphContract
     truncation: Truncation
     profile: DataProfile | None = None
+    label_graph: LabelGraph | None = None  # encoders: the logits-only graph beside model.onnx
 
 
 def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
@@ -102,9 +111,13 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     model = run.model.cpu().eval()
     truncation = run_truncation(run)
     eval_set = read_eval_set(run.eval_path, len(run.labels))
+    int8 = options.quantize in METHODS
     gate = None
-    if options.quantize is not None:  # read first: a run without held-out rows fails before the slow steps
+    if int8:  # read first: a run without held-out rows fails before the slow steps
         gate = read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
+    label_gate = gate
+    if run.family == ENCODER_FAMILY and options.quantize is None:
+        label_gate = _optional_gate(run)
     contract = graph_contract(model)
     graph = work / "exported.onnx"
     log.info("exporting %s with the %s exporter, opset %d", run.family, options.exporter, options.opset)
@@ -112,11 +125,12 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     verify_graph(graph, contract)
     parity = _parity(run, graph, options, options.tolerance, "the exported graph")
     float_graph = graph
-    if options.quantize is not None:
+    if int8:
         quantized = work / "quantized.onnx"
-        quantize_int8(graph, quantized, per_channel=run.family == "encoder")
+        quantize_int8(graph, quantized, per_channel=run.family == ENCODER_FAMILY)
         verify_graph(quantized, contract)
         graph = quantized
+    unoptimized = graph  # the cut to logits keeps standard operators only
     if options.optimize:
         optimized = work / "optimized.onnx"
         optimize_graph(graph, optimized, encoder_shape(model))
@@ -160,6 +174,26 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         seen = golden_deviation(session, golden, bundle_dir / TOKENIZER_FILE, run.max_len, truncation)
         check_golden_tolerance(seen, options.int8_tolerance)
     # What the shipped graph predicts on the validation texts: the server's drift reference.
+    label_graph = None
+    if run.family == ENCODER_FAMILY:
+        label_graph = build_label_graph(
+            LabelSource(
+                graph=unoptimized,
+                float_graph=float_graph,
+                tokenizer=bundle_dir / TOKENIZER_FILE,
+                max_len=run.max_len,
+                truncation=truncation,
+                golden=golden,
+                gate=label_gate,
+                max_drop=options.max_accuracy_drop,
+                int8_tolerance=options.int8_tolerance,
+                tolerance=golden_tolerance,
+                quantization=quantization,
+            ),
+            work,
+            bundle_dir / LABEL_MODEL_FILE,
+            try_int8=options.quantize is None,
+        )
     profile = measure_profile(
         session,
         bundle_dir / TOKENIZER_FILE,
@@ -177,6 +211,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         contract=contract,
         truncation=truncation,
         profile=profile,
+        label_graph=label_graph,
     )
 
 
@@ -193,6 +228,15 @@ def run_truncation(run: LoadedRun) -> Truncation:
     return "tail" if run.truncation == "tail" else "head"
 
 
+def _optional_gate(run: LoadedRun) -> tuple[EvalSet, GateRows] | None:
+    """The run's held-out rows for the label graph's int8 gate; None (float32) without them."""
+    try:
+        return read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
+    except ExportRequestError as exc:
+        log.warning("label graph stays float32: %s", exc)
+        return None
+
+
 def _data_seed(metrics: Mapping[str, Any]) -> int | None:
     """The data seed that drew the run's splits (metrics.json ``seeds.data``), if recorded."""
     seeds = metrics.get("seeds")
@@ -203,7 +247,7 @@ def _data_seed(metrics: Mapping[str, Any]) -> int | None:
 def encoder_shape(model: Classifier) -> EncoderShape | None:
     """Heads and width of a pretrained encoder (family "encoder"), for the transformer fusions."""
     encoder = getattr(model.config, "encoder", None)
-    if model.family != "encoder" or not isinstance(encoder, dict):
+    if model.family != ENCODER_FAMILY or not isinstance(encoder, dict):
         return None
     return EncoderShape(heads=int(encoder["num_attention_heads"]), hidden=int(encoder["hidden_size"]))
 

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnserve.export.errors import ExportRequestError
-from attnserve.export.golden import DEFAULT_COUNT, verify_golden
+from attnserve.export.errors import ExportError, ExportRequestError
+from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, verify_golden
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
 from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
 from attnserve.export.pipeline import Built, ExportOptions, build_files, run_truncation
@@ -31,10 +31,13 @@ from attnserve.service.bundle import (
     NAME_PATTERN,
     STAGING_PREFIX,
     TOKENIZER_FILE,
+    Bundle,
     BundleError,
     BundleManifest,
     check_io,
+    check_label_io,
     hash_files,
+    label_tolerance,
     read_bundle,
     write_manifest,
 )
@@ -127,12 +130,13 @@ def _finish(
         outputs=contract.outputs,
         opset=built.opset,
         exporter=options.exporter,
-        files=hash_files(bundle_dir, [MODEL_FILE, TOKENIZER_FILE]),
+        files=hash_files(bundle_dir, [MODEL_FILE, TOKENIZER_FILE, *_label_files(built)]),
         training_metrics=dict(run.metrics),
         parity=built.parity,
         golden=built.golden,
         quantization=built.quantization,
         data_profile=built.profile,
+        label_graph=built.label_graph,
     )
     write_manifest(bundle_dir, manifest)
     try:
@@ -143,9 +147,32 @@ def _finish(
         raise ExportRequestError(f"the written bundle does not read back: {exc}") from exc
     read = bundle.manifest
     verify_golden(session, read.golden, bundle.tokenizer_path, read.max_len, read.truncation)
+    if bundle.label_model_path is not None:
+        _verify_label_graph(bundle)
     for path in bundle_dir.iterdir():
         _fsync_file(path)
     _fsync_dir(bundle_dir)
+
+
+def _label_files(built: Built) -> list[str]:
+    return [] if built.label_graph is None else [built.label_graph.file]
+
+
+def _verify_label_graph(bundle: Bundle) -> None:
+    """The label graph reads back with the manifest's inputs, logits alone, and the golden logits."""
+    read = bundle.manifest
+    assert bundle.label_model_path is not None
+    session = cpu_session(bundle.label_model_path)
+    try:
+        check_label_io(read, session)
+    except BundleError as exc:
+        raise ExportRequestError(f"the written label graph does not read back: {exc}") from exc
+    for case in read.golden:
+        seen = golden_deviation(
+            session, [case], bundle.tokenizer_path, read.max_len, read.truncation, logits_only=True
+        )
+        if not seen <= label_tolerance(read, case.tolerance):
+            raise ExportError(f"golden text {case.text!r}: the label graph differs by {seen:.3g}")
 
 
 def _taken(model_dir: Path, number: int) -> bool:

@@ -13,10 +13,10 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from attnserve.service.observe.settings import ObserveSettings
 from attnserve.service.settings_reliability import ReliabilitySettings
@@ -28,9 +28,7 @@ VersionPolicy = Literal["latest", "all"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
-# One intra-op thread leaves the other cores to the event loop (and to other workers);
-# figures: docs/results/serving.md ("Ceiling: onnxruntime in-process").
-DEFAULT_INTRA_OP_THREADS = 1
+MODEL_THREADS_FORM = "NAME=N (a model name, then its intra-op threads: 0 or more)"
 
 
 class Settings(ReliabilitySettings, ObserveSettings):
@@ -133,17 +131,27 @@ class Settings(ReliabilitySettings, ObserveSettings):
         "auto (CUDA when available, else CPU with a warning and attnserve_cpu_fallback_total).",
     )
     cuda_device_id: int = Field(0, ge=0, description="GPU index for --device cuda/auto.")
-    intra_op_threads: int = Field(
-        DEFAULT_INTRA_OP_THREADS,
+    # None: each version's threads are measured at load (engine/models/threads.py): one for a
+    # small model, whose front end needs the other cores, all of this worker's for an encoder.
+    intra_op_threads: int | None = Field(
+        None,
         ge=0,
-        description="onnxruntime intra-op threads per session (0 = onnxruntime's default: one per core).",
+        description="onnxruntime intra-op threads of every model's session (none = the bundle's hint, else "
+        "measured at load; 0 = onnxruntime's default: one per core).",
+    )
+    model_threads: Annotated[dict[str, Annotated[int, Field(ge=0)]], NoDecode] = Field(
+        default_factory=dict,
+        description="One model's intra-op threads, over --intra-op-threads: NAME=N, repeatable "
+        "(environment: NAME=N,NAME=N).",
     )
     graph_optimization: GraphOptimization = Field("all", description="onnxruntime graph optimisation level.")
     cpu_arena: bool = Field(
         True, description="Use onnxruntime's CPU memory arena (faster, holds peak memory)."
     )
-    allow_spinning: bool = Field(
-        False, description="Let idle intra-op threads spin (lower latency, burns CPU the event loop needs)."
+    allow_spinning: bool | None = Field(
+        None,
+        description="Let idle intra-op threads spin (lower latency, burns CPU the event loop needs); "
+        "unset: on for a model whose measured choice gives it every core.",
     )
 
     # --- batching and limits ----------------------------------------------------------
@@ -189,6 +197,16 @@ class Settings(ReliabilitySettings, ObserveSettings):
     )
     log_level: LogLevel = Field("info", description="Log level.")
 
+    @field_validator("model_threads", mode="before")
+    @classmethod
+    def _model_threads(cls, value: object) -> object:
+        if isinstance(value, str):  # the environment's NAME=N,NAME=N
+            value = [model_thread(item) for item in value.split(",") if item.strip()]
+        if isinstance(value, list | tuple):  # the flag's (name, threads) pairs
+            pairs = [model_thread(item) if isinstance(item, str) else item for item in value]
+            return dict(pairs)
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if self.max_texts_per_request > self.max_queue:
@@ -219,6 +237,21 @@ class Settings(ReliabilitySettings, ObserveSettings):
         return self.metrics_host if self.metrics_host is not None else self.host
 
 
+def model_thread(text: str) -> tuple[str, int]:
+    """One `NAME=N` of --model-threads (ValueError, naming the expected form, otherwise)."""
+    name, equals, count = text.strip().partition("=")
+    if not (equals and name.strip() and count.strip().isascii() and count.strip().isdigit()):
+        raise ValueError(f"{text!r} is not {MODEL_THREADS_FORM}")
+    return name.strip(), int(count)
+
+
+def _model_thread_flag(text: str) -> tuple[str, int]:
+    try:
+        return model_thread(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -247,9 +280,19 @@ def build_parser(prog: str = "attnserve-serve") -> argparse.ArgumentParser:
     )
     for name, field in Settings.model_fields.items():
         help_text = field.description or ""
-        if field.annotation is bool:
+        if field.annotation is bool or field.annotation == bool | None:
             shown = f"{help_text} (default: {'on' if field.default else 'off'})"
             parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, help=shown)
+            continue
+        if name == "model_threads":
+            parser.add_argument(
+                _flag(name),
+                dest=name,
+                action="append",
+                type=_model_thread_flag,
+                metavar="NAME=N",
+                help=f"{help_text} (default: none)",
+            )
             continue
         convert, choices = _argument_type(field.annotation)
         parser.add_argument(

@@ -40,7 +40,15 @@ from attnserve.service.bundle.manifest import (
     write_manifest,
 )
 from attnserve.service.bundle.profile import DataProfile, Histogram, TrainingFigures, profile_texts
-from attnserve.service.bundle.reader import Bundle, SessionLike, check_io, read_bundle, read_manifest
+from attnserve.service.bundle.reader import (
+    Bundle,
+    SessionLike,
+    check_io,
+    check_label_io,
+    label_tolerance,
+    read_bundle,
+    read_manifest,
+)
 
 __all__ = [
     "LABEL_MODEL_FILE",
@@ -73,10 +81,12 @@ __all__ = [
     "TrainingFigures",
     "Truncation",
     "check_io",
+    "check_label_io",
     "confined",
     "fingerprint",
     "hash_files",
     "is_version_dir",
+    "label_tolerance",
     "profile_texts",
     "read_bundle",
     "read_manifest",

@@ -152,3 +152,20 @@ def check_io(manifest: BundleManifest, session: SessionLike) -> None:
     """Verify an onnxruntime session's inputs and outputs are the ones the manifest declares."""
     _check_tensors("inputs", manifest.inputs, session.get_inputs(), exact=True)
     _check_tensors("outputs", manifest.outputs, session.get_outputs(), exact=False)
+
+
+def check_label_io(manifest: BundleManifest, session: SessionLike) -> None:
+    """Verify the label graph's session: the manifest's inputs, and `logits` as its one output."""
+    _check_tensors("inputs", manifest.inputs, session.get_inputs(), exact=True)
+    logits = [spec for spec in manifest.outputs if spec.name == "logits"]
+    _check_tensors("label graph outputs", logits, session.get_outputs(), exact=True)
+
+
+def label_tolerance(manifest: BundleManifest, case_tolerance: float) -> float:
+    """How far the label graph's logits may stray from a golden case's: the int8 gate's
+    declared tolerance when the label graph is int8, else the case's own."""
+    graph = manifest.label_graph
+    quantization = graph.quantization if graph is not None else None
+    if quantization is not None and quantization.tolerance is not None:
+        return max(quantization.tolerance, case_tolerance)
+    return case_tolerance

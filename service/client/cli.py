@@ -172,6 +172,7 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
                 "top_tokens": [
                     {"token": t.token, "index": t.index, "weight": t.weight} for t in r.top_tokens
                 ],
+                **({"answered_by": r.answered_by} if r.answered_by else {}),  # a cascade's member
             }
             for text, r in zip(args.texts, reply.results, strict=True)
         ]

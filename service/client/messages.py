@@ -61,6 +61,7 @@ class TextResult:
     # whether the tokenizer added it.
     offsets: list[tuple[int, int]] = field(default_factory=list)
     special: list[bool] = field(default_factory=list)
+    answered_by: str = ""  # a cascade's member that answered ("student" or "teacher"); "" otherwise
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ class ModelInfo:
     provider: str
     metrics: dict[str, float] = field(default_factory=dict)
     created_at: str = ""
+    # intra_op, source ("server", "bundle" or "measured"), one_thread_ms and all_cores_ms
+    # (None when not measured), cores: the server's onnxruntime threads for this version
+    threads: dict[str, Any] = field(default_factory=dict)
 
 
 def attention_value(mode: str | int) -> int:
@@ -141,6 +145,7 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             top_tokens=[TopToken(t.index, t.token, t.weight) for t in item.top_tokens],
             offsets=[(span.start, span.end) for span in item.offsets],
             special=list(item.special),
+            answered_by=item.answered_by,
         )
         for item in reply.results
     ]
@@ -176,4 +181,15 @@ def to_model_info(info: pb.ModelInfo) -> ModelInfo:
         provider=info.provider,
         metrics=dict(info.metrics),
         created_at=info.created_at,
+        threads=_threads(info.threads) if info.HasField("threads") else {},
     )
+
+
+def _threads(threads: pb.ThreadInfo) -> dict[str, Any]:
+    return {
+        "intra_op": threads.intra_op,
+        "source": threads.source,
+        "one_thread_ms": threads.one_thread_ms or None,  # 0 on the wire: not measured
+        "all_cores_ms": threads.all_cores_ms or None,
+        "cores": threads.cores,
+    }

@@ -20,6 +20,7 @@ from attnserve.service.engine.admission import Gate, Permit, State
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
+from attnserve.service.engine.request.cascade import run_cascade
 from attnserve.service.engine.request.classify import Inputs, Limits, Outputs, run
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.errors import Internal
@@ -60,4 +61,6 @@ class Core:
         `permit`: the call's, taken at the edge; one already released is a caller's bug."""
         if not permit.live:
             raise Internal("a call reached the engine after its permit was released")
+        if model.cascade is not None:
+            return await run_cascade(model, self.predictors, inputs, self.limits)
         return await run(self.predictors.of(model), inputs, self.limits)

@@ -20,6 +20,7 @@ from attnserve.service.observe.drift import DriftMetrics, ModelDrift
 
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
+CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,
@@ -135,6 +136,19 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livemax",
         )
+        self.intra_op_threads = Gauge(
+            "attnserve_model_intra_op_threads",
+            "onnxruntime intra-op threads of each loaded model version's session (0: onnxruntime's default).",
+            model_version,
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+        self.cascade_texts = Counter(
+            "attnserve_cascade_texts",
+            "Texts a cascade version's members answered (member: student, or teacher when deferred).",
+            ("model", "version", "member"),
+            registry=registry,
+        )
         self.load_failures = Counter(
             "attnserve_model_load_failures", "Model versions refused at load.", ("model",), registry=registry
         )
@@ -172,6 +186,8 @@ class Metrics:
         labels: tuple[str, ...] = (),
         unk_id: int | None = None,
         reference: DataProfile | None = None,
+        *,
+        intra_op_threads: int = 1,
     ) -> ModelMetrics:
         """Pre-bound children for one loaded model version."""
         v = str(version)
@@ -180,6 +196,7 @@ class Metrics:
         for key in ((name, v), (name, v, family, provider)):
             self._bound[key] = self._bound.get(key, 0) + 1
         self.model_info.labels(name, v, family, provider).set(1)
+        self.intra_op_threads.labels(name, v).set(intra_op_threads)
         self.load_failures.labels(name).inc(0)
         self.deadline_dropped.labels(name).inc(0)
         return ModelMetrics(
@@ -280,3 +297,6 @@ class ModelMetrics:
             m.padding_ratio,
         ):
             family.remove(self.name, self.version)
+        for member in CASCADE_MEMBERS:
+            m.cascade_texts.remove(self.name, self.version, member)
+        m.intra_op_threads.remove(self.name, self.version)

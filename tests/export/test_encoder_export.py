@@ -21,11 +21,11 @@ from attnserve.export.contract import graph_contract
 from attnserve.export.errors import ExportError
 from attnserve.export.onnx import export_model
 from attnserve.export.optimize import EncoderShape, fuse_transformer
-from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session, run_onnx, torch_threads
+from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session, run_onnx
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
 from attnserve.training.run.checkpoint import load_run
-from tests.support.tiny_bert import train_tiny_encoder_run
+from tests.support.tiny_bert import shared_tiny_encoder_run
 
 # onnxruntime operators that compute softmax(QK^T) inside and output no probabilities.
 FUSED_ATTENTION = {"Attention", "MultiHeadAttention"}
@@ -33,8 +33,7 @@ FUSED_ATTENTION = {"Attention", "MultiHeadAttention"}
 
 @pytest.fixture(scope="module")
 def encoder_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    with torch_threads(1):
-        return train_tiny_encoder_run(tmp_path_factory.mktemp("encoder"))
+    return shared_tiny_encoder_run(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

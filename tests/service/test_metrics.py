@@ -21,6 +21,7 @@ FAMILIES = {
     "attnserve_queue_depth": ("gauge", {"model"}),
     "attnserve_inflight_requests": ("gauge", {"api"}),
     "attnserve_model_info": ("gauge", {"model", "version", "family", "provider"}),
+    "attnserve_model_intra_op_threads": ("gauge", {"model", "version"}),
     "attnserve_model_load_failures": ("counter", {"model"}),
     "attnserve_cpu_fallback": ("counter", set()),
     "attnserve_deadline_dropped": ("counter", {"model"}),

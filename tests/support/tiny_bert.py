@@ -14,6 +14,7 @@ import csv
 import random
 from pathlib import Path
 
+import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers.processors import TemplateProcessing
@@ -105,3 +106,18 @@ def train_tiny_encoder_run(root: Path, *, head: str = "cls", epochs: int = 8, se
         pretrained=str(checkpoint),
     )
     return result.run_dir
+
+
+_SHARED: dict[str, Path] = {}  # basetemp -> the session's shared run
+
+
+def shared_tiny_encoder_run(factory: pytest.TempPathFactory) -> Path:
+    """One `train_tiny_encoder_run` per test session (defaults, seed 0), shared read-only by the
+    modules that only export or serve it."""
+    from attnserve.export.parity import torch_threads
+
+    key = str(factory.getbasetemp())
+    if key not in _SHARED:
+        with torch_threads(1):
+            _SHARED[key] = train_tiny_encoder_run(factory.mktemp("tiny-encoder"))
+    return _SHARED[key]

@@ -20,6 +20,7 @@ from attnserve.service.api.classify.types import (
     Limits,
     ModelInfo,
     TextResult,
+    ThreadInfo,
     Timings,
     TokenWeight,
 )
@@ -74,6 +75,13 @@ class ClassifyPlane:
                 long_text=settings.long_text,
             ),
             provider=model.provider,
+            threads=ThreadInfo(
+                intra_op=model.threads.intra_op,
+                source=model.threads.source,
+                one_thread_ms=model.threads.one_thread_ms,
+                all_cores_ms=model.threads.all_cores_ms,
+                cores=model.threads.cores,
+            ),
             metrics=metrics,
             created_at=manifest.created_at.isoformat(),
         )
@@ -117,6 +125,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 truncated=encoded.truncated[i],
                 attention=None if attention is None else attention[i],
                 top_tokens=top,
+                answered_by=None if out.answered_by is None else out.answered_by[i],
             )
         )
     timings = out.timings

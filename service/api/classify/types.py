@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
@@ -115,6 +115,13 @@ class TextResult:
     truncated: bool
     attention: AttentionArray
     top_tokens: list[TokenWeight]
+    answered_by: Annotated[
+        str | None,
+        Field(
+            description='A cascade\'s member that answered this text: "student", or "teacher" when the '
+            "student's top probability was under the cascade's threshold; null for any other model."
+        ),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,22 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """The onnxruntime intra-op threads a model version runs on, and where the number came from."""
+
+    __pydantic_config__ = REPLY_CONFIG
+
+    intra_op: Annotated[int, Field(description="Intra-op threads (0: onnxruntime's default, one per core).")]
+    source: Annotated[
+        Literal["server", "bundle", "measured"],
+        Field(description="A server flag, the bundle's hint, or measured at load"),
+    ]
+    one_thread_ms: Annotated[float | None, Field(description="The measured batch at 1 thread")]
+    all_cores_ms: Annotated[float | None, Field(description="The measured batch at `cores` threads")]
+    cores: Annotated[int, Field(description="Cores the serving process may use, over its workers")]
+
+
+@dataclass(frozen=True, slots=True)
 class ModelInfo:
     """A served model version, as every front end describes it."""
 
@@ -180,6 +203,7 @@ class ModelInfo:
     attention: AttentionInfo
     limits: Limits
     provider: str
+    threads: ThreadInfo
     metrics: dict[str, float]  # "<split>.<metric>" from training
     created_at: Annotated[str, Field(description="ISO 8601")]
 

@@ -57,6 +57,7 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             truncated=result.truncated,
             offsets=[pb.TokenSpan(start=start, end=end) for start, end in result.offsets],
             special=result.special,
+            answered_by=result.answered_by or "",  # empty: not a cascade
         )
         if result.attention is not None:
             item.attention.CopyFrom(tensor(result.attention))
@@ -82,7 +83,7 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
 
 
 def model_info_message(info: ModelInfo) -> pb.ModelInfo:
-    limits, attention = info.limits, info.attention
+    limits, attention, threads = info.limits, info.attention, info.threads
     return pb.ModelInfo(
         name=info.name,
         version=info.version,
@@ -107,6 +108,13 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
         provider=info.provider,
         metrics=info.metrics,
         created_at=info.created_at,
+        threads=pb.ThreadInfo(
+            intra_op=threads.intra_op,
+            source=threads.source,
+            one_thread_ms=threads.one_thread_ms or 0.0,  # 0: not measured
+            all_cores_ms=threads.all_cores_ms or 0.0,
+            cores=threads.cores,
+        ),
     )
 
 

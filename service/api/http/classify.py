@@ -6,7 +6,8 @@
 
 A reply carries what the gRPC Classify reply carries, as JSON: label, probabilities,
 logits, tokens with their character offsets and special flags, truncated, attention as
-nested lists in the requested mode, top tokens, and timings in microseconds. Errors are
+nested lists in the requested mode, top tokens, the member that answered (cascades only,
+else null), and timings in microseconds. Errors are
 `{"error": {"code", "message"}}`.
 """
 

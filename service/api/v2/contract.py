@@ -15,6 +15,7 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
                                     last layer averaged over heads), padded with zeros to the
                                     request's longest text; absent for models without attention
              LENGTHS         INT64  [-1]          tokens per text (the unpadded extent of ATTENTION)
+             ANSWERED_BY     BYTES  [-1, 1]       cascades only: "student" or "teacher" per text
 
 The declared ATTENTION shape is the default mode's. A request may pick another mode with the
 `attention_mode` parameter (on the ATTENTION output, or on the request: tritonclient sets no
@@ -51,6 +52,7 @@ PLATFORM = "onnxruntime_onnx"
 BACKEND = "onnxruntime"
 TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
+ANSWERED_BY = "ANSWERED_BY"  # a cascade's only: the member that answered each text
 
 _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "FP32": "TYPE_FP32"}
 
@@ -97,6 +99,8 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
     elif model.attention_kind != "none":
         declared.append(TensorDecl(ATTENTION, "FP32", (-1, -1, -1)))
     declared.append(TensorDecl(LENGTHS, "INT64", (-1,)))
+    if model.cascade is not None:
+        declared.append(TensorDecl(ANSWERED_BY, "BYTES", (-1, 1)))
     return tuple(declared)
 
 
@@ -174,6 +178,9 @@ def output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
         if out.attention is None:
             raise RuntimeError("the batch returned no attention although it was requested")
         return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
+    if name == ANSWERED_BY:
+        members = [member.encode() for member in out.answered_by or ()]
+        return bytes_output(ANSWERED_BY, (len(out), 1), members)
     return numeric_output(LENGTHS, "INT64", np.asarray(out.encoded.lengths, dtype=np.int64))
 
 

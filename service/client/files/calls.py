@@ -126,8 +126,10 @@ def classify_batch(
     return Outcome(results, reasons, retries)
 
 
-def added_columns(labels: list[str], prefix: str, with_attention: bool) -> list[str]:
+def added_columns(labels: list[str], prefix: str, with_attention: bool, cascade: bool = False) -> list[str]:
+    """``cascade``: the model is a cascade, whose rows say which member answered them."""
     names = [f"{prefix}label", *(f"{prefix}p_{label}" for label in labels)]
+    names += [f"{prefix}answered_by"] if cascade else []
     return names + ([f"{prefix}tokens", f"{prefix}attention"] if with_attention else [])
 
 
@@ -135,6 +137,8 @@ def added_values(result: TextResult, labels: list[str], prefix: str, with_attent
     values: dict[str, Any] = {f"{prefix}label": result.label}
     for label, p in zip(labels, result.probabilities.tolist(), strict=True):
         values[f"{prefix}p_{label}"] = round(float(p), 6)
+    if result.answered_by:
+        values[f"{prefix}answered_by"] = result.answered_by
     if with_attention:
         values[f"{prefix}tokens"] = list(result.tokens)
         weights: list[float] = [] if result.attention is None else importance(result.attention).tolist()

@@ -27,7 +27,7 @@ class Start:
     retries: int  # calls repeated while asking for it
 
 
-def _schema(table: Table, added: list[str], labels: list[str], with_attention: bool) -> Any:
+def _schema(table: Table, added: list[str], labels: list[str], with_attention: bool, cascade: bool) -> Any:
     """Parquet output from Parquet input keeps the input's column types."""
     if table.format != "parquet":
         return None
@@ -35,6 +35,8 @@ def _schema(table: Table, added: list[str], labels: list[str], with_attention: b
     fields = list(pq.ParquetFile(table.path).schema_arrow)
     fields += [pa.field(added[0], pa.string())]
     fields += [pa.field(name, pa.float64()) for name in added[1 : 1 + len(labels)]]
+    if cascade:
+        fields += [pa.field(added[1 + len(labels)], pa.string())]
     if with_attention:
         fields += [pa.field(added[-2], pa.list_(pa.string())), pa.field(added[-1], pa.list_(pa.float64()))]
     return pa.schema(fields)
@@ -46,7 +48,8 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
     info, waited = with_retries(lambda: client.model(job.model, job.version), job.retry, stop)
     if job.with_attention and info.attention_kind == "none":
         raise FileError(f"model {info.name!r} has no attention to add (leave out --with-attention)")
-    added = added_columns(info.labels, job.prefix, job.with_attention)
+    cascade = info.family == "cascade"  # its rows say which member answered
+    added = added_columns(info.labels, job.prefix, job.with_attention, cascade)
     clash = [name for name in added if name in (table.columns or [])]
     if clash:
         raise FileError(
@@ -77,7 +80,7 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
         positions = (None, None)
     sink: Sink
     if out_format == "parquet":
-        schema = _schema(table, added, info.labels, job.with_attention)
+        schema = _schema(table, added, info.labels, job.with_attention, cascade)
         sink = ParquetSink(job.output, columns, schema, positions[0], added)
     else:
         sink = LineSink(job.output, out_format, columns, positions[0])

@@ -17,15 +17,28 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnserve.service.bundle import Bundle, BundleError, BundleManifest, check_io, read_bundle
+from attnserve.service.bundle import (
+    Bundle,
+    BundleError,
+    BundleManifest,
+    check_io,
+    check_label_io,
+    label_tolerance,
+    read_bundle,
+)
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
 from attnserve.service.engine.models.runtime import DeviceError, RuntimeSession, create_session, pad_ids
+from attnserve.service.engine.models.threads import ThreadChoice, choose_threads
 from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
+
+if TYPE_CHECKING:  # models/cascade.py builds on this module
+    from attnserve.service.engine.models.cascade import CascadeMembers
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +54,12 @@ class LoadedModel:
     bundle: Bundle
     encoder: TextEncoder  # the bundle's tokenizer.json
     runtime: RuntimeSession
+    threads: ThreadChoice  # the session's intra-op threads and why
     metrics: ModelMetrics  # bound at load, unbound when the version is retired
+    # label.onnx (encoders): logits only, often int8; None: model.onnx answers every call
+    label_runtime: RuntimeSession | None = None
+    # A cascade version (models/cascade.py): its members and threshold; None for any other.
+    cascade: CascadeMembers | None = None
 
     def __post_init__(self) -> None:
         manifest = self.manifest
@@ -57,6 +75,12 @@ class LoadedModel:
     @property
     def provider(self) -> str:
         return self.runtime.provider
+
+    def session_for(self, attention: bool) -> RuntimeSession:
+        """The graph that answers a batch: the label graph when none of it asks attention."""
+        if attention or self.label_runtime is None:
+            return self.runtime
+        return self.label_runtime
 
 
 def _check_golden(model: LoadedModel) -> None:
@@ -88,6 +112,26 @@ def _check_golden(model: LoadedModel) -> None:
         batched = model.runtime.run(feed, mask, attention=False)[0]
         for i, (_, alone, tolerance) in enumerate(singles):
             _compare(f"golden case {i} in a padded batch", "logits", batched[i], alone, tolerance)
+    if model.label_runtime is not None:
+        _check_label_golden(model, model.label_runtime, [ids for ids, _, _ in singles])
+
+
+def _check_label_golden(model: LoadedModel, label: RuntimeSession, rows: list[list[int]]) -> None:
+    """The label graph gives each golden case's logits, alone and in a padded batch, within
+    the int8 gate's tolerance when it is int8."""
+    manifest = model.manifest
+    expected = [np.asarray(case.logits, np.float32) for case in manifest.golden]
+    tolerances = [label_tolerance(manifest, case.tolerance) for case in manifest.golden]
+    for number, (ids, logits, tolerance) in enumerate(zip(rows, expected, tolerances, strict=True)):
+        feed, mask = pad_ids([ids], manifest.pad_id)
+        _compare(f"golden case {number}, label graph", "logits", label.run(feed, mask, False)[0][0], logits,
+                 tolerance)  # fmt: skip
+    if len(rows) > 1:
+        feed, mask = pad_ids(rows, manifest.pad_id)
+        batched = label.run(feed, mask, False)[0]
+        for number, (logits, tolerance) in enumerate(zip(expected, tolerances, strict=True)):
+            where = f"golden case {number} in a padded batch, label graph"
+            _compare(where, "logits", batched[number], logits, tolerance)
 
 
 def _compare(where: str, what: str, actual: np.ndarray, expected: np.ndarray, tolerance: float) -> None:
@@ -103,6 +147,8 @@ def _warm_up(model: LoadedModel, batch: int) -> None:
     for rows, length in ((1, 1), (batch, width)):
         ids = np.full((rows, length), 1, dtype=np.int64)
         model.runtime.run(ids, np.ones_like(ids), attention=model.attention_kind != "none")
+        if model.label_runtime is not None:
+            model.label_runtime.run(ids, np.ones_like(ids), attention=False)
 
 
 def load_model(
@@ -125,8 +171,29 @@ def load_model(
             max_text_chars=settings.max_text_chars,
             truncation=manifest.truncation,
         )
-        runtime = create_session(bundle.model_path, settings, on_cpu_fallback, label=f"{name} v{version}")
+        # Once per version load, on the graph most calls reach: the label graph where there is one.
+        threads = choose_threads(bundle.label_model_path or bundle.model_path, settings, manifest)
+        log.info("%s v%d: %s", name, version, threads.describe())
+        runtime = create_session(
+            bundle.model_path,
+            settings,
+            on_cpu_fallback,
+            intra_op_threads=threads.intra_op,
+            spinning=threads.spinning,
+            label=f"{name} v{version}",
+        )
         check_io(manifest, runtime.session)
+        label_runtime = None
+        if bundle.label_model_path is not None:
+            label_path, label = bundle.label_model_path, f"{name} v{version} labels"
+            label_runtime = create_session(
+                label_path,
+                settings,
+                intra_op_threads=threads.intra_op,
+                spinning=threads.spinning,
+                label=label,
+            )
+            check_label_io(manifest, label_runtime.session)
     except DeviceError:
         raise  # a device problem is the server's, not this version's: fatal at start-up
     except BundleError as exc:
@@ -143,8 +210,16 @@ def load_model(
         tuple(manifest.labels),
         encoder.unk_id,
         manifest.data_profile,
+        intra_op_threads=threads.intra_op,
     )
-    model = LoadedModel(bundle=bundle, encoder=encoder, runtime=runtime, metrics=bound)
+    model = LoadedModel(
+        bundle=bundle,
+        encoder=encoder,
+        runtime=runtime,
+        threads=threads,
+        metrics=bound,
+        label_runtime=label_runtime,
+    )
     try:
         _warm_up(model, min(settings.max_batch_size, 8))
         _check_golden(model)

@@ -23,7 +23,9 @@ from types import MappingProxyType
 from typing import Protocol
 
 from attnserve.service.bundle import RepositoryError, confined, scan
+from attnserve.service.bundle.cascade import is_cascade
 from attnserve.service.engine.metrics import Metrics
+from attnserve.service.engine.models.cascade import load_cascade
 from attnserve.service.engine.models.choice import check_default_model, unnamed_model
 from attnserve.service.engine.models.loading import LoadedModel, LoadError, load_model
 from attnserve.service.errors import NotFound
@@ -101,9 +103,13 @@ class Repository:
         """Load and check one version (blocking); failures are counted and re-raised."""
         root = self._settings.repository
         try:
-            check_confined(root, root / name / str(version))
-            model = load_model(
-                root / name / str(version),
+            version_dir = root / name / str(version)
+            check_confined(root, version_dir)
+            cascade = is_cascade(version_dir)
+            for member_dir in version_dir.iterdir() if cascade else ():  # its members' files too
+                check_confined(root, member_dir)
+            model = (load_cascade if cascade else load_model)(
+                version_dir,
                 self._settings,
                 self._metrics,
                 name=name,
@@ -196,6 +202,8 @@ class Repository:
         its metric series."""
         await self._serving.close(model)
         model.metrics.unbind()
+        for member in model.cascade.members if model.cascade is not None else ():
+            member.metrics.unbind()
         log.info("model %s version %d retired", model.name, model.version)
 
     async def close(self) -> None:

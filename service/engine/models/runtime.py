@@ -77,17 +77,18 @@ def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> 
     return ids, mask
 
 
-def session_options(settings: Settings) -> ort.SessionOptions:
+def session_options(settings: Settings, intra_op_threads: int, spinning: bool) -> ort.SessionOptions:
+    """The server's session options at `intra_op_threads` (models/threads.py chooses them per
+    version; 0 = onnxruntime's default). One inter-op thread, sequential: a graph's nodes run
+    one after another, each split over the intra-op threads."""
     options = ort.SessionOptions()
-    options.intra_op_num_threads = settings.intra_op_threads
+    options.intra_op_num_threads = intra_op_threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = _GRAPH_LEVELS[settings.graph_optimization]
     options.enable_cpu_mem_arena = settings.cpu_arena
     options.log_severity_level = 3  # errors only: onnxruntime's warnings are about graph internals
-    options.add_session_config_entry(
-        "session.intra_op.allow_spinning", "1" if settings.allow_spinning else "0"
-    )
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     return options
 
 
@@ -117,6 +118,8 @@ def create_session(
     settings: Settings,
     on_cpu_fallback: Callable[[], None] | None = None,
     *,
+    intra_op_threads: int,
+    spinning: bool = False,
     label: str = "model",
 ) -> RuntimeSession:
     """Create a session on the device `settings.device` asks for.
@@ -130,7 +133,9 @@ def create_session(
         raise DeviceError(_no_cuda(available))
     providers = _providers(settings) if CUDA in available else [CPU]
     session = ort.InferenceSession(
-        str(model_path), sess_options=session_options(settings), providers=providers
+        str(model_path),
+        sess_options=session_options(settings, intra_op_threads, spinning),
+        providers=providers,
     )
     provider = session.get_providers()[0]
     if settings.device == "cuda" and provider != CUDA:

@@ -116,10 +116,13 @@ class Batcher:
             for thread in self._threads:
                 thread.start()
 
-    async def submit(self, payload: Any, lengths: Sequence[int], deadline: float | None) -> Job:
-        """Queue one call's rows; returns the job once every row has been through a batch."""
+    async def submit(
+        self, payload: Any, lengths: Sequence[int], deadline: float | None, lane: int = 0
+    ) -> Job:
+        """Queue one call's rows; returns the job once every row has been through a batch.
+        `lane`: the graph its rows need (0 unless the runner has two); lanes never share a batch."""
         count = len(lengths)
-        job = Job(payload, count, deadline, asyncio.get_running_loop().create_future())
+        job = Job(payload, count, deadline, asyncio.get_running_loop().create_future(), lane)
         with self._lock:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)

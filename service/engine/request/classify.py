@@ -71,6 +71,7 @@ class Outputs:
     top_tokens: list[TopTokens] | None  # per text: (token indices, weights), largest first
     timings: EngineTimings
     batch_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran its texts
+    answered_by: tuple[str, ...] | None = None  # a cascade's member per text; None: any other model
 
     def __len__(self) -> int:
         return len(self.label_ids)

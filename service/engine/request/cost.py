@@ -103,7 +103,7 @@ def _time(model: LoadedModel, mode: AttentionMode | None, length: int) -> float:
     ids = np.ones((1, length), dtype=np.int64)  # any id in the vocabulary: the time is the same
     kind = model.attention_kind
     started = time.perf_counter()
-    outputs = model.runtime.run(ids, np.ones_like(ids), mode is not None)
+    outputs = model.session_for(mode is not None).run(ids, np.ones_like(ids), mode is not None)
     if mode is not None:
         layers = outputs[1] if kind == "pool" else as_layers(outputs[1], kind)
         np.asarray(extract(layers, kind, 0, length, mode))

@@ -27,7 +27,14 @@ from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.cost import TextCost
 from attnserve.service.engine.request.queue import BatchLimits, Job
-from attnserve.service.engine.request.runner import CallRows, Gathered, Runner, gather
+from attnserve.service.engine.request.runner import (
+    EXPLAIN_LANE,
+    LABEL_LANE,
+    CallRows,
+    Gathered,
+    Runner,
+    gather,
+)
 from attnserve.service.errors import UNLOADING_MESSAGE, Unavailable
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
@@ -60,6 +67,13 @@ class Predictor:
         name = f"{model.name}/{model.version}"
         self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone, self._predict)
 
+    def lane(self, request: CallRows) -> int:
+        """The graph a call's rows need: the label graph's lane when the version has one and
+        the call asks no attention, so label batches never wait on or carry attention."""
+        if self.model.label_runtime is None or request.wants_attention:
+            return EXPLAIN_LANE
+        return LABEL_LANE
+
     def _predict(self, request: Any, length: int) -> float:
         """Predicted seconds of a one-text batch of `request` (CallRows) at `length` tokens."""
         rows: CallRows = request
@@ -91,7 +105,7 @@ class Predictor:
     ) -> tuple[Job, Gathered]:
         """Run encoded texts through the batcher (classify.run validates them first)."""
         request = CallRows(encoded.ids, mode, k, trace)
-        job = await self.batcher.submit(request, encoded.lengths, deadline)
+        job = await self.batcher.submit(request, encoded.lengths, deadline, self.lane(request))
         return job, gather(job, request)
 
 
@@ -111,6 +125,10 @@ class Predictors:
 
     def open(self, model: LoadedModel) -> None:
         """Start the version's batcher threads (before calls can resolve it)."""
+        if model.cascade is not None:  # a cascade runs on its members' own predictors
+            for member in model.cascade.members:
+                self.open(member)
+            return
         if model not in self._served:
             predictor = Predictor(model, self._limits, self._tracing, self._lone)
             predictor.start()
@@ -119,6 +137,10 @@ class Predictors:
     async def close(self, model: LoadedModel) -> None:
         """Finish the version's accepted calls and stop its threads; later calls that still
         hold the version are refused UNAVAILABLE (retry: they resolve the new table)."""
+        if model.cascade is not None:
+            for member in model.cascade.members:
+                await self.close(member)
+            return
         predictor = self._served.pop(model, None)
         if predictor is not None:
             await predictor.batcher.close()

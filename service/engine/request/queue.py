@@ -1,7 +1,8 @@
 """Rows waiting for a batch: a bounded queue split into length buckets (no threads, no locks).
 
 A call's rows enter the bucket of their length; `take` builds a batch seeded with the
-oldest row and topped up from the nearest buckets while padding stays under
+oldest row and topped up from the nearest buckets of its lane (the graph its rows need: rows
+of two lanes never share a batch) while padding stays under
 `MAX_PADDING_RATIO` and the batch under `max_batch_size` rows and `max_batch_tokens`
 padded tokens, so each batch pads only to its own longest row. A dropped call's rows stay
 where they are and are skipped when reached; its slots are freed at once. The caller
@@ -50,6 +51,7 @@ class Job:
         "dropped",
         "enqueued",
         "future",
+        "lane",
         "parts",
         "payload",
         "queue_seconds",
@@ -60,8 +62,11 @@ class Job:
         "unfinished",
     )  # fmt: skip
 
-    def __init__(self, payload: Any, size: int, deadline: float | None, future: asyncio.Future[Job]) -> None:
+    def __init__(
+        self, payload: Any, size: int, deadline: float | None, future: asyncio.Future[Job], lane: int = 0
+    ) -> None:
         self.payload = payload  # the runner's: what the rows hold
+        self.lane = lane  # the graph its rows need: rows of two lanes never share a batch
         self.size = size
         self.deadline = deadline  # time.monotonic() value
         self.enqueued = time.monotonic()
@@ -83,9 +88,10 @@ class Row:
 
 
 class Batch:
-    __slots__ = ("real", "rows", "width")
+    __slots__ = ("lane", "real", "rows", "width")
 
-    def __init__(self, rows: list[Row], width: int, real: int) -> None:
+    def __init__(self, rows: list[Row], width: int, real: int, lane: int = 0) -> None:
+        self.lane = lane  # every row's job's lane
         self.rows = rows
         self.width = width  # the longest row: what the batch is padded to
         self.real = real  # tokens that are not padding
@@ -100,12 +106,12 @@ class RowQueue:
         self.limits = limits
         self.metrics = metrics
         self.queued = 0
-        self._buckets: dict[int, deque[Row]] = {}
+        self._buckets: dict[tuple[int, int], deque[Row]] = {}  # by (lane, length bucket)
 
     def add(self, job: Job, lengths: Sequence[int]) -> None:
         buckets = self._buckets
         for index, length in enumerate(lengths):
-            key = bucket_of(length)
+            key = (job.lane, bucket_of(length))
             bucket = buckets.get(key)
             if bucket is None:
                 bucket = buckets[key] = deque()
@@ -155,8 +161,10 @@ class RowQueue:
         limits = self.limits
         rows: list[Row] = []
         longest = real = 0
-        seed_key = bucket_of(seed[0].length)
-        keys = sorted(self._buckets, key=lambda key: (abs(key - seed_key), key))
+        lane, seed_key = seed[0].job.lane, bucket_of(seed[0].length)
+        keys = sorted(
+            (key for key in self._buckets if key[0] == lane), key=lambda key: (abs(key[1] - seed_key), key)
+        )
         freed = 0
         for key in keys:
             bucket = self._buckets[key]
@@ -188,4 +196,4 @@ class RowQueue:
         self.queued -= len(rows)
         if freed or rows:
             self.metrics.queue_depth.dec(freed + len(rows))
-        return Batch(rows, longest, real)
+        return Batch(rows, longest, real, lane)

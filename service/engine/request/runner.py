@@ -37,6 +37,8 @@ class CallRows:
         return self.mode != AttentionMode.NONE or self.top_k > 0
 
 
+EXPLAIN_LANE = 0  # model.onnx: logits and attention
+LABEL_LANE = 1  # label.onnx: logits only (a version that has one)
 TopTokens = tuple[np.ndarray, np.ndarray]  # (indices, weights), largest first
 
 
@@ -73,6 +75,7 @@ class Runner:
 
     def __init__(self, model: LoadedModel, tracing: Tracing | None = None) -> None:
         self.run_session = model.runtime.run
+        self.run_labels = model.session_for(attention=False).run  # the label graph, where there is one
         self.attention_kind = model.attention_kind
         self.pad_id = model.manifest.pad_id
         self.metrics = model.metrics
@@ -85,7 +88,9 @@ class Runner:
         ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
                             batch.width)  # fmt: skip
         want_attention = any(r.wants_attention for r in requests)
-        outputs = self.run_session(ids, mask, want_attention)
+        # A label-lane batch asks no attention (Predictor.lane): the label graph answers it.
+        run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
+        outputs = run(ids, mask, want_attention)
         logits = outputs[0]  # [B, C]
         result = BatchOutput(logits, softmax(logits), logits.argmax(axis=1), None, None)
         if want_attention:

@@ -65,7 +65,7 @@ class TokenSpan(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class TextResult(_message.Message):
-    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special")
+    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special", "answered_by")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LABEL_ID_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class TextResult(_message.Message):
     TOP_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     SPECIAL_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
     label: str
     label_id: int
     probabilities: _containers.RepeatedScalarFieldContainer[float]
@@ -86,7 +87,8 @@ class TextResult(_message.Message):
     top_tokens: _containers.RepeatedCompositeFieldContainer[TokenWeight]
     offsets: _containers.RepeatedCompositeFieldContainer[TokenSpan]
     special: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ...) -> None: ...
+    answered_by: str
+    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ..., answered_by: _Optional[str] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("tokenize_us", "queue_us", "inference_us", "total_us")
@@ -179,8 +181,22 @@ class Limits(_message.Message):
     long_text: str
     def __init__(self, max_texts_per_request: _Optional[int] = ..., max_text_chars: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_batch_tokens: _Optional[int] = ..., long_text: _Optional[str] = ...) -> None: ...
 
+class ThreadInfo(_message.Message):
+    __slots__ = ("intra_op", "source", "one_thread_ms", "all_cores_ms", "cores")
+    INTRA_OP_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ONE_THREAD_MS_FIELD_NUMBER: _ClassVar[int]
+    ALL_CORES_MS_FIELD_NUMBER: _ClassVar[int]
+    CORES_FIELD_NUMBER: _ClassVar[int]
+    intra_op: int
+    source: str
+    one_thread_ms: float
+    all_cores_ms: float
+    cores: int
+    def __init__(self, intra_op: _Optional[int] = ..., source: _Optional[str] = ..., one_thread_ms: _Optional[float] = ..., all_cores_ms: _Optional[float] = ..., cores: _Optional[int] = ...) -> None: ...
+
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at")
+    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at", "threads")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +215,7 @@ class ModelInfo(_message.Message):
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: int
     versions: _containers.RepeatedScalarFieldContainer[int]
@@ -210,4 +227,5 @@ class ModelInfo(_message.Message):
     provider: str
     metrics: _containers.ScalarMap[str, float]
     created_at: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ...) -> None: ...
+    threads: ThreadInfo
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ..., threads: _Optional[_Union[ThreadInfo, _Mapping]] = ...) -> None: ...

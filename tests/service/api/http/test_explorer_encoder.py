@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 from selenium import webdriver
 
-from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.client import Client
 from attnserve.service.client.pieces import merge_matrix, word_groups
 from tests.service.api.http.browser import browser, settled
 from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.tiny_bert import train_tiny_encoder_run
+from tests.support.tiny_bert import shared_tiny_encoder_run
 
 __all__ = ["browser"]  # the fixture, imported for pytest
 
@@ -36,8 +35,7 @@ CELLS = (
 # Overrides conftest.py's server: its port and client fixtures then serve this module's models.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    with torch_threads(1):
-        run = train_tiny_encoder_run(tmp_path_factory.mktemp("encoder"))
+    run = shared_tiny_encoder_run(tmp_path_factory)
     repository = tmp_path_factory.mktemp("encoder-explorer") / "models"
     export_run(run, repository, MODEL)
     with RunningServer(make_settings(repository, http_port=free_port())) as running:

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
 from attnserve.service.client import Client, TextResult
@@ -20,7 +19,7 @@ from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from tests.support import http
 from tests.support.fuzzing import call
 from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.tiny_bert import train_tiny_encoder_run
+from tests.support.tiny_bert import shared_tiny_encoder_run
 from tests.support.v2 import SERVICE, V2Calls, output, run_checks, text_request
 
 MODEL, POOL = "bert", "pool"
@@ -39,8 +38,7 @@ CHECKS = Path(__file__).with_name("triton_attention_checks.py")
 def repository(tmp_path_factory: pytest.TempPathFactory, trained_run: Callable[[str], Path]) -> Path:
     """The tiny BERT as `bert` and a tiny attention-pooling model (kind "pool") as `pool`."""
     root = tmp_path_factory.mktemp("attention-modes")
-    with torch_threads(1):
-        encoder_run = train_tiny_encoder_run(root / "runs")
+    encoder_run = shared_tiny_encoder_run(tmp_path_factory)
     repository = root / "models"
     export_run(encoder_run, repository, MODEL)
     export_run(trained_run("attention_pool"), repository, POOL)

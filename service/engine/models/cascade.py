@@ -1,0 +1,154 @@
+"""Loading a cascade version: two ordinary members, then the cascade's own golden cases.
+
+Each member (`student/`, `teacher/`) passes `load_model` as any version does. The cascade
+is then served as a `LoadedModel` of its own name and version whose `cascade` holds the
+members and the threshold; its manifest is the student's, renamed, with the cascade's labels
+and with attention only where both members give it in the same shape (calls asking other
+modes are refused as for any model without them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnserve.service.bundle import Bundle, BundleError, BundleManifest, read_manifest
+from attnserve.service.bundle.cascade import CascadeManifest, Member, read_cascade
+from attnserve.service.engine.metrics import Metrics
+from attnserve.service.engine.models.loading import LoadedModel, LoadError, load_model
+from attnserve.service.engine.models.runtime import pad_ids
+from attnserve.service.errors import InvalidArgument
+from attnserve.service.settings import Settings
+
+FAMILY = "cascade"
+
+
+@dataclass(frozen=True, eq=False)
+class CascadeMembers:
+    """What a served cascade runs: the student first, the teacher for texts under the threshold."""
+
+    student: LoadedModel
+    teacher: LoadedModel
+    threshold: float
+    manifest: CascadeManifest
+
+    @property
+    def members(self) -> tuple[LoadedModel, LoadedModel]:
+        return (self.student, self.teacher)
+
+
+def load_cascade(
+    directory: Path,
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    name: str,
+    version: int,
+    on_cpu_fallback: Callable[[], None] | None = None,
+) -> LoadedModel:
+    """Verify and load both members and check the cascade's golden cases (blocking)."""
+    try:
+        cascade = read_cascade(directory, expect_name=name, expect_version=version)
+    except BundleError as exc:
+        raise LoadError(str(exc)) from None
+    loaded: list[LoadedModel] = []
+    if settings.allow_spinning is None:
+        # The members take turns on the same cores: a teacher's threads spinning after its runs
+        # would take the core the student's next batch needs.
+        settings = settings.model_copy(update={"allow_spinning": False})
+    try:
+        for member in ("student", "teacher"):
+            folder = cascade.member_dir(member)
+            try:
+                own = read_manifest(folder)
+            except BundleError as exc:
+                raise LoadError(f"{name} v{version} {member}: {exc}") from None
+            loaded.append(
+                load_model(
+                    folder,
+                    settings,
+                    metrics,
+                    name=own.name,
+                    version=own.version,
+                    on_cpu_fallback=on_cpu_fallback,
+                )
+            )
+        student, teacher = loaded
+        manifest = cascade.manifest
+        for member, model in (("student", student), ("teacher", teacher)):
+            if list(model.labels) != manifest.labels:
+                raise LoadError(f"{name} v{version}: the {member}'s labels are not the cascade's")
+        members = CascadeMembers(student, teacher, manifest.threshold, manifest)
+        _check_golden(members, name, version)
+    except BaseException:
+        for model in loaded:
+            model.metrics.unbind()
+        raise
+    shown = _shown_manifest(student.manifest, teacher.manifest, manifest)
+    bound = metrics.bind_model(name, version, FAMILY, student.provider, tuple(manifest.labels))
+    return dataclasses.replace(
+        student, bundle=Bundle(manifest=shown, root=Path(directory)), metrics=bound, cascade=members
+    )
+
+
+def _shown_manifest(
+    student: BundleManifest, teacher: BundleManifest, cascade: CascadeManifest
+) -> BundleManifest:
+    """How the rest of the engine sees the cascade: the student's manifest, renamed, holding
+    the attention output only when both members give the same one."""
+    shared = student.attention == teacher.attention
+    update: dict[str, object] = {
+        "name": cascade.name,
+        "version": cascade.version,
+        "family": FAMILY,
+        "golden": [],
+        "data_profile": None,
+        "created_at": cascade.created_at,
+        "training_metrics": {
+            "held_out": {
+                "student_accuracy": cascade.figures.student_accuracy,
+                "teacher_accuracy": cascade.figures.teacher_accuracy,
+                "accuracy": cascade.figures.cascade_accuracy,
+                "student_share": cascade.figures.student_share,
+            }
+        },
+    }
+    if not shared:
+        update["attention"] = student.attention.model_copy(update={"kind": "none", "layers": 0, "heads": 0})
+        update["outputs"] = [spec for spec in student.outputs if spec.name != "attention"]
+    return student.model_copy(update=update)
+
+
+def answer(members: CascadeMembers, text: str) -> tuple[Member, int]:
+    """The member that answers one text alone, and its label index (load-time checks)."""
+    student = members.student
+    probabilities = _probabilities(student, text)
+    if float(probabilities.max()) >= members.threshold:
+        return "student", int(probabilities.argmax())
+    return "teacher", int(_probabilities(members.teacher, text).argmax())
+
+
+def _probabilities(model: LoadedModel, text: str) -> np.ndarray:
+    ids = list(model.encoder.encode([text]).ids[0])
+    feed, mask = pad_ids([ids], model.manifest.pad_id)
+    # The graph a label call reaches: the label graph where the member has one.
+    logits = model.session_for(attention=False).run(feed, mask, False)[0][0].astype(np.float32)
+    shifted = np.exp(logits - logits.max())
+    return np.asarray(shifted / shifted.sum(), dtype=np.float32)
+
+
+def _check_golden(members: CascadeMembers, name: str, version: int) -> None:
+    for number, case in enumerate(members.manifest.golden):
+        where = f"{name} v{version}: cascade golden case {number} ({case.text[:40]!r})"
+        try:
+            member, label = answer(members, case.text)
+        except InvalidArgument as exc:
+            raise LoadError(f"{where}: cannot be encoded: {exc.message}") from None
+        got = members.manifest.labels[label]
+        if (member, got) != (case.answered_by, case.label):
+            raise LoadError(f"{where}: the {member} answers {got!r}, the bundle expects the "
+                            f"{case.answered_by} to answer {case.label!r}")  # fmt: skip

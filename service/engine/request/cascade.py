@@ -1,0 +1,93 @@
+"""One call to a cascade: the student answers every text, the teacher those it is unsure of.
+
+All texts go through the student's predictor; the rows whose top probability is under the
+threshold go again, tokenized by the teacher's own tokenizer, through the teacher's; the
+teacher's rows replace the student's in request order. Tokens, attention and top tokens of a
+text are those of the member that answered it, and `Outputs.answered_by` names it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.models.tokenization import EncodedTexts
+from attnserve.service.engine.request.attention import check_request
+from attnserve.service.engine.request.classify import EngineTimings, Inputs, Limits, Outputs, run
+from attnserve.service.engine.request.predictor import Predictors
+from attnserve.service.errors import InvalidArgument
+
+STUDENT = "student"
+TEACHER = "teacher"
+
+
+async def run_cascade(model: LoadedModel, predictors: Predictors, inputs: Inputs, limits: Limits) -> Outputs:
+    """Run a call on a cascade version's members and merge their answers."""
+    members = model.cascade
+    assert members is not None, "run_cascade is called for cascade versions only"
+    if inputs.texts is None:
+        # Each member has its own vocabulary: ids made for one mean nothing to the other.
+        raise InvalidArgument(f"model {model.name!r} is a cascade: send texts, not token ids")
+    check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
+    student = predictors.of(members.student)
+    teacher = predictors.of(members.teacher)  # both resolved before any work: unloading refuses at once
+    first = await run(student, inputs, limits)
+    deferred = np.flatnonzero(first.probabilities.max(axis=1) < members.threshold)
+    counter = model.metrics.metrics.cascade_texts
+    version = str(model.version)
+    counter.labels(model.name, version, STUDENT).inc(len(first) - len(deferred))
+    answered = [STUDENT] * len(first)
+    if len(deferred) == 0:
+        return dataclasses.replace(first, answered_by=tuple(answered))
+    texts = [inputs.texts[int(i)] for i in deferred]
+    second = await run(teacher, dataclasses.replace(inputs, texts=texts), limits)
+    counter.labels(model.name, version, TEACHER).inc(len(deferred))
+    for i in deferred:
+        answered[int(i)] = TEACHER
+    return _merge(first, second, [int(i) for i in deferred], tuple(answered))
+
+
+def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str, ...]) -> Outputs:
+    """The student's outputs with the teacher's in place of `rows` (its i-th row is rows[i])."""
+    logits, probabilities, label_ids = first.logits.copy(), first.probabilities.copy(), first.label_ids.copy()
+    logits[rows], probabilities[rows], label_ids[rows] = second.logits, second.probabilities, second.label_ids
+    encoded = _merge_encoded(first.encoded, second.encoded, rows)
+    attention = None
+    if first.attention is not None and second.attention is not None:
+        attention = list(first.attention)
+        for source, row in enumerate(rows):
+            attention[row] = second.attention[source]
+    top = None
+    if first.top_tokens is not None and second.top_tokens is not None:
+        top = list(first.top_tokens)
+        for source, row in enumerate(rows):
+            top[row] = second.top_tokens[source]
+    a, b = first.timings, second.timings
+    timings = EngineTimings(
+        a.tokenize + b.tokenize,
+        a.queue + b.queue,
+        a.inference + b.inference,
+        a.started,
+        a.enqueued,
+        b.ran_until,
+    )
+    spans = first.batch_spans + second.batch_spans
+    return Outputs(encoded, logits, probabilities, label_ids, attention, top, timings, spans, answered)
+
+
+def _merge_encoded(first: EncodedTexts, second: EncodedTexts, rows: list[int]) -> EncodedTexts:
+    ids, lengths, truncated = list(first.ids), list(first.lengths), list(first.truncated)
+    encodings = (
+        list(first.encodings) if first.encodings is not None and second.encodings is not None else None
+    )
+    for source, row in enumerate(rows):
+        ids[row], lengths[row], truncated[row] = (
+            second.ids[source],
+            second.lengths[source],
+            second.truncated[source],
+        )
+        if encodings is not None and second.encodings is not None:
+            encodings[row] = second.encodings[source]
+    return EncodedTexts(ids, lengths, truncated, encodings)
