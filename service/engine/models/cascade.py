@@ -99,7 +99,8 @@ def _shown_manifest(
     student: BundleManifest, teacher: BundleManifest, cascade: CascadeManifest
 ) -> BundleManifest:
     """How the rest of the engine sees the cascade: the student's manifest, renamed, holding
-    the attention output only when both members give the same one."""
+    the attention output only when both members give the same one (the V2 contract's single
+    tensor; attnserve.v1 and the JSON API take each text's map from its own member)."""
     shared = student.attention == teacher.attention
     update: dict[str, object] = {
         "name": cascade.name,

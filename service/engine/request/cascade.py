@@ -30,7 +30,11 @@ async def run_cascade(model: LoadedModel, predictors: Predictors, inputs: Inputs
     if inputs.texts is None:
         # Each member has its own vocabulary: ids made for one mean nothing to the other.
         raise InvalidArgument(f"model {model.name!r} is a cascade: send texts, not token ids")
-    check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
+    # Each text's attention comes from the member that answers it, in that member's shape:
+    # a mode is served when both members have it (the V2 contract, one tensor for the batch,
+    # declares attention only where their shapes agree).
+    for member in members.members:
+        check_request(member.attention_kind, inputs.mode, inputs.top_k, model.name)
     student = predictors.of(members.student)
     teacher = predictors.of(members.teacher)  # both resolved before any work: unloading refuses at once
     first = await run(student, inputs, limits)

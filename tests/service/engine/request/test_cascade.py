@@ -89,10 +89,23 @@ def test_json_api_says_who_answered(served: Served) -> None:
     assert plain.json()["results"][0].get("answered_by") is None
 
 
-def test_attention_the_members_give_differently_is_refused(served: Served) -> None:
-    # The student pools ([n]) and the teacher attends token to token ([n, n]): no shared mode.
+def test_attention_comes_from_the_member_that_answered(served: Served) -> None:
+    # The student pools ([n]) and the teacher attends token to token ([n, n]): each text's
+    # map has its own member's shape and values.
+    client, texts = served.client, served.texts
+    mine = client.classify(texts, model=served.student, attention="pooled", top_k=2).results
+    theirs = client.classify(texts, model=served.teacher, attention="pooled", top_k=2).results
+    reply = client.classify(texts, model=NAME, attention="pooled", top_k=2).results
+    assert {r.answered_by for r in reply} == {"student", "teacher"}
+    for got, student, teacher in zip(reply, mine, theirs, strict=True):
+        source = student if got.answered_by == "student" else teacher
+        assert got.attention is not None and source.attention is not None
+        assert got.attention.shape == source.attention.shape
+        np.testing.assert_allclose(got.attention, source.attention, atol=1e-5)
+        assert [t.token for t in got.top_tokens] == [t.token for t in source.top_tokens]
+    # A mode one member lacks is refused before any work.
     with pytest.raises(ClientError) as refused:
-        served.client.classify(served.texts[:2], model=NAME, attention="pooled")
+        client.classify(texts[:2], model=NAME, attention="all")
     assert refused.value.code.name == "INVALID_ARGUMENT"
 
 
