@@ -21,6 +21,7 @@ from attnserve.service.observe.drift import DriftMetrics, ModelDrift
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
 CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
+GRAPHS = ("explain", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,
@@ -149,6 +150,12 @@ class Metrics:
             ("model", "version", "member"),
             registry=registry,
         )
+        self.graph_batches = Counter(
+            "attnserve_graph_batches",
+            "Batches each graph of a version ran (explain: model.onnx; label: an encoder's label.onnx).",
+            ("model", "version", "graph"),
+            registry=registry,
+        )
         self.load_failures = Counter(
             "attnserve_model_load_failures", "Model versions refused at load.", ("model",), registry=registry
         )
@@ -212,6 +219,7 @@ class Metrics:
             batch_size=self.batch_size.labels(name, v),
             batch_tokens=self.batch_tokens.labels(name, v),
             padding_ratio=self.padding_ratio.labels(name, v),
+            graph_batches={graph: self.graph_batches.labels(name, v, graph) for graph in GRAPHS},
             queue_depth=self.queue_depth.labels(name),
             deadline_dropped=self.deadline_dropped.labels(name),
             drift=self.drift.bind(name, version, labels, unk_id=unk_id, reference=reference),
@@ -274,6 +282,7 @@ class ModelMetrics:
     batch_size: Histogram
     batch_tokens: Histogram
     padding_ratio: Histogram
+    graph_batches: dict[str, Counter]
     queue_depth: Gauge
     deadline_dropped: Counter
     drift: ModelDrift
@@ -299,4 +308,6 @@ class ModelMetrics:
             family.remove(self.name, self.version)
         for member in CASCADE_MEMBERS:
             m.cascade_texts.remove(self.name, self.version, member)
+        for graph in GRAPHS:
+            m.graph_batches.remove(self.name, self.version, graph)
         m.intra_op_threads.remove(self.name, self.version)

@@ -22,6 +22,7 @@ FAMILIES = {
     "attnserve_inflight_requests": ("gauge", {"api"}),
     "attnserve_model_info": ("gauge", {"model", "version", "family", "provider"}),
     "attnserve_model_intra_op_threads": ("gauge", {"model", "version"}),
+    "attnserve_graph_batches": ("counter", {"model", "version", "graph"}),
     "attnserve_model_load_failures": ("counter", {"model"}),
     "attnserve_cpu_fallback": ("counter", set()),
     "attnserve_deadline_dropped": ("counter", {"model"}),

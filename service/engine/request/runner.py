@@ -39,6 +39,7 @@ class CallRows:
 
 EXPLAIN_LANE = 0  # model.onnx: logits and attention
 LABEL_LANE = 1  # label.onnx: logits only (a version that has one)
+GRAPH_NAMES = ("explain", "label")  # by lane, as the metrics name them
 TopTokens = tuple[np.ndarray, np.ndarray]  # (indices, weights), largest first
 
 
@@ -99,6 +100,7 @@ class Runner:
         m.batch_size.observe(len(rows))
         m.batch_tokens.observe(batch.tokens)
         m.padding_ratio.observe(1.0 - batch.real / batch.tokens)
+        m.graph_batches[GRAPH_NAMES[batch.lane]].inc()
         ended = time.perf_counter()
         m.inference.observe(ended - started)
         m.drift.observe_batch(result.probabilities, ids, mask, result.label_ids)

@@ -36,6 +36,7 @@ TEXTS = [
     "the acting is superb, but the plot never quite comes together",
 ]
 NONE, POOLED = pb.ATTENTION_MODE_NONE, pb.ATTENTION_MODE_POOLED
+GRAPHS = ("explain", "label")
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +75,14 @@ def expected(repository: Path) -> dict[int, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def target(repository: Path) -> Iterator[str]:
+def server(repository: Path) -> Iterator[RunningServer]:
     with RunningServer(make_settings(repository)) as running:
-        yield running.target
+        yield running
+
+
+@pytest.fixture(scope="module")
+def target(server: RunningServer) -> str:
+    return server.target
 
 
 def _classify(target: str, index: int, mode: pb.AttentionMode) -> np.ndarray:
@@ -97,8 +103,11 @@ def test_each_kind_of_call_is_answered_by_its_graph(
 
 
 def test_label_and_attention_calls_at_once_never_share_a_batch(
-    target: str, expected: dict[int, np.ndarray]
+    server: RunningServer, target: str, expected: dict[int, np.ndarray]
 ) -> None:
+    batches = {
+        graph: server.value("attnserve_graph_batches_total", model="bert", graph=graph) for graph in GRAPHS
+    }
     calls: list[tuple[int, pb.AttentionMode]] = [
         (index % len(TEXTS), NONE if index % 2 else POOLED) for index in range(48)
     ]
@@ -111,3 +120,7 @@ def test_label_and_attention_calls_at_once_never_share_a_batch(
             # int8 quantizes activations with one scale per batch, so a label row's logits move
             # with its batch mates; what they never are is the float32 graph's.
             assert np.abs(logits - expected[POOLED][index]).max() > 2e-5
+    # Both graphs ran batches of these calls, and no more batches than calls of their kind.
+    for graph, mode in zip(GRAPHS, (POOLED, NONE), strict=True):
+        ran = server.value("attnserve_graph_batches_total", model="bert", graph=graph) - batches[graph]
+        assert 1 <= ran <= sum(1 for _, asked in calls if asked == mode)
