@@ -162,6 +162,10 @@ function panel(side, title, reply, view, kind, scale) {
   box.append(el("h2", { textContent: title }),
     el("div", { className: "label", id: `label-${side}`, textContent: result.label }),
     bars(reply.labels, result.probabilities, result.label_id));
+  if (result.answered_by) {  // a cascade: which member's answer this is
+    box.append(el("p", { className: "hint", id: `answered-${side}`,
+      textContent: `Answered by the cascade's ${result.answered_by}.` }));
+  }
   if (result.truncated) box.append(el("p", { className: "hint", textContent: "The text was truncated to the model's length." }));
   if (kind === "none") {
     box.append(el("p", { className: "hint", textContent: "This model has no attention weights to show." }));
