@@ -93,6 +93,7 @@ class ModelInfo:
     # intra_op, source ("server", "bundle" or "measured"), one_thread_ms and all_cores_ms
     # (None when not measured), cores: the server's onnxruntime threads for this version
     threads: dict[str, Any] = field(default_factory=dict)
+    label_graph: str = ""  # "int8" or "float32": an encoder's label graph; "": one graph
 
 
 def attention_value(mode: str | int) -> int:
@@ -182,6 +183,7 @@ def to_model_info(info: pb.ModelInfo) -> ModelInfo:
         metrics=dict(info.metrics),
         created_at=info.created_at,
         threads=_threads(info.threads) if info.HasField("threads") else {},
+        label_graph=info.label_graph,
     )
 
 

@@ -101,7 +101,16 @@ def print_classification(
 
 def print_models(infos: Sequence[ModelInfo]) -> None:
     table = Table(
-        "model", "version", "versions", "family", "labels", "max_len", "attention", "provider", "threads"
+        "model",
+        "version",
+        "versions",
+        "family",
+        "labels",
+        "max_len",
+        "attention",
+        "label graph",
+        "provider",
+        "threads",
     )
     for info in infos:
         attention = info.attention_kind + (
@@ -115,6 +124,7 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
             ", ".join(info.labels),
             str(info.max_len),
             attention,
+            info.label_graph or "-",
             info.provider,
             threads_text(info.threads),
         )

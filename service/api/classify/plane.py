@@ -24,6 +24,7 @@ from attnserve.service.api.classify.types import (
     Timings,
     TokenWeight,
 )
+from attnserve.service.bundle import BundleManifest
 from attnserve.service.calls.call import Call, classify
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
@@ -75,6 +76,7 @@ class ClassifyPlane:
                 long_text=settings.long_text,
             ),
             provider=model.provider,
+            label_graph=label_graph_form(manifest),
             threads=ThreadInfo(
                 intra_op=model.threads.intra_op,
                 source=model.threads.source,
@@ -143,3 +145,11 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
             total_us=int((time.perf_counter() - started) * 1e6),
         ),
     )
+
+
+def label_graph_form(manifest: BundleManifest) -> str:
+    """ "int8" or "float32" for a version with a label graph, "" without one."""
+    graph = manifest.label_graph
+    if graph is None:
+        return ""
+    return "float32" if graph.quantization is None else "int8"

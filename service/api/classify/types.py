@@ -204,6 +204,11 @@ class ModelInfo:
     limits: Limits
     provider: str
     threads: ThreadInfo
+    label_graph: Annotated[
+        str,
+        Field(description='The graph that answers calls asking no attention: "int8" or "float32" '
+              '(an encoder\'s label.onnx), or "" when model.onnx answers every call.'),
+    ]  # fmt: skip
     metrics: dict[str, float]  # "<split>.<metric>" from training
     created_at: Annotated[str, Field(description="ISO 8601")]
 

@@ -108,6 +108,7 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
         provider=info.provider,
         metrics=info.metrics,
         created_at=info.created_at,
+        label_graph=info.label_graph,
         threads=pb.ThreadInfo(
             intra_op=threads.intra_op,
             source=threads.source,

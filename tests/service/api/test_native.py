@@ -133,6 +133,7 @@ def test_models_and_get_model_describe_the_repository(client: Client) -> None:
     )
     assert car.limits["max_texts_per_request"] == 64 and car.limits["long_text"] == "truncate"
     assert car.provider == "CPUExecutionProvider"
+    assert car.label_graph == ""  # a small family: one graph answers every call
     assert "test.accuracy" in car.metrics
     assert models["bow"].attention_shapes == {}
     assert client.model("pool", 1).attention_shapes == {"ATTENTION_MODE_POOLED": "[n]"}

@@ -196,7 +196,7 @@ class ThreadInfo(_message.Message):
     def __init__(self, intra_op: _Optional[int] = ..., source: _Optional[str] = ..., one_thread_ms: _Optional[float] = ..., all_cores_ms: _Optional[float] = ..., cores: _Optional[int] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at", "threads")
+    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at", "threads", "label_graph")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +216,7 @@ class ModelInfo(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     THREADS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_GRAPH_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: int
     versions: _containers.RepeatedScalarFieldContainer[int]
@@ -228,4 +229,5 @@ class ModelInfo(_message.Message):
     metrics: _containers.ScalarMap[str, float]
     created_at: str
     threads: ThreadInfo
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ..., threads: _Optional[_Union[ThreadInfo, _Mapping]] = ...) -> None: ...
+    label_graph: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ..., threads: _Optional[_Union[ThreadInfo, _Mapping]] = ..., label_graph: _Optional[str] = ...) -> None: ...

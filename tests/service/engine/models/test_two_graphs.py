@@ -22,11 +22,13 @@ import pytest
 
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
+from attnserve.service.client import Client
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from tests.support import http
 from tests.support.methods import CLASSIFY
-from tests.support.servers import RunningServer, make_settings
+from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.tiny_bert import shared_tiny_encoder_run
 
 TEXTS = [
@@ -76,7 +78,7 @@ def expected(repository: Path) -> dict[int, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
-    with RunningServer(make_settings(repository)) as running:
+    with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
 
 
@@ -100,6 +102,14 @@ def test_each_kind_of_call_is_answered_by_its_graph(
 ) -> None:
     for index in range(len(TEXTS)):
         np.testing.assert_allclose(_classify(target, index, mode), expected[mode][index], atol=2e-5)
+
+
+def test_the_model_listing_names_the_label_graphs_form(server: RunningServer) -> None:
+    with Client(server.target, timeout=30) as client:
+        assert client.model("bert").label_graph == "int8"
+    port = server.server.http_port if server.server is not None else 0
+    listed = http.call(port, "GET", "/v1/models/bert").json()
+    assert listed["label_graph"] == "int8"
 
 
 def test_label_and_attention_calls_at_once_never_share_a_batch(
