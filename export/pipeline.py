@@ -5,7 +5,8 @@ manifest records about them; ``export.writer`` turns that into a published versi
 export -> checker and declared I/O -> parity with PyTorch (float tolerance) -> [int8
 quantization] -> [onnxruntime optimization, parity again] -> [int8 accuracy gate on the run's
 held-out test split] -> golden cases from PyTorch (for int8, within the gate's declared
-tolerance). Every text is cut on the side the run trained on, as the server will cut it.
+tolerance) -> [an encoder's label graph: logits only, int8 per channel when its gate holds
+(label_graph.py)]. Every text is cut on the side the run trained on, as the server will cut it.
 """
 
 from __future__ import annotations
@@ -173,7 +174,6 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     if gate is not None:
         seen = golden_deviation(session, golden, bundle_dir / TOKENIZER_FILE, run.max_len, truncation)
         check_golden_tolerance(seen, options.int8_tolerance)
-    # What the shipped graph predicts on the validation texts: the server's drift reference.
     label_graph = None
     if run.family == ENCODER_FAMILY:
         label_graph = build_label_graph(
@@ -194,6 +194,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
             bundle_dir / LABEL_MODEL_FILE,
             try_int8=options.quantize is None,
         )
+    # What the shipped graph predicts on the validation texts: the server's drift reference.
     profile = measure_profile(
         session,
         bundle_dir / TOKENIZER_FILE,
