@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +28,9 @@ from attnserve.export.cascade_threshold import (
 from attnserve.export.errors import ExportRequestError
 from attnserve.export.golden import verify_golden
 from attnserve.export.parity import cpu_session
-from attnserve.export.writer import _fsync_dir, _locked, _next_version, _taken, export_run
+from attnserve.export.writer import check_name, export_run, publish, staged
 from attnserve.service.bundle import (
     MANIFEST_FILE,
-    NAME_PATTERN,
-    STAGING_PREFIX,
     BundleError,
     BundleManifest,
     check_io,
@@ -70,10 +66,7 @@ class CascadeRequest:
 def export_cascade(request: CascadeRequest) -> Path:
     """Build, prove and publish the cascade as ``repository/name/N``; return that folder."""
     name = request.name
-    if not NAME_PATTERN.match(name) or name.startswith("."):
-        raise ExportRequestError(
-            f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'"
-        )
+    check_name(name)
     if not (np.isfinite(request.max_drop) and request.max_drop >= 0):
         raise ExportRequestError(f"--max-drop must be a finite fraction >= 0, got {request.max_drop}")
     # Refused before the slow member exports, from what each member declares.
@@ -82,11 +75,8 @@ def export_cascade(request: CascadeRequest) -> Path:
     if request.rows is None and not any((run / TEST_SET).is_file() for run in runs):
         held_out_rows(runs, None, 2)  # raises, naming --rows
     model_dir = request.repository / name
-    model_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir))
-    try:
-        bundle_dir = staging / "bundle"
-        bundle_dir.mkdir()
+    with staged(model_dir) as bundle_dir:
+        staging = bundle_dir.parent
         sources = {"student": request.student, "teacher": request.teacher}
         for member in MEMBERS:
             _place_member(sources[member], bundle_dir / member, staging / f"scratch-{member}", member)
@@ -117,10 +107,8 @@ def export_cascade(request: CascadeRequest) -> Path:
             student_share=choice.student_share,
             max_drop=request.max_drop,
         )
-        with _locked(model_dir):
-            number = _next_version(model_dir)
-            if _taken(model_dir, number):
-                raise ExportRequestError(f"{model_dir / str(number)} already exists")
+
+        def finish(number: int) -> None:
             shas = {m: _rename_member(bundle_dir / m, f"{name}.{m}", number) for m in MEMBERS}
             manifest = CascadeManifest(
                 name=name,
@@ -134,13 +122,8 @@ def export_cascade(request: CascadeRequest) -> Path:
             )
             write_cascade_manifest(bundle_dir, manifest)
             read_cascade(bundle_dir, expect_name=name, expect_version=number)
-            target = model_dir / str(number)
-            os.rename(bundle_dir, target)
-            _fsync_dir(model_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    log.info("wrote %s", target)
-    return target
+
+        return publish(model_dir, bundle_dir, None, finish)
 
 
 def _check_labels(student: list[str] | None, teacher: list[str] | None) -> None:

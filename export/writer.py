@@ -16,7 +16,7 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,10 +76,7 @@ def export_run(
         seed=seed,
     )
     options.validate()
-    if not NAME_PATTERN.match(name) or name.startswith("."):
-        raise ExportRequestError(
-            f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'"
-        )
+    check_name(name)
     if version is not None and version < 1:
         raise ExportRequestError(f"versions are positive integers, got {version}")
     model_dir = Path(repository) / name
@@ -90,24 +87,51 @@ def export_run(
     except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:
         raise ExportRequestError(f"cannot load the training run {run_dir}: {exc}") from exc
     run_truncation(run)  # refused before any folder is made
+    with staged(model_dir) as bundle_dir:
+        built = build_files(run, bundle_dir, bundle_dir.parent, options)
+        return publish(
+            model_dir,
+            bundle_dir,
+            version,
+            lambda number: _finish(run, bundle_dir, name, number, built, options),
+        )
+
+
+def check_name(name: str) -> None:
+    if not NAME_PATTERN.match(name) or name.startswith("."):
+        raise ExportRequestError(
+            f"model name {name!r} must match {NAME_PATTERN.pattern} and not start with '.'"
+        )
+
+
+@contextmanager
+def staged(model_dir: Path) -> Iterator[Path]:
+    """A new version's folder while it is built: `bundle/` (a name the reader accepts) inside a
+    staging folder the reader skips, with room beside it for scratch files; removed at the end
+    (after `publish` has moved `bundle/` into place, or on any failure)."""
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir))
     try:
-        bundle_dir = staging / "bundle"  # a name the reader accepts, inside a folder it skips
+        bundle_dir = staging / "bundle"
         bundle_dir.mkdir()
-        built = build_files(run, bundle_dir, staging, options)
-        with _locked(model_dir):
-            number = version if version is not None else _next_version(model_dir)
-            if _taken(model_dir, number):
-                raise ExportRequestError(
-                    f"{model_dir / str(number)} already exists; versions are never overwritten"
-                )
-            _finish(run, bundle_dir, name, number, built, options)
-            target = model_dir / str(number)
-            os.rename(bundle_dir, target)
-            _fsync_dir(model_dir)
+        yield bundle_dir
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def publish(model_dir: Path, bundle_dir: Path, version: int | None, finish: Callable[[int], None]) -> Path:
+    """Claim `version` (None: the next free one) under the model folder's lock, let `finish`
+    write that version's manifest into `bundle_dir`, then move it into place in one rename."""
+    with _locked(model_dir):
+        number = version if version is not None else _next_version(model_dir)
+        if _taken(model_dir, number):
+            raise ExportRequestError(
+                f"{model_dir / str(number)} already exists; versions are never overwritten"
+            )
+        finish(number)
+        target = model_dir / str(number)
+        os.rename(bundle_dir, target)
+        _fsync_dir(model_dir)
     log.info("wrote %s", target)
     return target
 

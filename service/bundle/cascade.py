@@ -16,11 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from attnserve.service.bundle.layout import NAME_PATTERN
 from attnserve.service.bundle.manifest import (
     MANIFEST_FILE,
     BundleError,
     GateRows,
+    model_name,
     sha256_file,
 )
 
@@ -69,9 +69,7 @@ class CascadeManifest(_Strict):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value) or value.startswith("."):
-            raise ValueError(f"model name {value!r} must match {NAME_PATTERN.pattern} and not start with '.'")
-        return value
+        return model_name(value)
 
     @field_validator("members")
     @classmethod

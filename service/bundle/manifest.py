@@ -33,6 +33,13 @@ TensorDType = Literal["int64", "int32", "float32", "float16", "string"]
 Dim = int | str  # an int is a fixed size, a str a symbolic (dynamic) dimension
 
 
+def model_name(value: str) -> str:
+    """`value`, when it may name a model (a manifest's validator); ValueError otherwise."""
+    if not NAME_PATTERN.match(value) or value.startswith("."):
+        raise ValueError(f"model name {value!r} must match {NAME_PATTERN.pattern} and not start with '.'")
+    return value
+
+
 class BundleError(Exception):
     """A bundle is missing, incomplete, tampered with or not what its manifest declares."""
 
@@ -177,9 +184,7 @@ class BundleManifest(_Strict):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value) or value.startswith("."):
-            raise ValueError(f"model name {value!r} must match {NAME_PATTERN.pattern} and not start with '.'")
-        return value
+        return model_name(value)
 
     @field_validator("labels")
     @classmethod
