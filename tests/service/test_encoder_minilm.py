@@ -53,7 +53,8 @@ def minilm_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def repository(minilm_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository = tmp_path_factory.mktemp("minilm-models") / "models"
-    export_run(minilm_run, repository, "minilm", optimize=True)
+    # float32 for both graphs: its label calls are compared with PyTorch at float tolerance
+    export_run(minilm_run, repository, "minilm", quantize="none", optimize=True)
     export_run(minilm_run, repository, "minilm-int8", quantize="int8", optimize=True)
     return repository
 
