@@ -22,7 +22,7 @@ from attnserve.export.errors import ExportError, QuantizationRefused
 from attnserve.export.evalset import EvalSet, encode_chunks
 from attnserve.export.golden import golden_deviation
 from attnserve.export.parity import cpu_session, run_onnx
-from attnserve.export.quantize import check_accuracy, check_golden_tolerance, quantize_int8
+from attnserve.export.quantize import check_golden_tolerance, judge_accuracy, quantize_int8
 from attnserve.service.bundle import GateRows, GoldenCase, LabelGraph, QuantizationInfo, Truncation
 
 log = logging.getLogger(__name__)
@@ -58,21 +58,24 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
     cut = work / "label-float.onnx"
     logits_only(source.graph, cut)
     chosen, quantization = cut, source.quantization
-    if try_int8 and source.gate is not None and source.quantization is None:
-        rows, named = source.gate
+    # The float32 graph's logits on the held-out rows: the gate's reference and the comparison's,
+    # run once for both.
+    reference = _held_out(source, source.float_graph)
+    chosen_logits = None
+    if try_int8 and source.gate is not None and reference is not None and source.quantization is None:
+        _, named = source.gate
         quantized = work / "label-int8.onnx"
         quantize_int8(cut, quantized, per_channel=True)
+        int8_logits = _held_out(source, quantized)
+        assert int8_logits is not None
+        labels = reference[1]
         try:
-            change = check_accuracy(
-                source.float_graph,
-                quantized,
-                tokenizer_path=source.tokenizer,
-                rows=rows,
-                named=named,
-                max_len=source.max_len,
-                truncation=source.truncation,
-                max_drop=source.max_drop,
-                tolerance=source.int8_tolerance,
+            change = judge_accuracy(
+                _accuracy(reference[0], labels),
+                _accuracy(int8_logits[0], labels),
+                named,
+                source.max_drop,
+                source.int8_tolerance,
             )
             seen = golden_deviation(
                 cpu_session(quantized), source.golden, source.tokenizer, source.max_len, source.truncation,
@@ -82,7 +85,7 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
         except QuantizationRefused as refused:
             log.warning("label graph stays float32: %s", refused)
         else:
-            chosen, quantization = quantized, change.info()
+            chosen, quantization, chosen_logits = quantized, change.info(), int8_logits[0]
     else:
         session = cpu_session(cut)
         seen = golden_deviation(
@@ -90,7 +93,16 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
         )
         if not seen <= source.tolerance:
             raise ExportError(f"the label graph strays from PyTorch by {seen:.3g} on the golden texts")
-    rows_count, differing, worst = _compare(source, chosen)
+    rows_count, differing, worst = 0, 0, 0.0  # none recorded when the run has no held-out rows
+    if reference is not None:
+        if chosen_logits is None:
+            cut_logits = _held_out(source, cut)
+            assert cut_logits is not None
+            chosen_logits = cut_logits[0]
+        expected = reference[0]
+        rows_count = len(expected)
+        differing = int((expected.argmax(axis=1) != chosen_logits.argmax(axis=1)).sum())
+        worst = float(np.max(np.abs(chosen_logits - expected))) if rows_count else 0.0
     log.info(
         "label graph: %s, %d of %d held-out labels differ from the float32 graph, logits within %.3g",
         "int8 per channel" if quantization is not None else "float32",
@@ -108,17 +120,18 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
     )
 
 
-def _compare(source: LabelSource, label_graph: Path) -> tuple[int, int, float]:
-    """Rows compared, labels that differ and the largest |logit| difference against the float32
-    graph, on the held-out rows (none recorded when the run has none)."""
+def _held_out(source: LabelSource, graph: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """``graph``'s logits [N, C] on the held-out rows and their labels [N] (None without rows)."""
     if source.gate is None:
-        return 0, 0, 0.0
+        return None
     rows, _ = source.gate
-    reference, candidate = cpu_session(source.float_graph), cpu_session(label_graph)
-    differing, worst = 0, 0.0
+    session = cpu_session(graph)
+    logits, labels = [], []
     for chunk in encode_chunks(source.tokenizer, rows, source.max_len, source.truncation):
-        expected = run_onnx(reference, chunk.input_ids, chunk.attention_mask).logits  # [B, C]
-        actual = run_onnx(candidate, chunk.input_ids, chunk.attention_mask).logits  # [B, C]
-        differing += int((expected.argmax(axis=1) != actual.argmax(axis=1)).sum())
-        worst = max(worst, float(np.max(np.abs(actual - expected))))
-    return len(rows), differing, worst
+        logits.append(run_onnx(session, chunk.input_ids, chunk.attention_mask).logits)  # [B, C]
+        labels.append(np.asarray(chunk.labels))
+    return np.concatenate(logits), np.concatenate(labels)
+
+
+def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
+    return float((logits.argmax(axis=1) == labels).mean())

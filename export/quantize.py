@@ -111,15 +111,18 @@ def check_accuracy(
     tolerance: float = DEFAULT_INT8_TOLERANCE,
 ) -> AccuracyChange:
     """Measure both graphs on the held-out ``rows``; raise QuantizationRefused past ``max_drop``."""
+    before = accuracy(cpu_session(float_graph), tokenizer_path, rows, max_len, truncation)
+    after = accuracy(cpu_session(int8_graph), tokenizer_path, rows, max_len, truncation)
+    return judge_accuracy(before, after, named, max_drop, tolerance)
+
+
+def judge_accuracy(
+    before: float, after: float, named: GateRows, max_drop: float, tolerance: float
+) -> AccuracyChange:
+    """The gate on accuracies already measured on ``named``'s rows: QuantizationRefused past ``max_drop``."""
     if not np.isfinite(max_drop):
         raise ExportError(f"max accuracy drop must be a finite number, got {max_drop}")
-    change = AccuracyChange(
-        before=accuracy(cpu_session(float_graph), tokenizer_path, rows, max_len, truncation),
-        after=accuracy(cpu_session(int8_graph), tokenizer_path, rows, max_len, truncation),
-        rows=named,
-        max_drop=max_drop,
-        tolerance=tolerance,
-    )
+    change = AccuracyChange(before=before, after=after, rows=named, max_drop=max_drop, tolerance=tolerance)
     if change.drop > max_drop:
         raise QuantizationRefused(
             f"int8 quantization refused: held-out accuracy ({named.file}) {change.before:.4f} -> "
