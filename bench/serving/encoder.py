@@ -97,8 +97,10 @@ def expert_graph(bundle_path: Path, folder: Path) -> Path:
 def measure_raw(bundle_path: Path, model: str, texts: Sequence[str], per_call: int, seconds: float,
                 threads: int, graph: Path | None = None) -> Raw:  # fmt: skip
     bundle = read_bundle(bundle_path)
-    session, tokenizer = session_for(bundle, threads), tokenizer_for(bundle)
-    if graph is not None:
+    tokenizer = tokenizer_for(bundle)
+    if graph is None:
+        session = session_for(bundle, threads)
+    else:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         # Spinning when it has more than one thread, as the server runs such a model.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.engine.metrics import GRAPHS
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TokenIds
@@ -39,7 +40,6 @@ class CallRows:
 
 EXPLAIN_LANE = 0  # model.onnx: logits and attention
 LABEL_LANE = 1  # label.onnx: logits only (a version that has one)
-GRAPH_NAMES = ("explain", "label")  # by lane, as the metrics name them
 TopTokens = tuple[np.ndarray, np.ndarray]  # (indices, weights), largest first
 
 
@@ -100,7 +100,7 @@ class Runner:
         m.batch_size.observe(len(rows))
         m.batch_tokens.observe(batch.tokens)
         m.padding_ratio.observe(1.0 - batch.real / batch.tokens)
-        m.graph_batches[GRAPH_NAMES[batch.lane]].inc()
+        m.graph_batches[GRAPHS[batch.lane]].inc()  # lanes in the metrics' graph order
         ended = time.perf_counter()
         m.inference.observe(ended - started)
         m.drift.observe_batch(result.probabilities, ids, mask, result.label_ids)
