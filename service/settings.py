@@ -178,6 +178,12 @@ class Settings(ReliabilitySettings, ObserveSettings):
         1024, ge=1, description="Texts waiting per model version; beyond it calls get RESOURCE_EXHAUSTED."
     )
     max_texts_per_request: int = Field(64, ge=1, description="Most texts in one request.")
+    max_attribution_rows: int = Field(
+        512,
+        ge=1,
+        description="Most forward rows one request's attributions may take, all its texts together "
+        "(occlusion: a text's words + 1; shapley: its attribution_budget); more is INVALID_ARGUMENT.",
+    )
     max_text_chars: int = Field(10_000, ge=1, description="Most characters in one text.")
     long_text: LongText = Field(
         "truncate",
@@ -213,6 +219,11 @@ class Settings(ReliabilitySettings, ObserveSettings):
             raise ValueError(
                 f"max_texts_per_request ({self.max_texts_per_request}) "
                 f"cannot exceed max_queue ({self.max_queue})"
+            )
+        if self.max_attribution_rows > self.max_queue:
+            raise ValueError(
+                f"max_attribution_rows ({self.max_attribution_rows}) cannot exceed max_queue "
+                f"({self.max_queue}): a request's attribution rows queue together"
             )
         if self.workers > 1 and self.port == 0:
             raise ValueError("workers > 1 needs a fixed port: the processes share it with SO_REUSEPORT")

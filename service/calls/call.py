@@ -30,6 +30,7 @@ from attnserve.service.engine.metrics import UNKNOWN_MODEL, ModelMetrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain
 from attnserve.service.engine.request.classify import Inputs, Outputs
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
@@ -107,6 +108,7 @@ async def classify(
     encoded: EncodedTexts | None = None,
     mode: AttentionMode = AttentionMode.NONE,
     top_k: int = 0,
+    explain: Explain = NO_ATTRIBUTION,
 ) -> Outputs:
     """The engine's part of a call, the same for every plane: the call's record filled (its
     model version and texts, for the metrics), its deadline, trace and permit handed to the
@@ -114,7 +116,13 @@ async def classify(
     call.model = model.metrics
     call.texts = len(texts) if texts is not None else len(encoded) if encoded is not None else 0
     inputs = Inputs(
-        texts=texts, encoded=encoded, mode=mode, top_k=top_k, deadline=call.deadline, trace=call.span_context
+        texts=texts,
+        encoded=encoded,
+        mode=mode,
+        top_k=top_k,
+        deadline=call.deadline,
+        trace=call.span_context,
+        explain=explain,
     )
     out = await core.classify(model, inputs, call.permit)
     call.outputs = out

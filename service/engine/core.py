@@ -39,7 +39,10 @@ class Core:
         self.predictors = Predictors(self.settings, self.tracing, self._lone)
         self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
-        self.limits = Limits(self.settings.max_texts_per_request, self.settings.max_reply_bytes)
+        settings = self.settings
+        self.limits = Limits(
+            settings.max_texts_per_request, settings.max_reply_bytes, settings.max_attribution_rows
+        )
 
     def _lone(self) -> bool:
         """Whether the call asking is the only one in flight (the batcher then runs it on the loop)."""

@@ -29,6 +29,7 @@ from attnserve.service.calls.call import Call, classify
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import mode_shapes
+from attnserve.service.engine.request.attribution import Explain
 from attnserve.service.engine.request.classify import Outputs
 
 
@@ -93,8 +94,15 @@ class ClassifyPlane:
         """Classify the request's texts: one result per text, in order."""
         call.name_request(request.request_id)
         model = self.core.resolve(request.model, request.version)
+        explain = Explain(request.attribution, request.attribution_budget)
         out = await classify(
-            self.core, call, model, texts=request.texts, mode=request.attention, top_k=request.top_k
+            self.core,
+            call,
+            model,
+            texts=request.texts,
+            mode=request.attention,
+            top_k=request.top_k,
+            explain=explain,
         )
         return reply(model, request, out, call.started)
 
@@ -105,6 +113,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     label_ids = out.label_ids.tolist()
     logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
     attention, top_tokens = out.attention, out.top_tokens
+    attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
     for i, label_id in enumerate(label_ids):
         tokens = encoded.tokens(i)
@@ -128,6 +137,8 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 attention=None if attention is None else attention[i],
                 top_tokens=top,
                 answered_by=None if out.answered_by is None else out.answered_by[i],
+                attribution=None if attribution is None else attribution[i].tolist(),
+                attribution_rows=None if attribution_rows is None else attribution_rows[i],
             )
         )
     timings = out.timings
@@ -137,12 +148,14 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
         labels=list(labels),
         attention=request.attention,
         request_id=request.request_id,
+        attribution=request.attribution,
         results=results,
         timings=Timings(
             tokenize_us=int(timings.tokenize * 1e6),
             queue_us=int(timings.queue * 1e6),
             inference_us=int(timings.inference * 1e6),
             total_us=int((time.perf_counter() - started) * 1e6),
+            attribution_us=int(timings.attribution * 1e6),
         ),
     )
 

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.attribution import Attribution
 
 REPLY_CONFIG = ConfigDict(extra="forbid")  # the documented replies hold these fields only
 
@@ -35,6 +36,12 @@ ModeWord = Annotated[
     AttentionMode,
     PlainSerializer(_lower, return_type=str),
     WithJsonSchema({"type": "string", "enum": [_lower(mode) for mode in AttentionMode]}),
+]
+# An attribution method as JSON spells it ("occlusion").
+MethodWord = Annotated[
+    Attribution,
+    PlainSerializer(lambda method: method.word, return_type=str),
+    WithJsonSchema({"type": "string", "enum": [method.word for method in Attribution]}),
 ]
 # A mode as model descriptions spell it ("ATTENTION_MODE_POOLED").
 ModeName = Annotated[
@@ -71,6 +78,8 @@ class ClassifyRequest:
     top_k: int = 0
     version: int = 0  # 0: the latest served
     request_id: str = ""
+    attribution: Attribution = Attribution.NONE
+    attribution_budget: int = 0  # shapley: forward rows per text; 0: the server's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +131,18 @@ class TextResult:
             "student's top probability was under the cascade's threshold; null for any other model."
         ),
     ] = None
+    attribution: Annotated[
+        list[float] | None,
+        Field(
+            description="When an attribution was asked: one score per entry of `tokens`, how much the word "
+            "the token belongs to moves the probability of `label` (occlusion: the drop when the word is "
+            "removed; shapley: its Shapley value); 0 for special tokens. Null when none was asked."
+        ),
+    ] = None
+    attribution_rows: Annotated[
+        int | None,
+        Field(description="The forward rows this text's attribution took (its cost); null when none asked."),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +153,7 @@ class Timings:
     queue_us: int
     inference_us: int
     total_us: int  # since the call arrived
+    attribution_us: int = 0  # the attribution's rows, from their submission to their last batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +167,7 @@ class ClassifyReply:
     request_id: str
     results: list[TextResult]
     timings: Timings
+    attribution: MethodWord = Attribution.NONE  # the method asked for
 
 
 @dataclass(frozen=True, slots=True)

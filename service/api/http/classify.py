@@ -2,7 +2,8 @@
 
     GET  /v1/models                       every served model (latest version)
     GET  /v1/models/{name}[?version=N]    one model: labels, attention modes, limits
-    POST /v1/models/{name}:classify       {"texts": [...], "attention": "pooled", "top_k": 3, "version": 2}
+    POST /v1/models/{name}:classify       {"texts": [...], "attention": "pooled", "top_k": 3, "version": 2,
+                                           "attribution": "occlusion"}
 
 A reply carries what the gRPC Classify reply carries, as JSON: label, probabilities,
 logits, tokens with their character offsets and special flags, truncated, attention as
@@ -27,10 +28,12 @@ from attnserve.service.api.http.errors import api_error
 from attnserve.service.calls.call import Call
 from attnserve.service.edges import check_text, check_texts, parse_version
 from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.attribution import Attribution
 from attnserve.service.errors import InvalidArgument
 
 MODES: dict[str, AttentionMode] = {mode.name.lower(): mode for mode in AttentionMode}
 AttentionWord = Literal["none", "pooled", "last_layer", "all", "rollout"]
+AttributionWord = Literal["none", "occlusion", "shapley"]
 # The replies, written by pydantic's own (compiled) serializer straight to bytes.
 REPLY = TypeAdapter(ClassifyReply)
 MODEL = TypeAdapter(ModelInfo)
@@ -51,6 +54,19 @@ class ClassifyBody(BaseModel):
     top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
     version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
     request_id: str = Field("", max_length=256, description="Echoed in the reply.")
+    attribution: AttributionWord = Field(
+        "none",
+        description="An attribution beside (or instead of) attention: occlusion (each word removed in "
+        "turn: its words + 1 forward rows a text) or shapley (KernelSHAP over the words, "
+        "attribution_budget rows a text). Each result then carries `attribution` and `attribution_rows`.",
+    )
+    attribution_budget: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="shapley: forward rows per text (0: the server's default, 64); the server caps a "
+        "request's rows at --max-attribution-rows.",
+    )
 
 
 def parse_classify(document: object) -> ClassifyBody:
@@ -78,6 +94,8 @@ def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
         top_k=body.top_k,
         version=body.version,
         request_id=body.request_id,
+        attribution=Attribution.parse(body.attribution),
+        attribution_budget=body.attribution_budget,
     )
 
 

@@ -86,6 +86,10 @@ class TextEncoder:
         tokenizer.enable_truncation(max_length=max_len, direction=direction)
         self._tokenizer = tokenizer
         self.unk_id: int | None = tokenizer.token_to_id("[UNK]")
+        # Tokens an attribution never removes nor scores ([CLS], [SEP], [PAD], ...).
+        self.special_ids = frozenset(
+            token_id for token_id, token in tokenizer.get_added_tokens_decoder().items() if token.special
+        )
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.max_len = max_len
         self.reject_long = reject_long

@@ -9,6 +9,7 @@ text are those of the member that answered it, and `Outputs.answered_by` names i
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from attnserve.service.engine.request.classify import EngineTimings, Inputs, Lim
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.errors import InvalidArgument
 
+T = TypeVar("T")
 STUDENT = "student"
 TEACHER = "teacher"
 
@@ -58,27 +60,44 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
     logits, probabilities, label_ids = first.logits.copy(), first.probabilities.copy(), first.label_ids.copy()
     logits[rows], probabilities[rows], label_ids[rows] = second.logits, second.probabilities, second.label_ids
     encoded = _merge_encoded(first.encoded, second.encoded, rows)
-    attention = None
-    if first.attention is not None and second.attention is not None:
-        attention = list(first.attention)
-        for source, row in enumerate(rows):
-            attention[row] = second.attention[source]
-    top = None
-    if first.top_tokens is not None and second.top_tokens is not None:
-        top = list(first.top_tokens)
-        for source, row in enumerate(rows):
-            top[row] = second.top_tokens[source]
+    attention = _merge_rows(first.attention, second.attention, rows)
+    top = _merge_rows(first.top_tokens, second.top_tokens, rows)
+    attribution = _merge_rows(first.attribution, second.attribution, rows)
+    attribution_rows = _merge_rows(first.attribution_rows, second.attribution_rows, rows)
     a, b = first.timings, second.timings
     timings = EngineTimings(
         a.tokenize + b.tokenize,
         a.queue + b.queue,
         a.inference + b.inference,
+        a.attribution + b.attribution,
         a.started,
         a.enqueued,
         b.ran_until,
     )
     spans = first.batch_spans + second.batch_spans
-    return Outputs(encoded, logits, probabilities, label_ids, attention, top, timings, spans, answered)
+    return Outputs(
+        encoded,
+        logits,
+        probabilities,
+        label_ids,
+        attention,
+        top,
+        timings,
+        spans,
+        answered,
+        attribution,
+        attribution_rows,
+    )
+
+
+def _merge_rows(first: list[T] | None, second: list[T] | None, rows: list[int]) -> list[T] | None:
+    """Per-text values of the student's with the teacher's in place of `rows`."""
+    if first is None or second is None:
+        return None
+    merged = list(first)
+    for source, row in enumerate(rows):
+        merged[row] = second[source]
+    return merged
 
 
 def _merge_encoded(first: EncodedTexts, second: EncodedTexts, rows: list[int]) -> EncodedTexts:

@@ -20,6 +20,7 @@ from opentelemetry.trace.span import SpanContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
+from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, TextPlan, plan_call, scores
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.runner import TopTokens
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
@@ -35,6 +36,7 @@ class Inputs:
     top_k: int = 0
     deadline: float | None = None  # time.monotonic() value
     trace: SpanContext | None = None  # the call's span (service/observe/tracing.py), when traced
+    explain: Explain = NO_ATTRIBUTION  # an attribution to compute beside the labels (attribution.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class Limits:
 
     max_texts: int
     max_reply_bytes: int
+    max_attribution_rows: int = 512  # forward rows one call's attributions may take
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class EngineTimings:
     tokenize: float  # tokenizing texts, or validating the caller's ids
     queue: float  # the longest wait of its texts for a batch
     inference: float  # the longest batch that carried its texts (post-processing included)
+    attribution: float = 0.0  # the attribution's rows, from their submission to their last batch
     # When, for the call's stage spans: the engine took it (perf_counter), its rows were
     # queued and its last batch ended (the batcher's time.monotonic()).
     started: float = 0.0
@@ -72,6 +76,8 @@ class Outputs:
     timings: EngineTimings
     batch_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran its texts
     answered_by: tuple[str, ...] | None = None  # a cascade's member per text; None: any other model
+    attribution: list[np.ndarray] | None = None  # per text [n] float32 (attribution.py); None: not asked
+    attribution_rows: list[int] | None = None  # per text, the forward rows its attribution took
 
     def __len__(self) -> int:
         return len(self.label_ids)
@@ -98,8 +104,13 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
     else:
         raise InvalidArgument("texts: at least one text is required")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
+    plans = None
+    if inputs.explain.wanted:  # refused before any row runs when over the server's cap
+        encoder = model.encoder
+        filler = encoder.unk_id if encoder.unk_id is not None else model.manifest.pad_id
+        plans = plan_call(inputs.explain, encoded, encoder.special_ids, filler, limits.max_attribution_rows)
     job, gathered = await predictor.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline, inputs.trace)
-    return Outputs(
+    outputs = Outputs(
         encoded,
         gathered.logits,
         gathered.probabilities,
@@ -111,6 +122,30 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
         ),
         gathered.batch_spans,
     )
+    if plans is not None:
+        await _attribute(predictor, inputs, plans, outputs)
+    return outputs
+
+
+async def _attribute(predictor: Predictor, inputs: Inputs, plans: list[TextPlan], outputs: Outputs) -> None:
+    """Run every text's attribution rows as one more job of the call (no attention asked, so
+    the label graph answers where the version has one) and score them against the class the
+    reply names."""
+    started = time.perf_counter()
+    rows = [row for plan in plans for row in plan.rows]
+    _, gathered = await predictor.predict(
+        EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, inputs.deadline, inputs.trace
+    )
+    probabilities = gathered.probabilities
+    attribution: list[np.ndarray] = []
+    first = 0
+    for plan, label in zip(plans, outputs.label_ids, strict=True):
+        count = len(plan.rows)
+        attribution.append(scores(plan, probabilities[first : first + count, int(label)]))
+        first += count
+    outputs.attribution = attribution
+    outputs.attribution_rows = [len(plan.rows) for plan in plans]
+    outputs.timings.attribution = time.perf_counter() - started
 
 
 def _check_count(count: int, limit: int) -> None:
