@@ -53,8 +53,15 @@ class AsyncClient:
         top_k: int = 0,
         timeout: float | None = None,
         request_id: str = "",
+        attribution: str | int = "none",
+        attribution_budget: int = 0,
     ) -> Classification:
-        request = build_request(texts, model, version, attention, top_k, request_id)
+        """`attribution`: none, occlusion or shapley (each result then has `attribution`, one
+        score per token, and `attribution_rows`); `attribution_budget`: shapley's forward rows
+        per text (0: the server's default)."""
+        request = build_request(
+            texts, model, version, attention, top_k, request_id, attribution, attribution_budget
+        )
         with rpc_errors():
             reply = await self._classify(
                 request, timeout=timeout or self.timeout, metadata=with_trace(self.metadata)

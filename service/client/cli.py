@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from attnserve.service.client.attribution import add_arguments as attribution_flags
 from attnserve.service.client.channels import Security
 from attnserve.service.client.explain import add_arguments as explain_flags
 from attnserve.service.client.files.cli import add_arguments as file_flags
@@ -98,7 +99,9 @@ def _client_parser() -> argparse.ArgumentParser:
         "classify", "classify texts, or every row of a file (--input/--output); print labels and attention"
     )
     classify.add_argument("texts", nargs="*", help="texts to classify, one argument each")
-    explain = command("explain", "write a PNG of the attention of one text (every map, or one picked)")
+    explain = command(
+        "explain", "write a PNG of the attention of one text (every map, or one picked), or its attribution"
+    )
     explain.add_argument("text", help="the text to explain")
     explain.add_argument("--out", default="attention.png", help="PNG file to write")
     explain_flags(explain)
@@ -109,6 +112,7 @@ def _client_parser() -> argparse.ArgumentParser:
             help="model name (default: the server's --default-model, or its only model)",
         )
         sub.add_argument("--version", type=int, default=0, help="model version, 0 = the latest")
+        attribution_flags(sub)
     classify.add_argument(
         "--attention",
         default="auto",
@@ -157,7 +161,13 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
     if mode == "auto":
         mode = "pooled" if info.attention_kind != "none" else "none"
     reply = client.classify(
-        args.texts, model=args.model, version=args.version, attention=mode, top_k=args.top_k
+        args.texts,
+        model=args.model,
+        version=args.version,
+        attention=mode,
+        top_k=args.top_k,
+        attribution=args.attribution,
+        attribution_budget=args.attribution_budget,
     )
     if args.json:
         out = [
@@ -173,6 +183,11 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
                     {"token": t.token, "index": t.index, "weight": t.weight} for t in r.top_tokens
                 ],
                 **({"answered_by": r.answered_by} if r.answered_by else {}),  # a cascade's member
+                **(
+                    {"attribution": r.attribution.tolist(), "attribution_rows": r.attribution_rows}
+                    if r.attribution is not None
+                    else {}
+                ),
             }
             for text, r in zip(args.texts, reply.results, strict=True)
         ]
@@ -180,7 +195,7 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
     else:
         from attnserve.service.client.render import print_classification
 
-        print_classification(reply, args.texts, info.labels, mode)
+        print_classification(reply, args.texts, info.labels, mode, args.attribution)
     return 0
 
 
@@ -238,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("classify needs texts, or --input FILE --output FILE")
     if args.command == "classify" and args.texts and args.input is not None:
         parser.error("classify takes texts or --input, not both")
+    if args.command == "classify" and args.input is not None and args.attribution != "none":
+        parser.error("--attribution scores texts given as arguments, not the rows of --input")
     try:
         security = _security(args)
     except ValueError as exc:

@@ -1,6 +1,8 @@
 """`attnserve-client explain`: a PNG of a text's attention, one panel per layer and head
 (query tokens down, key tokens across), the maps picked with --layer/--head, the rollout,
-or one strip of pooling weights, with a colour bar; --merge-pieces draws words, not pieces."""
+or one strip of pooling weights, with a colour bar; --merge-pieces draws words, not pieces.
+With --attribution, a strip of each token's attribution (attribution.py), beside the
+attention when attention is asked too."""
 
 from __future__ import annotations
 
@@ -13,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from attnserve.service.client.pieces import merge_matrix, merge_vector, special_flags, word_groups
+from attnserve.service.client.attribution import attribution_panel, merge_scores, strip_inches
+from attnserve.service.client.pieces import (
+    Word,
+    mark_special,
+    merge_matrix,
+    merge_vector,
+    special_flags,
+    word_groups,
+)
 
 _CELL_INCHES = 0.3
 
@@ -26,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attention",
         choices=["all", "rollout"],
-        default="all",
-        help="all: the layer x head maps; rollout: one map through every layer (heads averaged)",
+        default=None,
+        help="all: the layer x head maps; rollout: one map through every layer (heads averaged) "
+        "(default: all, or no attention when only --attribution is asked)",
     )
     parser.add_argument("--rollout", action="store_true", help="the same as --attention rollout")
     parser.add_argument(
@@ -45,12 +56,19 @@ class Picture:
     titles: list[list[str]]
 
 
-def picture(result: Any, text: str, mode: str, layer: int | None, head: int | None, merge: bool) -> Picture:
-    tokens, weights = list(result.tokens), np.asarray(result.attention)
+def units(result: Any, text: str, merge: bool) -> tuple[list[Word] | None, list[str], list[bool]]:
+    """The words (with --merge-pieces) or None, and the labels and special flags to draw."""
+    tokens = list(result.tokens)
     offsets, flags = getattr(result, "offsets", ()), getattr(result, "special", ())
     words = word_groups(tokens, text, offsets, flags) if merge else None
     labels = [w.label for w in words] if words else tokens
     special = [w.special for w in words] if words else special_flags(tokens, flags)
+    return words, labels, special
+
+
+def picture(result: Any, text: str, mode: str, layer: int | None, head: int | None, merge: bool) -> Picture:
+    weights = np.asarray(result.attention)
+    words, labels, special = units(result, text, merge)
     if weights.ndim == 1:
         return Picture(labels, special, merge_vector(weights, words) if words else weights, [])
     if mode == "rollout":
@@ -67,7 +85,9 @@ def picture(result: Any, text: str, mode: str, layer: int | None, head: int | No
 def check_pick(info: Any, args: argparse.Namespace) -> str | None:
     """A problem with --layer/--head/--rollout for this model, in words, or None."""
     picked = args.layer is not None or args.head is not None
-    if info.attention_kind not in ("self", "layers") and (picked or args.rollout or args.attention != "all"):
+    if info.attention_kind not in ("self", "layers") and (
+        picked or args.rollout or args.attention == "rollout"
+    ):
         return f"model {info.name!r} pools attention into one weight per token: no layers, heads or rollout"
     layers, heads = (1, 1) if info.attention_kind == "self" else (info.attention_layers, info.attention_heads)
     if args.layer is not None and not 1 <= args.layer <= layers:
@@ -90,20 +110,25 @@ def pyplot() -> Any:
     return plt
 
 
-def _mark_special(labels: list[Any], special: Sequence[bool]) -> None:
-    for tick, flag in zip(labels, special, strict=False):
-        if flag:  # [CLS], [SEP]: added by the tokenizer, drawn apart
-            tick.set_color("#b2182b")
-            tick.set_fontstyle("italic")
+def attention_inches(tokens: int, weights: np.ndarray) -> tuple[float, float]:
+    """The size of the attention's panels (pooled_figure, layers_figure), in inches."""
+    if weights.ndim == 1:
+        return strip_inches(tokens)
+    size = max(2.5, _CELL_INCHES * tokens)
+    return size * weights.shape[1] + 1.2, size * weights.shape[0]
 
 
 def pooled_figure(
-    plt: Any, tokens: list[str], weights: np.ndarray, special: Sequence[bool] = ()
+    plt: Any, tokens: list[str], weights: np.ndarray, special: Sequence[bool] = (), host: Any = None
 ) -> tuple[Any, int]:
-    figure, axis = plt.subplots(figsize=(max(4.0, 0.5 * len(tokens)), 2.6), layout="constrained")
+    """A strip of pooling weights; on `host` (a subfigure) when given, else a figure of its own."""
+    if host is None:
+        figure, axis = plt.subplots(figsize=attention_inches(len(tokens), weights), layout="constrained")
+    else:
+        figure, axis = host, host.subplots()
     image = axis.imshow(weights[None, :], cmap="viridis", aspect="auto", vmin=0)
     axis.set_xticks(range(len(tokens)), tokens, rotation=60, ha="right")
-    _mark_special(axis.get_xticklabels(), special)
+    mark_special(axis.get_xticklabels(), special)
     axis.set_yticks([])
     axis.set_xlabel("token")
     axis.set_title("pooling weights", fontsize=9)
@@ -117,16 +142,19 @@ def layers_figure(
     weights: np.ndarray,
     titles: Sequence[Sequence[str]] = (),
     special: Sequence[bool] = (),
+    host: Any = None,
 ) -> tuple[Any, int]:
-    """One panel per map of `weights` [L, H, n, n]; `titles` per panel (default: layer and head)."""
+    """One panel per map of `weights` [L, H, n, n]; `titles` per panel (default: layer and head);
+    on `host` (a subfigure) when given, else a figure of its own."""
     layers, heads = weights.shape[:2]
     if not titles:
         titles = [[f"layer {lay + 1} head {h + 1}" for h in range(heads)] for lay in range(layers)]
     peak = max(1.0, float(weights.max()))  # merged columns can exceed 1
-    size = max(2.5, _CELL_INCHES * len(tokens))
-    figure, grid = plt.subplots(
-        layers, heads, figsize=(size * heads + 1.2, size * layers), squeeze=False, layout="constrained"
-    )
+    if host is None:
+        size = attention_inches(len(tokens), weights)
+        figure, grid = plt.subplots(layers, heads, figsize=size, squeeze=False, layout="constrained")
+    else:
+        figure, grid = host, host.subplots(layers, heads, squeeze=False)
     image = None
     for layer in range(layers):
         for head in range(heads):
@@ -134,8 +162,8 @@ def layers_figure(
             image = axis.imshow(weights[layer, head], cmap="viridis", vmin=0, vmax=peak)
             axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
             axis.set_yticks(range(len(tokens)), tokens, fontsize=7)
-            _mark_special(axis.get_xticklabels(), special)
-            _mark_special(axis.get_yticklabels(), special)
+            mark_special(axis.get_xticklabels(), special)
+            mark_special(axis.get_yticklabels(), special)
             axis.set_title(titles[layer][head], fontsize=9)
             if layer == layers - 1:
                 axis.set_xlabel("key (attended token)", fontsize=8)
@@ -155,28 +183,65 @@ def explain(client: Any, args: argparse.Namespace) -> int:
         )
         return 2
     info = client.model(args.model, args.version)
-    if info.attention_kind == "none":
+    attributed = args.attribution != "none"
+    picked = args.layer is not None or args.head is not None or args.rollout or args.attention is not None
+    attended = picked or not attributed  # only an attribution asked: no attention drawn
+    if attended and info.attention_kind == "none":
         print(f"attnserve-client: model {info.name!r} has no attention weights to explain", file=sys.stderr)
         return 1
     problem = check_pick(info, args)
     if problem:
         print(f"attnserve-client: {problem}", file=sys.stderr)
         return 2
-    mode = "rollout" if args.rollout else args.attention
+    mode = "rollout" if args.rollout else args.attention or "all"
     if info.attention_kind not in ("self", "layers"):
         mode = "pooled"
-    reply = client.classify([args.text], model=args.model, version=args.version, attention=mode)
+    reply = client.classify(
+        [args.text],
+        model=args.model,
+        version=args.version,
+        attention=mode if attended else "none",
+        attribution=args.attribution,
+        attribution_budget=args.attribution_budget,
+    )
     result = reply.results[0]
-    shown = picture(result, args.text, mode, args.layer, args.head, args.merge_pieces)
-    tokens = shown.labels
-    if shown.weights.ndim == 1:
-        figure, panels = pooled_figure(plt, tokens, shown.weights, shown.special)
-    else:
-        figure, panels = layers_figure(plt, tokens, shown.weights, shown.titles, shown.special)
+    figure, panels, shown = _figure(plt, result, args, mode, attended)
     figure.suptitle(f"{reply.model} v{reply.version}: {result.label} ({result.probabilities.max():.3f})")
     out = Path(args.out)
     figure.savefig(out, dpi=110)
     plt.close(figure)
     unit = "words" if args.merge_pieces else "tokens"
-    print(f"wrote {out} ({panels} panel(s), {len(tokens)} {unit}, label {result.label})")
+    print(f"wrote {out} ({panels} panel(s), {shown} {unit}, label {result.label})")
     return 0
+
+
+def _figure(
+    plt: Any, result: Any, args: argparse.Namespace, mode: str, attended: bool
+) -> tuple[Any, int, int]:
+    """(the figure, its panels, the tokens or words drawn): the attention, the attribution's
+    strip, or the two side by side."""
+    words, labels, special = units(result, args.text, args.merge_pieces)
+    strip, title = None, ""
+    if result.attribution is not None:
+        strip = merge_scores(result.attribution, words)
+        title = f"attribution ({args.attribution}, {result.attribution_rows} forward rows)"
+    if not attended:
+        assert strip is not None
+        figure = plt.figure(figsize=strip_inches(len(labels)), layout="constrained")
+        attribution_panel(figure, labels, strip, special, title)
+        return figure, 1, len(labels)
+    shown = picture(result, args.text, mode, args.layer, args.head, args.merge_pieces)
+    host = figure = None
+    if strip is not None:  # the attention on the left, the attribution's strip beside it
+        left_w, left_h = attention_inches(len(labels), shown.weights)
+        right_w, right_h = strip_inches(len(labels))
+        figure = plt.figure(figsize=(left_w + right_w, max(left_h, right_h)), layout="constrained")
+        host, right = figure.subfigures(1, 2, width_ratios=[left_w, right_w])
+        attribution_panel(right, labels, strip, special, title)
+    if shown.weights.ndim == 1:
+        drawn, panels = pooled_figure(plt, shown.labels, shown.weights, shown.special, host=host)
+    else:
+        drawn, panels = layers_figure(
+            plt, shown.labels, shown.weights, shown.titles, shown.special, host=host
+        )
+    return (figure or drawn), panels + (strip is not None), len(labels)

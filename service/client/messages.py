@@ -16,6 +16,12 @@ from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
 ATTENTION_MODES = {"none": 1, "pooled": 2, "last_layer": 3, "all": 4, "rollout": 5}
+# Attribution methods by the word the JSON API, V2 and the CLI spell them with.
+ATTRIBUTION_METHODS = {
+    name.removeprefix("ATTRIBUTION_METHOD_").lower(): number
+    for name, number in pb.AttributionMethod.items()
+    if number != pb.ATTRIBUTION_METHOD_UNSPECIFIED
+}
 
 
 class ClientError(Exception):
@@ -62,6 +68,10 @@ class TextResult:
     offsets: list[tuple[int, int]] = field(default_factory=list)
     special: list[bool] = field(default_factory=list)
     answered_by: str = ""  # a cascade's member that answered ("student" or "teacher"); "" otherwise
+    # When an attribution was asked: one score per token (its word's; 0 for special tokens),
+    # how much it moves the probability of `label`; and the forward rows it took.
+    attribution: np.ndarray | None = None  # [len(tokens)] float32
+    attribution_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,19 @@ def attention_value(mode: str | int) -> int:
         ) from None
 
 
+def attribution_value(method: str | int) -> int:
+    """An attribution method's number from its word ("occlusion") or attnserve.v1 name."""
+    if isinstance(method, int):
+        return method
+    key = method.strip().lower().removeprefix("attribution_method_")
+    try:
+        return ATTRIBUTION_METHODS[key]
+    except KeyError:
+        raise ValueError(
+            f"unknown attribution method {method!r}; choose from {', '.join(ATTRIBUTION_METHODS)}"
+        ) from None
+
+
 def build_request(
     texts: str | Sequence[str],
     model: str = "",
@@ -114,7 +137,11 @@ def build_request(
     attention: str | int = "none",
     top_k: int = 0,
     request_id: str = "",
+    attribution: str | int = "none",
+    attribution_budget: int = 0,
 ) -> pb.ClassifyRequest:
+    """`attribution`: none, occlusion or shapley; `attribution_budget`: shapley's forward rows
+    per text (0: the server's default)."""
     items = [texts] if isinstance(texts, str) else list(texts)
     return pb.ClassifyRequest(
         model=model,
@@ -123,6 +150,8 @@ def build_request(
         attention=cast("pb.AttentionMode", attention_value(attention)),
         top_k=top_k,
         request_id=request_id,
+        attribution=cast("pb.AttributionMethod", attribution_value(attribution)),
+        attribution_budget=attribution_budget,
     )
 
 
@@ -147,6 +176,9 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             offsets=[(span.start, span.end) for span in item.offsets],
             special=list(item.special),
             answered_by=item.answered_by,
+            # the rows are never 0 for an attribution asked (a text takes its own row at least)
+            attribution=np.asarray(item.attribution, np.float32) if item.attribution_rows else None,
+            attribution_rows=item.attribution_rows,
         )
         for item in reply.results
     ]
@@ -155,6 +187,7 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
         "queue": reply.timings.queue_us,
         "inference": reply.timings.inference_us,
         "total": reply.timings.total_us,
+        "attribution": reply.timings.attribution_us,  # 0 when none was asked
     }
     return Classification(reply.model, reply.version, results, timings, reply.request_id, error)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -82,3 +83,11 @@ def merge_matrix(matrix: np.ndarray, words: Sequence[Word]) -> np.ndarray:
     """[..., n, n] -> [..., words, words]: rows averaged over a word's pieces, columns summed."""
     columns = np.stack([matrix[..., w.indices].sum(axis=-1) for w in words], axis=-1)
     return np.stack([columns[..., w.indices, :].mean(axis=-2) for w in words], axis=-2)
+
+
+def mark_special(labels: list[Any], special: Sequence[bool]) -> None:
+    """Tick labels of added tokens ([CLS], [SEP]) drawn apart: dark red, italic."""
+    for tick, flag in zip(labels, special, strict=False):
+        if flag:
+            tick.set_color("#b2182b")
+            tick.set_fontstyle("italic")

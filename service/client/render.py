@@ -1,5 +1,5 @@
-"""What `attnserve-client` prints for people: classifications with their attention, server
-timings with units, and the table of models.
+"""What `attnserve-client` prints for people: classifications with their attention and
+attribution, server timings with units, and the table of models.
 
 On a terminal the attention is drawn as background colour behind each token with a
 legend; when the output is piped (a file, `less`, a test) the same weights are written
@@ -66,16 +66,51 @@ def _attention(out: Console, result: TextResult, mode: str) -> None:
         out.print(f"  {token:<{width}}  {weight:.3f}  {'#' * round(level * _BAR_WIDTH)}", highlight=False)
 
 
+def _signed_heat(level: float) -> str:
+    """A diverging colour: red for the label (level > 0), blue against it, white at 0."""
+    fade = int(255 - 200 * abs(level))
+    colour = f"rgb(255,{fade},{fade})" if level > 0 else f"rgb({fade},{fade},255)"
+    return f"black on {colour}"
+
+
+def _attribution(out: Console, result: TextResult, method: str) -> None:
+    assert result.attribution is not None
+    scores = result.attribution
+    peak = float(np.abs(scores).max()) if scores.size else 0.0
+    levels = (scores / peak).tolist() if peak > 0 else [0.0] * len(scores)
+    out.print(
+        f"attribution ({method}: what each word does to p({result.label}); + for it, - against; "
+        f"{result.attribution_rows} forward rows):"
+    )
+    if out.is_terminal:
+        line = Text()
+        for token, level in zip(result.tokens, levels, strict=True):
+            line.append(f" {token} ", style=_signed_heat(level))
+            line.append(" ")
+        out.print(line)
+        legend = Text("legend: ")
+        for level in (-1.0, -0.5, 0.0, 0.5, 1.0):
+            legend.append(f" {level * peak:+.2f} ", style=_signed_heat(level))
+        out.print(legend)
+        return
+    width = max((len(token) for token in result.tokens), default=0)
+    for token, score, level in zip(result.tokens, scores.tolist(), levels, strict=True):
+        bar = ("+" if level > 0 else "-") * round(abs(level) * _BAR_WIDTH)
+        out.print(f"  {token:<{width}}  {score:+.3f}  {bar}", highlight=False)
+
+
 def timings_text(timings_us: Mapping[str, int]) -> str:
     """`total 1.23 ms (tokenize 0.05 ms, queue 0.10 ms, inference 1.00 ms)`."""
     parts = ", ".join(
-        f"{name} {value / 1000:.2f} ms" for name, value in timings_us.items() if name != "total"
+        f"{name} {value / 1000:.2f} ms"
+        for name, value in timings_us.items()
+        if name != "total" and (value or name != "attribution")  # attribution: only when asked
     )
     return f"total {timings_us.get('total', 0) / 1000:.2f} ms ({parts})"
 
 
 def print_classification(
-    reply: Classification, texts: Sequence[str], labels: Sequence[str], mode: str
+    reply: Classification, texts: Sequence[str], labels: Sequence[str], mode: str, method: str = "none"
 ) -> None:
     out = console()
     for text, result in zip(texts, reply.results, strict=True):
@@ -90,6 +125,8 @@ def print_classification(
         out.print(table)
         if result.attention is not None:
             _attention(out, result, mode)
+        if result.attribution is not None:
+            _attribution(out, result, method)
         if result.top_tokens:
             out.print("top tokens: " + ", ".join(f"{t.token} ({t.weight:.3f})" for t in result.top_tokens))
         if result.truncated:

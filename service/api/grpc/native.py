@@ -14,6 +14,7 @@ from attnserve.service.api.grpc.handlers import Context, Handlers, to_bytes
 from attnserve.service.calls.call import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.attribution import Attribution
 from attnserve.service.errors import InvalidArgument, ServiceError
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
@@ -30,6 +31,19 @@ def attention_mode(value: int) -> AttentionMode:
     return mode
 
 
+def attribution_method(value: int) -> Attribution:
+    """An AttributionMethod number as the engine's method (the numbers are the same)."""
+    if value == pb.ATTRIBUTION_METHOD_UNSPECIFIED:
+        return Attribution.NONE
+    try:
+        return Attribution(value)
+    except ValueError:
+        known = ", ".join(pb.AttributionMethod.keys())
+        raise InvalidArgument(
+            f"attribution: unknown attribution method {value}; known methods: {known}"
+        ) from None
+
+
 def tensor(array: np.ndarray) -> pb.Tensor:
     return pb.Tensor(shape=array.shape, data=np.ascontiguousarray(array, dtype="<f4").tobytes())
 
@@ -42,6 +56,8 @@ def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
         top_k=message.top_k,
         version=message.version,
         request_id=message.request_id,
+        attribution=attribution_method(message.attribution),
+        attribution_budget=message.attribution_budget,
     )
 
 
@@ -58,6 +74,8 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             offsets=[pb.TokenSpan(start=start, end=end) for start, end in result.offsets],
             special=result.special,
             answered_by=result.answered_by or "",  # empty: not a cascade
+            attribution=result.attribution or (),  # empty: none asked
+            attribution_rows=result.attribution_rows or 0,
         )
         if result.attention is not None:
             item.attention.CopyFrom(tensor(result.attention))
@@ -77,6 +95,7 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             queue_us=timings.queue_us,
             inference_us=timings.inference_us,
             total_us=timings.total_us,
+            attribution_us=timings.attribution_us,
         ),
         request_id=reply.request_id,
     )

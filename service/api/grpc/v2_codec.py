@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from attnserve.service.api.grpc.handlers import to_bytes
+from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
@@ -30,7 +31,12 @@ from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
-_CONFIG_TYPES = {"TYPE_STRING": pb.TYPE_STRING, "TYPE_INT64": pb.TYPE_INT64, "TYPE_FP32": pb.TYPE_FP32}
+_CONFIG_TYPES = {
+    "TYPE_STRING": pb.TYPE_STRING,
+    "TYPE_INT64": pb.TYPE_INT64,
+    "TYPE_INT32": pb.TYPE_INT32,
+    "TYPE_FP32": pb.TYPE_FP32,
+}
 
 
 def infer_request(message: pb.ModelInferRequest) -> InferRequest:
@@ -63,14 +69,30 @@ def infer_request(message: pb.ModelInferRequest) -> InferRequest:
         )
         for o in message.outputs
     ]
+    parameters = message.parameters
+    method, budget = attribution.read_parameters(
+        {
+            name: _value(parameters[name])
+            for name in (attribution.METHOD, attribution.BUDGET)
+            if name in parameters
+        }
+    )
     return InferRequest(
         message.model_name,
         message.model_version,
         message.id,
         inputs,
         outputs,
-        attention_mode=_attention_mode(message.parameters),
+        attention_mode=_attention_mode(parameters),
+        attribution=method,
+        attribution_budget=budget,
     )
+
+
+def _value(parameter: pb.InferParameter) -> object:
+    """A parameter's value, whichever kind it was sent as ("" when none was set)."""
+    kind = parameter.WhichOneof("parameter_choice")
+    return "" if kind is None else getattr(parameter, kind)
 
 
 def _attention_mode(parameters: Mapping[str, pb.InferParameter], output: str = "") -> AttentionMode | None:

@@ -26,6 +26,7 @@ from pydantic import with_config
 from typing_extensions import TypedDict
 
 from attnserve.service.api.http.v2_info import CLOSED
+from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
 from attnserve.service.api.v2.types import (
@@ -191,6 +192,7 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
                 _attention_mode(output_parameters, f"{where}.parameters.{ATTENTION_MODE}"),
             )
         )
+    method, budget = attribution.read_parameters(parameters)
     request = InferRequest(
         name,
         version,
@@ -198,6 +200,8 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
         inputs,
         outputs,
         attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
+        attribution=method,
+        attribution_budget=budget,
     )
     return RestRequest(request, binary_of, binary_default)
 

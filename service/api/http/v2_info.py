@@ -25,7 +25,7 @@ from attnserve.service.api.v2.types import (
 )
 
 CLOSED = ConfigDict(extra="forbid")  # a reply holds the fields its form names, no others
-DataType = Literal["TYPE_STRING", "TYPE_INT64", "TYPE_FP32"]
+DataType = Literal["TYPE_STRING", "TYPE_INT64", "TYPE_INT32", "TYPE_FP32"]
 
 
 @with_config(CLOSED)
@@ -131,7 +131,7 @@ def model_metadata(metadata: ModelMetadata) -> ModelMetadataJson:
 
 
 def _config_tensor(tensor: ConfigTensor, *, output: bool) -> ConfigTensorJson:
-    data_type = cast(DataType, tensor.data_type)  # one of the contract's three types
+    data_type = cast(DataType, tensor.data_type)  # one of the contract's types
     item: ConfigTensorJson = {"name": tensor.name, "data_type": data_type, "dims": list(tensor.dims)}
     if output:
         if tensor.reshape:

@@ -16,6 +16,8 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
                                     request's longest text; absent for models without attention
              LENGTHS         INT64  [-1]          tokens per text (the unpadded extent of ATTENTION)
              ANSWERED_BY     BYTES  [-1, 1]       cascades only: "student" or "teacher" per text
+             ATTRIBUTION     FP32   [-1, -1]      per token, zero padded; with ATTRIBUTION_ROWS INT32
+                                    [-1], only when asked for (attribution.py)
 
 The declared ATTENTION shape is the default mode's. A request may pick another mode with the
 `attention_mode` parameter (on the ATTENTION output, or on the request: tritonclient sets no
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
 from attnserve.service.api.v2.types import (
     ConfigTensor,
@@ -54,7 +57,7 @@ TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
 ANSWERED_BY = "ANSWERED_BY"  # a cascade's only: the member that answered each text
 
-_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "FP32": "TYPE_FP32"}
+_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32"}
 
 # The ATTENTION output's modes, by the name the `attention_mode` parameter gives (the JSON
 # API's names); leaving ATTENTION out of the request is mode NONE.
@@ -101,6 +104,7 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
     declared.append(TensorDecl(LENGTHS, "INT64", (-1,)))
     if model.cascade is not None:
         declared.append(TensorDecl(ANSWERED_BY, "BYTES", (-1, 1)))
+    declared.extend(attribution.DECLS)
     return tuple(declared)
 
 
@@ -178,6 +182,8 @@ def output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
         if out.attention is None:
             raise RuntimeError("the batch returned no attention although it was requested")
         return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
+    if name in attribution.OUTPUTS:
+        return attribution.output(name, out)
     if name == ANSWERED_BY:
         members = [member.encode() for member in out.answered_by or ()]
         return bytes_output(ANSWERED_BY, (len(out), 1), members)

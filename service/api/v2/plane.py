@@ -15,6 +15,7 @@ import time
 import weakref
 from importlib.metadata import version as package_version
 
+from attnserve.service.api.v2.attribution import explain_of
 from attnserve.service.api.v2.contract import (
     INPUT_DECLS,
     INPUT_IDS,
@@ -149,7 +150,8 @@ class DataPlane:
         stats.success.add(time.perf_counter() - started)
         stats.queue.add(timings.queue)
         stats.compute_input.add(decode_seconds + timings.tokenize)
-        stats.compute_infer.add(timings.inference)
+        attributed = timings.attribution if out.attribution is not None else 0.0
+        stats.compute_infer.add(timings.inference + attributed)  # its attribution's rows too
         stats.compute_output.add(output_seconds)
         stats.last_inference_ms = int(time.time() * 1000)
         return response
@@ -163,6 +165,7 @@ class DataPlane:
         # The attention output is the bulk of a reply: the batch extracts it only when asked,
         # in the mode asked for (checked here, so the engine's check never fires with its names).
         mode = attention_mode(request, wanted, model)
+        explain, wanted = explain_of(request, wanted, named=bool(request.outputs))
         inputs = inputs_by_name(request.inputs)
         call.name_request(request.id)
         decode_seconds = 0.0
@@ -179,8 +182,12 @@ class DataPlane:
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
         try:
-            out = await classify(self.core, call, model, texts=texts, encoded=encoded, mode=mode)
+            out = await classify(
+                self.core, call, model, texts=texts, encoded=encoded, mode=mode, explain=explain
+            )
         except InvalidArgument as exc:
+            if exc.message.startswith("attribution"):  # the engine's refusal names the parameter
+                raise InvalidArgument(f"parameters.{exc.message}") from None
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()
         outputs = [output(name, contract, out) for name in wanted]

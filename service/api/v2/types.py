@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.engine.request.attribution import Attribution
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,9 @@ class InferRequest:
     # The request's attention_mode parameter, for clients that cannot set one per output
     # (tritonclient); the ATTENTION output's own parameter, when given, must agree.
     attention_mode: AttentionMode | None = None
+    # The request's attribution parameters (api/v2/attribution.py): None when not given.
+    attribution: Attribution | None = None
+    attribution_budget: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,12 @@ from __future__ import annotations
 import enum
 import math
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from tokenizers import Encoding
 
-from attnserve.service.engine.models.tokenization import EncodedTexts
+from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.errors import InvalidArgument
 
 DEFAULT_BUDGET = 64  # shapley rows per text when a request names none
@@ -84,7 +83,7 @@ class TextPlan:
     weights: np.ndarray | None  # [R] kernel weights (shapley); None: occlusion
 
 
-def words(encoding: Encoding | None, ids: Sequence[int], special_ids: frozenset[int]) -> list[list[int]]:
+def words(encoding: Encoding | None, ids: TokenIds, special_ids: frozenset[int]) -> list[list[int]]:
     """Token positions per word, in order; special tokens belong to none."""
     if encoding is None:  # rows of ids sent by the caller: every token that is not special
         return [[i] for i, token in enumerate(ids) if int(token) not in special_ids]

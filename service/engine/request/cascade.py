@@ -70,9 +70,9 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
         a.queue + b.queue,
         a.inference + b.inference,
         a.attribution + b.attribution,
-        a.started,
-        a.enqueued,
-        b.ran_until,
+        started=a.started,
+        enqueued=a.enqueued,
+        ran_until=b.ran_until,
     )
     spans = first.batch_spans + second.batch_spans
     return Outputs(

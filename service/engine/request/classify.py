@@ -118,7 +118,12 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
         gathered.attention,
         gathered.top,
         EngineTimings(
-            tokenize_seconds, job.queue_seconds, job.run_seconds, started, job.enqueued, job.ran_until
+            tokenize_seconds,
+            job.queue_seconds,
+            job.run_seconds,
+            started=started,
+            enqueued=job.enqueued,
+            ran_until=job.ran_until,
         ),
         gathered.batch_spans,
     )

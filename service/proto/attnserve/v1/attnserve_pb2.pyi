@@ -15,12 +15,23 @@ class AttentionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ATTENTION_MODE_LAST_LAYER: _ClassVar[AttentionMode]
     ATTENTION_MODE_ALL: _ClassVar[AttentionMode]
     ATTENTION_MODE_ROLLOUT: _ClassVar[AttentionMode]
+
+class AttributionMethod(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ATTRIBUTION_METHOD_UNSPECIFIED: _ClassVar[AttributionMethod]
+    ATTRIBUTION_METHOD_NONE: _ClassVar[AttributionMethod]
+    ATTRIBUTION_METHOD_OCCLUSION: _ClassVar[AttributionMethod]
+    ATTRIBUTION_METHOD_SHAPLEY: _ClassVar[AttributionMethod]
 ATTENTION_MODE_UNSPECIFIED: AttentionMode
 ATTENTION_MODE_NONE: AttentionMode
 ATTENTION_MODE_POOLED: AttentionMode
 ATTENTION_MODE_LAST_LAYER: AttentionMode
 ATTENTION_MODE_ALL: AttentionMode
 ATTENTION_MODE_ROLLOUT: AttentionMode
+ATTRIBUTION_METHOD_UNSPECIFIED: AttributionMethod
+ATTRIBUTION_METHOD_NONE: AttributionMethod
+ATTRIBUTION_METHOD_OCCLUSION: AttributionMethod
+ATTRIBUTION_METHOD_SHAPLEY: AttributionMethod
 
 class Tensor(_message.Message):
     __slots__ = ("shape", "data")
@@ -31,20 +42,24 @@ class Tensor(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("model", "version", "texts", "attention", "top_k", "request_id")
+    __slots__ = ("model", "version", "texts", "attention", "top_k", "request_id", "attribution", "attribution_budget")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_BUDGET_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     texts: _containers.RepeatedScalarFieldContainer[str]
     attention: AttentionMode
     top_k: int
     request_id: str
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., texts: _Optional[_Iterable[str]] = ..., attention: _Optional[_Union[AttentionMode, str]] = ..., top_k: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+    attribution: AttributionMethod
+    attribution_budget: int
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., texts: _Optional[_Iterable[str]] = ..., attention: _Optional[_Union[AttentionMode, str]] = ..., top_k: _Optional[int] = ..., request_id: _Optional[str] = ..., attribution: _Optional[_Union[AttributionMethod, str]] = ..., attribution_budget: _Optional[int] = ...) -> None: ...
 
 class TokenWeight(_message.Message):
     __slots__ = ("index", "token", "weight")
@@ -65,7 +80,7 @@ class TokenSpan(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class TextResult(_message.Message):
-    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special", "answered_by")
+    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special", "answered_by", "attribution", "attribution_rows")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LABEL_ID_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +92,8 @@ class TextResult(_message.Message):
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     SPECIAL_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_ROWS_FIELD_NUMBER: _ClassVar[int]
     label: str
     label_id: int
     probabilities: _containers.RepeatedScalarFieldContainer[float]
@@ -88,19 +105,23 @@ class TextResult(_message.Message):
     offsets: _containers.RepeatedCompositeFieldContainer[TokenSpan]
     special: _containers.RepeatedScalarFieldContainer[bool]
     answered_by: str
-    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ..., answered_by: _Optional[str] = ...) -> None: ...
+    attribution: _containers.RepeatedScalarFieldContainer[float]
+    attribution_rows: int
+    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ..., answered_by: _Optional[str] = ..., attribution: _Optional[_Iterable[float]] = ..., attribution_rows: _Optional[int] = ...) -> None: ...
 
 class Timings(_message.Message):
-    __slots__ = ("tokenize_us", "queue_us", "inference_us", "total_us")
+    __slots__ = ("tokenize_us", "queue_us", "inference_us", "total_us", "attribution_us")
     TOKENIZE_US_FIELD_NUMBER: _ClassVar[int]
     QUEUE_US_FIELD_NUMBER: _ClassVar[int]
     INFERENCE_US_FIELD_NUMBER: _ClassVar[int]
     TOTAL_US_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_US_FIELD_NUMBER: _ClassVar[int]
     tokenize_us: int
     queue_us: int
     inference_us: int
     total_us: int
-    def __init__(self, tokenize_us: _Optional[int] = ..., queue_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., total_us: _Optional[int] = ...) -> None: ...
+    attribution_us: int
+    def __init__(self, tokenize_us: _Optional[int] = ..., queue_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., total_us: _Optional[int] = ..., attribution_us: _Optional[int] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "code_name", "message")

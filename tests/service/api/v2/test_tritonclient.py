@@ -83,6 +83,8 @@ def test_model_metadata_declares_the_tensor_contract(report: dict[str, Any]) -> 
         "LABEL": ("BYTES", [-1, 1]),
         "ATTENTION": ("FP32", [-1, -1, -1]),  # an encoder: the last layer averaged over heads
         "LENGTHS": ("INT64", [-1]),
+        "ATTRIBUTION": ("FP32", [-1, -1]),  # only when asked for (docs/v2.md, "Attributions")
+        "ATTRIBUTION_ROWS": ("INT32", [-1]),
     }
     pool = {t["name"]: [int(d) for d in t["shape"]] for t in report["metadata"]["pool"]["outputs"]}
     assert pool["ATTENTION"] == [-1, -1]

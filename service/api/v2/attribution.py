@@ -1,0 +1,91 @@
+"""Attributions on the V2 protocol: two request parameters and two outputs.
+
+    parameters  attribution         string  none, occlusion or shapley (engine/request/attribution.py)
+                attribution_budget  int     shapley: forward rows per text (0: the server's default)
+    outputs     ATTRIBUTION         FP32   [-1, -1]  per token of each text, padded with zeros to the
+                                                     request's longest text, as ATTENTION is
+                ATTRIBUTION_ROWS    INT32  [-1]      the forward rows each text's attribution took
+
+The `attribution` parameter decides whether anything is computed: a request that names
+ATTRIBUTION or ATTRIBUTION_ROWS without a method gets them empty ([B, 0], and 0 rows per
+text), for nothing, as clients that ask for every declared output (perf_analyzer) must not
+pay (words + 1) forward rows a text unawares. A request that names no outputs gets every
+declared output, these two only when its parameter names a method. The parameters sit on
+the request, not on an output: tritonclient sets no parameters per output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from attnserve.service.api.v2.tensors import numeric_output
+from attnserve.service.api.v2.types import InferRequest, OutputTensor, TensorDecl
+from attnserve.service.edges import quote
+from attnserve.service.engine.request.attribution import Attribution, Explain
+from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.errors import InvalidArgument
+
+ATTRIBUTION, ATTRIBUTION_ROWS = "ATTRIBUTION", "ATTRIBUTION_ROWS"
+OUTPUTS = (ATTRIBUTION, ATTRIBUTION_ROWS)
+DECLS = (TensorDecl(ATTRIBUTION, "FP32", (-1, -1)), TensorDecl(ATTRIBUTION_ROWS, "INT32", (-1,)))
+METHOD, BUDGET = "attribution", "attribution_budget"  # the request's parameters
+MAX_BUDGET = 1_000_000  # as the JSON API's; the server's max_attribution_rows caps it further
+_WORDS = ", ".join(method.word for method in Attribution)
+
+
+def parse_method(value: object, where: str) -> Attribution:
+    """The `attribution` parameter (a string) as its method, read by the engine's own parser."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{where}: expected a string, one of {_WORDS}")
+    try:
+        return Attribution.parse(value)
+    except InvalidArgument:
+        raise InvalidArgument(f"{where}: {quote(value, 32)} is not a method; use one of {_WORDS}") from None
+
+
+def parse_budget(value: object, where: str) -> int:
+    """The `attribution_budget` parameter: an integer from 0 to MAX_BUDGET."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_BUDGET:
+        raise InvalidArgument(f"{where}: expected an integer from 0 to {MAX_BUDGET}, not {quote(value, 24)}")
+    return value
+
+
+def read_parameters(parameters: Mapping[str, object]) -> tuple[Attribution | None, int]:
+    """The request's method (None: not given) and budget, from its parameters' values."""
+    method = parameters.get(METHOD)
+    budget = parameters.get(BUDGET)
+    return (
+        None if method is None else parse_method(method, f"parameters.{METHOD}"),
+        0 if budget is None else parse_budget(budget, f"parameters.{BUDGET}"),
+    )
+
+
+def explain_of(request: InferRequest, wanted: list[str], named: bool) -> tuple[Explain, list[str]]:
+    """What the request asks attributed, and its outputs without the attribution's when it
+    names none and asks none (`named`: the request named its outputs; else `wanted` is every
+    declared one)."""
+    method = request.attribution
+    if method is None or method == Attribution.NONE:
+        return Explain(), wanted if named else [name for name in wanted if name not in OUTPUTS]
+    if named and not any(name in OUTPUTS for name in wanted):
+        raise InvalidArgument(
+            f"parameters.{METHOD}: computes the {ATTRIBUTION} and {ATTRIBUTION_ROWS} outputs, and "
+            "the request asks for neither"
+        )
+    return Explain(method, request.attribution_budget), wanted
+
+
+def output(name: str, out: Outputs) -> OutputTensor:
+    """ATTRIBUTION or ATTRIBUTION_ROWS of a finished call; empty when no method was asked."""
+    if name == ATTRIBUTION_ROWS:
+        rows_taken = out.attribution_rows or [0] * len(out)
+        return numeric_output(ATTRIBUTION_ROWS, "INT32", np.asarray(rows_taken, dtype=np.int32))
+    rows = out.attribution
+    if rows is None:
+        return numeric_output(ATTRIBUTION, "FP32", np.zeros((len(out), 0), dtype=np.float32))
+    padded = np.zeros((len(rows), max(len(row) for row in rows)), dtype=np.float32)  # [B, T]
+    for i, row in enumerate(rows):
+        padded[i, : len(row)] = row
+    return numeric_output(ATTRIBUTION, "FP32", padded)
