@@ -1,6 +1,7 @@
 // attnserve attention explorer: talks to the JSON API of the server that serves this page.
-// Drawing lives in render.js, word pieces in pieces.js, the address in state.js, downloads
-// in picture.js (all loaded first).
+// Drawing lives in render.js, attributions in attribution.js, the model view's thumbnails in
+// grid.js, word pieces in pieces.js, the address in state.js, downloads in picture.js (all
+// loaded first).
 "use strict";
 
 const models = new Map();
@@ -87,7 +88,8 @@ function fillModelControls(state) {
   $("version").value = String(state.version);
   const kind = kindOf(model);
   const [layers, heads] = mapsOf(model);
-  const names = { all: "every layer × head map", head: "one layer and head", rollout: "rollout",
+  const names = { all: kind === "layers" ? "model view: every layer × head" : "every layer × head map",
+    head: "one layer and head", rollout: "rollout",
     pooled: "pooling weights", none: "none" };
   options($("attention"), VIEWS[kind], VIEWS[kind].map((v) => names[v]));
   $("attention").value = state.attention;
@@ -96,6 +98,8 @@ function fillModelControls(state) {
   options($("head"), count(heads), count(heads).map(String));
   if (kind === "layers") { $("layer").value = String(state.layer); $("head").value = String(state.head); }
   $("merge").checked = state.merge;
+  $("attribution").value = state.attribution;
+  $("special").checked = state.special;
   $("attention-label").hidden = VIEWS[kind].length < 2;
   $("layer-label").hidden = $("head-label").hidden = kind !== "layers" || state.attention !== "head";
   $("merge-label").hidden = kind === "none";
@@ -103,7 +107,8 @@ function fillModelControls(state) {
 
 function formState() {
   const raw = { model: $("model").value, version: $("version").value, text: $("text-a").value,
-    attention: $("attention").value, merge: $("merge").checked ? "1" : "0" };
+    attention: $("attention").value, merge: $("merge").checked ? "1" : "0",
+    attribution: $("attribution").value, special: $("special").checked ? "1" : "0" };
   if ($("compare").checked) raw.compare = $("text-b").value;
   if (!$("layer-label").hidden) { raw.layer = $("layer").value; raw.head = $("head").value; }
   return checkState(raw, models);
@@ -118,18 +123,36 @@ function fillForm(state) {
 }
 
 // --- classifying and drawing -------------------------------------------------------------
-async function classifyOne(name, version, text, kind, topK) {
+// The main call carries the attribution (its rows run with the call); rollout is a second call.
+async function classifyOne(name, version, text, kind, topK, attribution) {
   const base = { texts: [text], version, top_k: kind === "none" ? 0 : topK };
   const path = `/v1/models/${encodeURIComponent(name)}:classify`;
-  const main = await api(path, { ...base, attention: kind === "none" ? "none" : kind === "pool" ? "pooled" : "all" });
+  const asked = attribution === "none" ? {} : { attribution };
+  const main = await api(path, { ...base, ...asked,
+    attention: kind === "none" ? "none" : kind === "pool" ? "pooled" : "all" });
   const rollout = kind === "self" || kind === "layers"
     ? (await api(path, { ...base, top_k: 0, attention: "rollout" })).document : null;
   return { main: main.document, mainText: main.text, rollout };
 }
 
+// Open one layer × head map from the model view's grid (a new entry in the history).
+function openMap(side, layer, head) {
+  drawn.state = { ...drawn.state, attention: "head", layer, head };
+  fillModelControls(drawn.state);
+  draw();
+  history.pushState(null, "", canonical(drawn.state, drawn.model));
+  const map = $(`heatmap-${side}-l${layer - 1}-h${head - 1}`);
+  if (map) { map.scrollIntoView({ block: "nearest" }); map.focus({ preventScroll: true }); }
+}
+
 function draw() {
   const { state, kind, replies } = drawn;
   const views = replies.map((r) => shown(r.side, r.main.results[0], r.rollout, kind, state, r.text));
+  // One attribution scale for the page (symmetric around 0), so sentences compare directly.
+  const high = maxOf(views.flatMap((v) => (v.attribution || []).filter((_, i) => !v.special[i]).map(Math.abs))) || 1;
+  const [layers, heads] = mapsOf(drawn.model);
+  const timing = { grid_ms: 0 };
+  const topK = Math.max(0, Math.min(20, Number($("top-k").value || "0")));
   // One colour scale for every layer × head map on the page, so maps compare directly.
   const scale = maxOf(views.flatMap((v) => v.maps.filter((m) => !m.rollout).map((m) => maxOf(m.matrix.flat())))) || 1;
   const results = $("results");
@@ -139,19 +162,24 @@ function draw() {
       legend(0, scale, "heatmap colour scale (every layer × head map)")));
   }
   replies.forEach((r, k) => {
-    const box = panel(r.side, r.title, r.main, views[k], kind, scale);
+    const box = panel(r.side, r.title, r.main, views[k], kind, scale, { high, method: state.attribution, topK,
+      withSpecial: state.special, layers, heads, timing, open: (l, h) => openMap(r.side, l, h) });
     const heading = `${r.main.model} v${r.main.version}: ${r.text}`;
     const png = el("button", { type: "button", id: `download-png-${r.side}`, textContent: "Download PNG" });
     const json = el("button", { type: "button", id: `download-json-${r.side}`, textContent: "Download JSON" });
     const result = r.main.results[0];
     const label = `${result.label} (${(100 * result.probabilities[result.label_id]).toFixed(1)}%)`;
-    png.addEventListener("click", () => savePng(heading, label, views[k], scale,
+    const csv = el("button", { type: "button", id: `download-csv-${r.side}`, textContent: "Download CSV" });
+    const extra = { high, method: state.attribution };
+    png.addEventListener("click", () => savePng(heading, label, views[k], scale, extra,
       `attention-${r.side}.png`).catch((err) => showError(explain(err))));
     json.addEventListener("click", () => saveJson(r.mainText, `reply-${r.side}.json`));
-    if (kind !== "none") box.append(el("div", { className: "downloads" }, png, json));
-    else box.append(el("div", { className: "downloads" }, json));
+    csv.addEventListener("click", () => saveCsv(views[k], `tokens-${r.side}.csv`));
+    if (kind !== "none") box.append(el("div", { className: "downloads" }, png, csv, json));
+    else box.append(el("div", { className: "downloads" }, csv, json));
     results.append(box);
   });
+  document.body.dataset.gridMs = timing.grid_ms.toFixed(2);
   $("link").value = new URL(canonical(state, drawn.model), location.href).href;
   $("share").hidden = false;
 }
@@ -170,7 +198,8 @@ async function show(state, how) {
     const replies = [];
     for (const [side, title, text] of texts) {
       if (!text.trim()) throw new ApiError(400, "INVALID_ARGUMENT", `${title} is empty`);
-      replies.push({ side, title, text, ...(await classifyOne(state.model, state.version, text, kind, topK)) });
+      replies.push({ side, title, text,
+        ...(await classifyOne(state.model, state.version, text, kind, topK, state.attribution)) });
     }
     drawn = { state, model, kind, replies };
     draw();
@@ -200,9 +229,19 @@ function redraw() {
   try { state = formState(); } catch (err) { showError(explain(err)); return; }
   fillModelControls(state);
   if (!drawn || drawn.state.model !== state.model || drawn.state.version !== state.version) return;
-  drawn.state = { ...drawn.state, attention: state.attention, layer: state.layer, head: state.head, merge: state.merge };
+  drawn.state = { ...drawn.state, attention: state.attention, layer: state.layer, head: state.head, merge: state.merge,
+    special: state.special };
   draw();
   history.replaceState(null, "", canonical(drawn.state, drawn.model));
+}
+
+// The attribution method changed: ask the service again for what is drawn, and keep the address.
+function reask() {
+  if (!drawn) return;
+  let state;
+  try { state = formState(); } catch (err) { showError(explain(err)); return; }
+  if (drawn.state.model !== state.model || drawn.state.version !== state.version) return;
+  show({ ...drawn.state, attribution: state.attribution }, "replace");
 }
 
 // Open what the address says: fill the form and, when it holds a sentence, classify it.
@@ -241,10 +280,12 @@ async function copyLink() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("controls").addEventListener("submit", submit);
-  $("model").addEventListener("change", () => {
-    fillModelControls(checkState({ model: $("model").value }, models));
+  $("model").addEventListener("change", () => {  // another model: its views, the same attribution
+    fillModelControls(checkState({ model: $("model").value, attribution: $("attribution").value,
+      special: $("special").checked ? "1" : "0" }, models));
   });
-  for (const id of ["attention", "layer", "head", "merge"]) $(id).addEventListener("change", redraw);
+  for (const id of ["attention", "layer", "head", "merge", "special"]) $(id).addEventListener("change", redraw);
+  $("attribution").addEventListener("change", reask);
   $("token").addEventListener("change", () => loadModels().then((ok) => ok && openAddress()));
   $("compare").addEventListener("change", () => { $("text-b-label").hidden = !$("compare").checked; });
   $("copy-link").addEventListener("click", copyLink);

@@ -134,29 +134,56 @@ function heatmap(id, caption, matrix, words, scale, special) {
 
 function maxOf(values) { return values.reduce((m, v) => Math.max(m, v), 0); }
 
-// What a panel shows, after the view and the merging of word pieces:
-// {labels, special, weights (per token or word), maps: [{id, caption, matrix, rollout}]}.
+// What a panel shows, after the view and the merging of word pieces: {labels, special,
+// weights (per token or word), attribution (the same, or null), maps: [{id, caption, matrix,
+// rollout, thumb, layer, head}]}; an encoder's "all" view holds every map as a thumbnail.
 function shown(side, result, rollout, kind, state, text) {
   const groups = state.merge ? wordGroups(result, text) : null;
   const labels = groups ? groups.map((g) => g.label) : result.tokens;
   const special = groups ? groups.map((g) => g.special) : specialFlags(result);
   const vector = (w) => (groups ? mergeVector(w, groups) : w);
   const square = (m) => (groups ? mergeMatrix(m, groups) : m);
-  const view = { labels, special, weights: kind === "none" ? [] : vector(pooledWeights(result, kind)), maps: [] };
+  const view = { labels, special, weights: kind === "none" ? [] : vector(pooledWeights(result, kind)),
+    attribution: attributionOf(result, groups), maps: [] };
   if (kind !== "self" && kind !== "layers") return view;
   const every = result.attention;  // [L][H][n][n]
-  const add = (l, h) => view.maps.push({ id: `heatmap-${side}-l${l}-h${h}`,
-    caption: `layer ${l + 1} · head ${h + 1}`, matrix: square(every[l][h]), rollout: false });
-  if (state.attention === "all") every.forEach((layer, l) => layer.forEach((_, h) => add(l, h)));
-  if (state.attention === "head") add(state.layer - 1, state.head - 1);
+  const add = (l, h, thumb) => view.maps.push({ id: `heatmap-${side}-l${l}-h${h}`,
+    caption: `layer ${l + 1} · head ${h + 1}`, matrix: square(every[l][h]), rollout: false, thumb, layer: l, head: h });
+  if (state.attention === "all") every.forEach((layer, l) => layer.forEach((_, h) => add(l, h, kind === "layers")));
+  if (state.attention === "head") add(state.layer - 1, state.head - 1, false);
   if (state.attention !== "head") {
     view.maps.push({ id: `rollout-${side}`, caption: "rollout (all layers, heads averaged)",
-      matrix: square(rollout.results[0].attention), rollout: true });
+      matrix: square(rollout.results[0].attention), rollout: true, thumb: false });
   }
   return view;
 }
 
-function panel(side, title, reply, view, kind, scale) {
+// The attribution beside attention: the coloured row, its legend, its cost, and its rank
+// agreement with the pooled attention of the same tokens.
+function attributionSection(side, reply, view, kind, method, high) {
+  const result = reply.results[0];
+  const box = el("div", { className: "attribution", id: `attribution-box-${side}` });
+  if (method === "none" || !view.attribution) {
+    box.append(el("p", { className: "hint", textContent: "No attribution asked: choose occlusion or shapley above." }));
+    return box;
+  }
+  const label = result.label;
+  const how = method === "shapley" ? "Shapley values of the words (KernelSHAP)"
+    : "occlusion: the drop in probability when the word is removed";
+  const rows = result.attribution_rows || 0;
+  const us = reply.timings ? reply.timings.attribution_us || 0 : 0;
+  box.append(el("h3", { textContent: `Tokens, coloured by attribution (${method})` }),
+    attributionRow(side, view.labels, view.attribution, view.special, high, label),
+    divergingLegend(high, `attribution to '${label}': red supports it, blue works against it`),
+    el("p", { className: "hint", id: `attribution-cost-${side}`, dataset: { rows: String(rows), us: String(us) },
+      textContent: `${how}. Cost: ${rows} forward rows, ${(us / 1000).toFixed(1)} ms.` }));
+  if (kind !== "none") box.append(agreementLine(side, rankAgreement(view.attribution, view.weights, view.special)));
+  return box;
+}
+
+// extra: {high (the attribution scale), method, topK, withSpecial, open(layer, head), layers,
+// heads, timing ({grid_ms}: the time spent drawing thumbnails, added to)}.
+function panel(side, title, reply, view, kind, scale, extra) {
   const result = reply.results[0];
   const box = el("section", { className: "panel", id: `panel-${side}`, "aria-label": title });
   box.append(el("h2", { textContent: title }),
@@ -168,25 +195,36 @@ function panel(side, title, reply, view, kind, scale) {
   }
   if (result.truncated) box.append(el("p", { className: "hint", textContent: "The text was truncated to the model's length." }));
   if (kind === "none") {
-    box.append(el("p", { className: "hint", textContent: "This model has no attention weights to show." }));
+    box.append(el("p", { className: "hint", textContent: "This model has no attention weights to show." }),
+      attributionSection(side, reply, view, kind, extra.method, extra.high));
     return box;
   }
   box.append(el("h3", { textContent: "Tokens, coloured by pooled attention" }),
-    tokens(side, view.labels, view.weights, view.special));
-  if (result.top_tokens.length) {
+    tokens(side, view.labels, view.weights, view.special),
+    attributionSection(side, reply, view, kind, extra.method, extra.high));
+  const top = topTokens(view.labels, view.weights, view.special, extra.topK, extra.withSpecial);
+  if (top.length) {
     const list = el("ol", { className: "top", id: `top-${side}` });
-    for (const t of result.top_tokens) list.append(el("li", { textContent: `${t.token} (#${t.index}) ${fmt(t.weight)}` }));
-    box.append(el("h3", { textContent: `Top ${result.top_tokens.length} tokens` }), list);
+    for (const t of top) list.append(el("li", { textContent: `${t.token} (#${t.index}) ${fmt(t.weight)}` }));
+    const left = extra.withSpecial || !view.special.some(Boolean) ? "" : " (special tokens left out)";
+    box.append(el("h3", { textContent: `Top ${top.length} tokens${left}` }), list);
   }
   if (kind === "pool") {
     box.append(el("p", { className: "hint", textContent: "This model pools attention into one weight per token: no layer × head maps." }));
     return box;
   }
+  const thumbs = view.maps.filter((m) => m.thumb);
+  if (thumbs.length) {
+    const started = performance.now();
+    const grid = thumbnails(side, thumbs, extra.layers, extra.heads, scale, extra.open);
+    extra.timing.grid_ms += performance.now() - started;
+    box.append(el("h3", { textContent: "Every layer × head (click a map to open it)" }), grid);
+  }
   const maps = el("div", { className: "heatmaps" });
-  for (const map of view.maps) {
+  for (const map of view.maps.filter((m) => !m.thumb)) {
     const own = map.rollout ? maxOf(map.matrix.flat()) || 1 : scale;
     maps.append(heatmap(map.id, map.caption, map.matrix, view.labels, own, view.special));
   }
-  box.append(el("h3", { textContent: "Attention maps (rows: queries, columns: keys)" }), maps);
+  if (maps.children.length) box.append(el("h3", { textContent: "Attention maps (rows: queries, columns: keys)" }), maps);
   return box;
 }

@@ -1,19 +1,22 @@
 // attnserve attention explorer: the page's state, kept in its address so a link reopens it.
 //   ?model=car-order&version=0&text=...&compare=...&attention=head&layer=2&head=1&merge=1
+//    &attribution=shapley&special=1
 // Every value read from the address is plain text: it is checked here, shown only through
 // textContent or form values, and never parsed as markup.
 "use strict";
 
-const STATE_KEYS = ["model", "version", "text", "compare", "attention", "layer", "head", "merge"];
-// What the page can draw per attention kind; the first is the default ("head" for big models).
+const STATE_KEYS = ["model", "version", "text", "compare", "attention", "layer", "head", "merge",
+  "attribution", "special"];
+// What the page can draw per attention kind; the first is the default. For an encoder "all" is
+// the model view: a grid of every layer × head thumbnail, each opening its full map.
 const VIEWS = {
   layers: ["all", "head", "rollout"],
   self: ["all", "rollout"],
   pool: ["pooled"],
   none: ["none"],
 };
-// Every layer × head map is drawn by default only while there are few of them.
-const ALL_MAPS_UP_TO = 16;
+// The attribution methods the page asks the service for; the first is the default.
+const ATTRIBUTIONS = ["occlusion", "shapley", "none"];
 const SHOWN_CHARS = 60;
 
 class StateError extends Error {}
@@ -48,12 +51,7 @@ function mapsOf(model) {  // [layers, heads]; a single self-attention map is 1 �
   return [Math.max(1, model.attention.layers), Math.max(1, model.attention.heads)];
 }
 
-function defaultView(model) {
-  const [layers, heads] = mapsOf(model);
-  const kind = kindOf(model);
-  if (kind === "layers" && layers * heads > ALL_MAPS_UP_TO) return "head";
-  return VIEWS[kind][0];
-}
+function defaultView(model) { return VIEWS[kindOf(model)][0]; }
 
 function wholeNumber(value, name, low, high) {
   const n = /^\d{1,9}$/.test(value) ? Number(value) : NaN;
@@ -96,6 +94,14 @@ function checkState(raw, models) {
     throw new StateError(`merge must be 0 or 1, not ${quoted(raw.merge)}.`);
   }
   state.merge = raw.merge === "1";
+  state.attribution = raw.attribution === undefined ? ATTRIBUTIONS[0] : raw.attribution;
+  if (!ATTRIBUTIONS.includes(state.attribution)) {
+    throw new StateError(`Unknown attribution ${quoted(raw.attribution)}; choose ${ATTRIBUTIONS.join(", ")}.`);
+  }
+  if (raw.special !== undefined && raw.special !== "0" && raw.special !== "1") {
+    throw new StateError(`special must be 0 or 1, not ${quoted(raw.special)}.`);
+  }
+  state.special = raw.special === "1";
   return state;
 }
 
@@ -111,5 +117,7 @@ function canonical(state, model) {
     layer: kind === "layers" && state.attention === "head" ? state.layer : "",
     head: kind === "layers" && state.attention === "head" ? state.head : "",
     merge: state.merge ? "1" : "",
+    attribution: state.attribution === ATTRIBUTIONS[0] ? "" : state.attribution,
+    special: state.special ? "1" : "",
   });
 }

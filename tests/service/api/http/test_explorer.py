@@ -85,8 +85,11 @@ def test_label_and_heatmaps_equal_the_grpc_reply(
     assert browser.find_element(By.ID, "label-a").text == every.label
     assert every.attention is not None and rollout.attention is not None and pooled.attention is not None
     layers, heads, n, _ = every.attention.shape
+    # The model view: a thumbnail per layer × head; each opens its full map.
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#grid-a canvas.thumb")) == layers * heads
     for layer in range(layers):
         for head in range(heads):
+            browser.find_element(By.ID, f"thumb-a-l{layer}-h{head}").click()
             shown = values(browser, f"#heatmap-a-l{layer}-h{head}", n)
             np.testing.assert_array_equal(shown, every.attention[layer, head])
             labels = browser.execute_script(
@@ -95,6 +98,7 @@ def test_label_and_heatmaps_equal_the_grpc_reply(
                 f"#heatmap-a-l{layer}-h{head}",
             )
             assert labels == list(every.tokens)
+            Select(browser.find_element(By.ID, "attention")).select_by_value("all")  # back to the grid
     np.testing.assert_array_equal(values(browser, "#rollout-a", n), rollout.attention)
     weights = browser.execute_script(
         "return Array.from(document.querySelectorAll('#tokens-a .token')).map(t => Number(t.dataset.weight));"
@@ -107,6 +111,7 @@ def test_label_and_heatmaps_equal_the_grpc_reply(
 
 
 def test_keyboard_moves_through_a_heatmap_and_reads_values(browser: webdriver.Chrome, port: int) -> None:
+    browser.find_element(By.ID, "thumb-a-l0-h0").click()
     table = browser.find_element(By.ID, "heatmap-a-l0-h0")
     table.send_keys(Keys.ARROW_RIGHT)
     table.send_keys(Keys.ARROW_DOWN)
@@ -126,7 +131,8 @@ def test_two_sentences_side_by_side(browser: webdriver.Chrome, port: int, client
     replies = client.classify([SENTENCE_A, SENTENCE_B], model="car").results
     assert browser.find_element(By.ID, "label-a").text == replies[0].label
     assert browser.find_element(By.ID, "label-b").text == replies[1].label
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#panel-b table.heatmap")) == 5  # 2 x 2 maps + rollout
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#panel-b canvas.thumb")) == 4  # 2 x 2 thumbnails
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#panel-b table.heatmap")) == 1  # and the rollout
     screenshot(browser, "explorer-compare.png")
 
 

@@ -76,8 +76,9 @@ def test_a_link_with_two_sentences_draws_both(browser: webdriver.Chrome, port: i
     assert [text(browser, "label-a"), text(browser, "label-b")] == [r.label for r in replies]
     assert [replies[0].label, replies[1].label] == ["positive", "negative"]
     assert browser.find_element(By.ID, "text-b").get_attribute("value") == SENTENCE_B
-    # 2 x 2 maps: every map is drawn by default, then the rollout, for both sentences.
-    assert len(browser.execute_script(MAPS)) == 10
+    # 2 x 2 maps: the model view's thumbnails by default, then the rollout, for both sentences.
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#results canvas.thumb")) == 8
+    assert browser.execute_script(MAPS) == ["rollout-a", "rollout-b"]
     assert message(browser) == ""
 
 
@@ -162,7 +163,9 @@ def test_downloads_are_the_files_they_claim(browser: webdriver.Chrome, port: int
     browser.find_element(By.ID, "download-json-a").click()
     browser.find_element(By.ID, "download-png-a").click()
     reply = json.loads(downloaded(tmp_path, "reply-a.json"))
-    fresh = http_classify(port, NAME, {"texts": [SENTENCE_A], "attention": "all", "top_k": 5}).json()
+    fresh = http_classify(
+        port, NAME, {"texts": [SENTENCE_A], "attention": "all", "top_k": 5, "attribution": "occlusion"}
+    ).json()
     for volatile in ("timings", "request_id"):
         reply.pop(volatile, None)
         fresh.pop(volatile, None)
@@ -180,7 +183,7 @@ def test_downloads_are_the_files_they_claim(browser: webdriver.Chrome, port: int
 HOSTILE = '<img src=x onerror="window.__pwned=1;alert(1)"><script>window.__pwned=1</script>'
 
 
-@pytest.mark.parametrize("field", ["model", "text", "compare", "layer", "attention"])
+@pytest.mark.parametrize("field", ["model", "text", "compare", "layer", "attention", "attribution"])
 def test_hostile_links_run_nothing(browser: webdriver.Chrome, port: int, field: str) -> None:
     state = {"model": NAME, "text": SENTENCE_A, field: HOSTILE}
     open_link(browser, link(port, **state))
@@ -190,7 +193,7 @@ def test_hostile_links_run_nothing(browser: webdriver.Chrome, port: int, field: 
     assert (
         browser.execute_script("return document.querySelectorAll('img, script:not([src]), svg').length;") == 0
     )
-    if field in ("model", "layer", "attention"):
+    if field in ("model", "layer", "attention", "attribution"):
         assert "<script>" in message(browser)  # the value is shown as text, markup and all
     else:
         assert (
