@@ -1,11 +1,12 @@
 """Every shell command of the README and docs/*.md runs as written from a clone after `make serve`.
 
 The clone is a folder linking every tracked top-level entry of this checkout and its
-`.venv`, with `runs/car-order` (a trained run) and `models/car-order/1` exported from it,
-served the way `make serve` serves it (`--default-model car-order`, the repository
-watched). Commands run with `bash -c` in that folder, in document order, on a PATH without
-the venv's bin/ (a bare `attnserve-client` or `python` would fail there, as it does for a
-reader without an activated venv). What the test changes, and only that: the documented
+`.venv`, with `runs/car-order` (a trained run), `models/car-order/1` exported from it and
+the shipped `models/sst2-sentiment/1`, served the way `make serve` serves it
+(`--default-model car-order`, the repository watched). Commands run with `bash -c` in
+that folder, in document order, on a PATH without the venv's bin/ (a bare
+`attnserve-client` or `python` would fail there, as it does for a reader without an
+activated venv). What the test changes, and only that: the documented
 ports of `make serve` (50051, 9100, HTTP 8000) become the test server's free ports, other documented
 ports (a second server beside it) become other free ports, and a load test that names no
 --metrics gets the test server's (its default, HOST:9100, is make serve's port).
@@ -42,6 +43,7 @@ from attnserve.service.client import Client, ClientError
 from tests.support.docs import DocCommand, documents, run_session, shell_commands, start_session, stop_session
 from tests.support.process import ServerProcess
 from tests.support.servers import free_port
+from tests.support.shipped import shipped_sentiment
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = os.environ.get("ATTNSERVE_DOCS_LONG") == "1"
@@ -63,7 +65,7 @@ RULES: list[tuple[str, str, str]] = [
         "skip",
         "rewrites service/proto/ of the checkout (tests/service/test_proto.py: the same)",
     ),
-    (r"^make compare$|attnserve-train (?!--help)", "long", "trains models"),
+    (r"^make (compare|model)$|attnserve-train (?!--help)", "long", "trains models"),
     (r"-m bench(?! [\w.]*--help)", "long", "benchmarks"),
     (r"-m loadtest (?!--help)", "long", "load tests run for their --duration"),
     (r"-m pytest|tests\.support\.load", "long", "the test suite"),
@@ -119,6 +121,7 @@ def clone(model_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     (path / "runs").mkdir()
     shutil.copytree(model_repository.parent / "runs" / "car", path / "runs" / "car-order")
     export_run(path / "runs" / "car-order", path / "models", "car-order")
+    shipped_sentiment(path / "models")  # the README's second model, as shipped
     env = {**os.environ, "PATH": _clean_path()}
     http_port = free_port()
     with ServerProcess(

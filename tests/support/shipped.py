@@ -1,5 +1,6 @@
-"""The car-order bundle shipped in the repository (models/car-order/1), copied into a private
-repository so tests serve the very files `make serve` serves without training anything."""
+"""The bundles shipped in the repository (models/car-order/1, the default model, and
+models/sst2-sentiment/1), copied into a private repository so tests serve the very files
+`make serve` serves without training anything."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "car-order"
 NAME = "car-order"
+SENTIMENT = "sst2-sentiment"
 
 
 def shipped_repository(root: Path) -> Path:
@@ -16,3 +18,8 @@ def shipped_repository(root: Path) -> Path:
     repository = root / "models"
     shutil.copytree(SHIPPED / "1", repository / NAME / "1")
     return repository
+
+
+def shipped_sentiment(repository: Path) -> Path:
+    """Add a copy of the shipped SST-2 model (sst2-sentiment/1) to `repository`; return its folder."""
+    return Path(shutil.copytree(ROOT / "models" / SENTIMENT / "1", repository / SENTIMENT / "1"))
