@@ -1,0 +1,356 @@
+"""How faithful each explanation of a model is, and what one costs: ERASER's metrics per method.
+
+    python -m bench explain --repository models sst2-minilm=runs/sst2-minilm student=runs/student \
+        --texts test.csv --count 500 --out explain.json --publish docs
+    python -m bench explain --tiny --repository models bert=runs/bert --texts dev.csv   # seconds
+
+Each argument is MODEL=RUN: a model in --repository and the training run it was exported
+from (MODEL alone leaves Integrated Gradients out). Explanations of the first --count texts,
+at the word level (a word's pieces merged as the server's attributions merge them; special
+tokens never scored, never removed):
+
+- random: seeded uniform scores, the floor.
+- attention, pooled: what a call asking POOLED returns, reduced per token as the served
+  top_tokens are (an encoder: its last layer, heads averaged, the attention each token
+  receives averaged over queries); a word's pieces summed. [CLS], last layer: the first
+  token's query row of LAST_LAYER, heads averaged. Rollout: the first row of ROLLOUT.
+- occlusion and shapley (--budget rows a text): the server's attributions.
+- integrated gradients: Captum's LayerIntegratedGradients over the PyTorch model's token
+  embedding table, baseline the same ids with every non-special token the pad id, --steps
+  interpolation steps in one batch, target the predicted class's probability; token scores
+  summed over the embedding and over a word's pieces. Run in this process, offline.
+
+For the class c the model predicts and k in 1, 5, 10, 20, 50 % of a text's words (rounded
+up, at least one), comprehensiveness is p(c|x) - p(c|x without its top-k words) and
+sufficiency p(c|x) - p(c|only its top-k words) (DeYoung et al., 2020, "ERASER"); each is
+reported per k and as AOPC, the mean over k. Higher comprehensiveness and lower sufficiency
+mean a more faithful ranking. Words are removed, not masked, as occlusion removes them; every
+row is scored by the bundle's float32 model.onnx in a raw onnxruntime session.
+
+Cost, one text at a time on this machine: served methods end to end at the client (a
+keep-alive HTTP call to the JSON API, reply parsed), the attention views as a call asking
+that attention; integrated gradients around its call. Forward rows per explanation: the
+reply's attribution_rows; --steps forward and backward passes for integrated gradients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnserve.service.bundle import read_bundle
+from attnserve.service.engine.models.tokenization import TextEncoder
+from attnserve.service.engine.request.attention import importance
+from attnserve.service.engine.request.attribution import words
+from bench.harness import attnserve, free_port
+from bench.sections import parser as section_parser
+from bench.sections import require_at_least
+from bench.serving.ceiling import bundle_dir, session_for
+from bench.serving.http import HttpConnection
+from bench.serving.machine import describe, one_line
+from bench.serving.publish import write_between
+from bench.serving.report import num, ratio, table
+
+KS = (1, 5, 10, 20, 50)  # percent of a text's words
+RANDOM, OCCLUSION, SHAPLEY, IG = "random", "occlusion", "shapley", "integrated gradients"
+POOLED, CLS, ROLLOUT = "attention: pooled", "attention: [CLS], last layer", "attention: rollout"
+ATTENTION_CALLS = {POOLED: "pooled", CLS: "last_layer", ROLLOUT: "rollout"}
+PAGE, BEGIN, END = Path("results") / "explanations.md", "<!-- explain:begin -->", "<!-- explain:end -->"
+BATCH = 64  # rows per onnxruntime run when scoring
+
+
+@dataclass
+class Text:
+    text: str
+    ids: np.ndarray  # [n] as the server encodes it
+    units: list[list[int]]  # token positions per word
+
+
+@dataclass
+class Method:
+    """One explanation method over the texts: per text its word scores, cost and rows."""
+
+    name: str
+    scores: list[np.ndarray] = field(default_factory=list)  # [m] per text
+    ms: list[float] = field(default_factory=list)
+    rows: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    comprehensiveness: float  # AOPC
+    sufficiency: float  # AOPC, lower is better
+    comprehensiveness_at: list[float]  # per k in KS
+    sufficiency_at: list[float]
+    ms: float | None  # per explanation (None: not measured)
+    forward_rows: float | None
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    model: str
+    version: int
+    family: str
+    label_graph: str  # what answers the server's attribution rows
+    texts: int
+    words: float  # per text, mean
+    ig_steps: int
+    rows: list[Row]
+
+
+def read_texts(path: Path, column: str, count: int) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [row[column] for _, row in zip(range(count), csv.DictReader(handle), strict=False)]
+
+
+def perturbed(ids: np.ndarray, units: list[list[int]], keep: np.ndarray, filler: int) -> np.ndarray:
+    """`ids` without the words `keep` leaves out; specials stay; an empty row is `filler`."""
+    dropped = [p for unit, kept in zip(units, keep, strict=True) if not kept for p in unit]
+    row = np.delete(ids, dropped)
+    return row if len(row) else np.array([filler], dtype=ids.dtype)
+
+
+def probabilities(session: Any, rows: list[np.ndarray], pad_id: int) -> np.ndarray:
+    """[R, C] class probabilities of each row, batches of similar length padded on the right."""
+    out: np.ndarray = np.zeros((len(rows), 0), dtype=np.float64)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    for start in range(0, len(order), BATCH):
+        chosen = order[start : start + BATCH]
+        width = max(len(rows[i]) for i in chosen)
+        ids = np.full((len(chosen), width), pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for j, i in enumerate(chosen):
+            ids[j, : len(rows[i])], mask[j, : len(rows[i])] = rows[i], 1
+        logits = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0].astype(np.float64)
+        if out.shape[1] == 0:
+            out = np.zeros((len(rows), logits.shape[1]))
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out[chosen] = exp / exp.sum(axis=1, keepdims=True)
+    return out
+
+
+def per_word(tokens: np.ndarray, units: list[list[int]]) -> np.ndarray:
+    return np.array([float(tokens[unit].sum()) for unit in units])
+
+
+async def served(port: int, model: str, texts: list[Text], methods: list[Method], budget: int) -> None:
+    """Each text through every served method in turn, one call at a time, timed at the client."""
+    connection = HttpConnection(port)
+    url, headers = f"/v1/models/{model}:classify", {"Content-Type": "application/json"}
+    bodies: dict[str, dict[str, Any]] = {name: {"attention": mode} for name, mode in ATTENTION_CALLS.items()}
+    bodies |= {OCCLUSION: {"attribution": "occlusion"},
+               SHAPLEY: {"attribution": "shapley", "attribution_budget": budget}}  # fmt: skip
+    for method in methods:  # warm-up: first calls of each kind stay out of the figures
+        warm = {"texts": [texts[-1].text], **bodies[method.name]}
+        await connection.post(url, json.dumps(warm).encode(), headers)
+    for text in texts:
+        for method in methods:
+            payload = json.dumps({"texts": [text.text], **bodies[method.name]}).encode()
+            started = time.perf_counter()
+            result = json.loads(await connection.post(url, payload, headers))["results"][0]
+            method.ms.append(1e3 * (time.perf_counter() - started))
+            if len(result["tokens"]) != len(text.ids):
+                raise RuntimeError(f"{model}: the server read {text.text!r} as other tokens than this bench")
+            if method.name in ATTENTION_CALLS:
+                weights = np.asarray(result["attention"], dtype=np.float32)
+                if method.name == POOLED:
+                    tokens = importance(weights)
+                else:  # the first token's query row, heads averaged (last_layer) or rolled out
+                    tokens = (weights.mean(axis=0) if weights.ndim == 3 else weights)[0]
+                method.scores.append(per_word(tokens, text.units))
+                method.rows.append(1.0)
+            else:
+                method.scores.append(np.array([result["attribution"][unit[0]] for unit in text.units]))
+                method.rows.append(float(result["attribution_rows"]))
+    await connection.close()
+
+
+def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, steps: int,
+                         special_ids: frozenset[int]) -> Method:  # fmt: skip
+    """Captum's LayerIntegratedGradients over the token embedding table, one text at a time."""
+    import torch
+    from captum.attr import LayerIntegratedGradients
+
+    from attnserve.training.models.base import SequenceClassifier
+    from attnserve.training.models.encoder import EncoderClassifier
+    from attnserve.training.run.checkpoint import load_run
+
+    model = (run := load_run(run_dir)).model
+    if isinstance(model, EncoderClassifier):
+        layer = model.encoder.get_input_embeddings()
+    elif isinstance(model, SequenceClassifier):
+        layer = model.embed
+    else:
+        raise ValueError(f"{run_dir}: no token embedding table to attribute to ({run.family})")
+    ig = LayerIntegratedGradients(lambda ids, mask: model.logits(ids, mask).softmax(-1), layer)
+    method = Method(IG)
+    for index, (text, target) in enumerate([(texts[-1], classes[-1]), *zip(texts, classes, strict=True)]):
+        ids = torch.from_numpy(text.ids.astype(np.int64)).unsqueeze(0)  # [1, n]
+        special = torch.tensor([int(t) in special_ids for t in text.ids])
+        baseline = torch.where(special, ids, torch.full_like(ids, run.pad_id))
+        mask = torch.ones_like(ids)
+        started = time.perf_counter()
+        attributions = ig.attribute(ids, baselines=baseline, target=int(target), n_steps=steps,
+                                    additional_forward_args=(mask,), internal_batch_size=steps)  # fmt: skip
+        if index > 0:  # the first call warms up and stays out of the figures
+            method.ms.append(1e3 * (time.perf_counter() - started))
+            method.scores.append(per_word(attributions.detach().sum(-1)[0].numpy(), text.units))
+            method.rows.append(float(steps))
+    return method
+
+
+def faithfulness(
+    session: Any, texts: list[Text], full: np.ndarray, classes: np.ndarray, methods: list[Method],
+    filler: int, pad_id: int,
+) -> list[Row]:  # fmt: skip
+    """Every method's comprehensiveness and sufficiency per k, one scoring pass over distinct rows."""
+    index: dict[bytes, int] = {}
+    rows: list[np.ndarray] = []
+    # [method, text, k, 2] positions in `rows` of (without the top words, only the top words)
+    where = np.zeros((len(methods), len(texts), len(KS), 2), dtype=np.int64)
+    for t, text in enumerate(texts):
+        m = len(text.units)
+        for i, method in enumerate(methods):
+            order = np.argsort(-method.scores[t], kind="stable")
+            for j, k in enumerate(KS):
+                top = np.zeros(m, dtype=bool)
+                top[order[: min(m, max(1, math.ceil(k * m / 100)))]] = True
+                for side, keep in enumerate((~top, top)):
+                    row = perturbed(text.ids, text.units, keep, filler)
+                    where[i, t, j, side] = index.setdefault(row.tobytes(), len(rows))
+                    if where[i, t, j, side] == len(rows):
+                        rows.append(row)
+    p = probabilities(session, rows, pad_id)
+    p_c = p[where, classes[None, :, None, None]]  # [method, text, k, 2]
+    drop = full[None, :, None, None] - p_c
+    result = []
+    for i, method in enumerate(methods):
+        comp, suff = drop[i, :, :, 0].mean(axis=0), drop[i, :, :, 1].mean(axis=0)  # [k]
+        ms = float(np.mean(method.ms)) if method.ms else None
+        forward = float(np.mean(method.rows)) if method.rows else None
+        result.append(Row(method.name, float(comp.mean()), float(suff.mean()), comp.tolist(), suff.tolist(),
+                          ms, forward))  # fmt: skip
+    return result
+
+
+def measure(
+    repository: Path, models: list[tuple[str, Path | None]], raw: list[str], args: Any
+) -> list[ModelResult]:
+    prepared = []
+    for model, _ in models:
+        bundle = read_bundle(bundle_dir(repository, model))
+        manifest = bundle.manifest
+        encoder = TextEncoder(
+            bundle.tokenizer_path, manifest.max_len, reject_long=False, max_text_chars=10**6,
+            truncation=manifest.truncation,
+        )  # fmt: skip
+        encoded, special = encoder.encode(raw), encoder.special_ids
+        assert encoded.encodings is not None
+        texts = [Text(raw[i], np.asarray(e.ids, dtype=np.int64), words(e, e.ids, special))
+                 for i, e in enumerate(encoded.encodings)]  # fmt: skip
+        texts = [text for text in texts if text.units]
+        kind = manifest.attention.kind
+        names = [POOLED] if kind == "pool" else [] if kind == "none" else [POOLED, CLS, ROLLOUT]
+        prepared.append((bundle, encoder, texts, [Method(name) for name in [*names, OCCLUSION, SHAPLEY]]))
+    http_port = free_port()
+    with attnserve(repository, ["--http-port", str(http_port)]):
+        for (model, _), (_, _, texts, methods) in zip(models, prepared, strict=True):
+            print(f"  {model}: {len(texts)} texts through the server", file=sys.stderr, flush=True)
+            asyncio.run(served(http_port, model, texts, methods, args.budget))
+    results = []
+    for (model, run_dir), (bundle, encoder, texts, methods) in zip(models, prepared, strict=True):
+        manifest, session = bundle.manifest, session_for(bundle, len(os.sched_getaffinity(0)))
+        full_p = probabilities(session, [text.ids for text in texts], manifest.pad_id)
+        classes = full_p.argmax(axis=1)
+        full = full_p[np.arange(len(texts)), classes]
+        rng = np.random.default_rng(args.seed)
+        chosen = [Method(RANDOM, [rng.random(len(text.units)) for text in texts]), *methods]
+        if run_dir is not None:
+            print(f"  {model}: integrated gradients, {args.steps} steps", file=sys.stderr, flush=True)
+            chosen.append(integrated_gradients(run_dir, texts, classes, args.steps, encoder.special_ids))
+        filler = encoder.unk_id if encoder.unk_id is not None else manifest.pad_id
+        rows = faithfulness(session, texts, full, classes, chosen, filler, manifest.pad_id)
+        graph = manifest.label_graph
+        form = "float32" if graph is None or graph.quantization is None else "int8"
+        label = "model.onnx" if graph is None else f"label.onnx ({form})"
+        mean_words = float(np.mean([len(t.units) for t in texts]))
+        version, family = manifest.version, manifest.family
+        results.append(ModelResult(model, version, family, label, len(texts), mean_words, args.steps, rows))
+    return results
+
+
+def render(results: list[ModelResult], started: str, machine: dict[str, Any], command: str) -> str:
+    out = [f"Run {started} UTC. **Machine**: {one_line(machine)}.", "", f"**Command**: `{command}`."]
+    percents = "/".join(str(k) for k in KS)
+    header = ["method", "comprehensiveness AOPC", "÷ random", "sufficiency AOPC (lower is better)",
+              "ms per explanation", "forward rows", f"comprehensiveness at {percents} %",
+              f"sufficiency at {percents} %"]  # fmt: skip
+    for r in results:
+        floor = next(row.comprehensiveness for row in r.rows if row.method == RANDOM)
+        body = [[row.method, num(row.comprehensiveness, 3), ratio(row.comprehensiveness, floor),
+                 num(row.sufficiency, 3), "-" if row.ms is None else num(row.ms, 1),
+                 "-" if row.forward_rows is None else num(row.forward_rows, 1),
+                 " / ".join(f"{v:.3f}" for v in row.comprehensiveness_at),
+                 " / ".join(f"{v:.3f}" for v in row.sufficiency_at)] for row in r.rows]  # fmt: skip
+        title = f"### {r.model} (v{r.version}, {r.family}): {r.texts} texts, {r.words:.1f} words a text"
+        by = {row.method: row for row in r.rows}
+        note = f"Attribution rows served by {r.label_graph}"
+        note += f"; integrated gradients: {r.ig_steps} steps." if IG in by else "; no training run given."
+        out += ["", title, "", *table(header, body, "lrrrrrrr"), "", note]
+        occ, ig = by.get(OCCLUSION), by.get(IG)
+        if occ is not None and ig is not None and occ.ms and ig.ms:
+            share = occ.ms / ig.ms
+            met = occ.comprehensiveness >= ig.comprehensiveness and share <= 1 / 3
+            out += ["", f"Occlusion beside integrated gradients: comprehensiveness "
+                    f"{occ.comprehensiveness:.3f} vs {ig.comprehensiveness:.3f}, {occ.ms:.1f} vs "
+                    f"{ig.ms:.1f} ms an explanation ({share:.2f} of it); as comprehensive at no more than "
+                    f"a third of the cost: {'yes' if met else 'no'}."]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = section_parser("explain", __doc__)
+    parser.add_argument("models", nargs="+", help="MODEL=RUN: a model of --repository and its training run")
+    parser.add_argument("--repository", type=Path, required=True, help="model repository")
+    parser.add_argument("--texts", type=Path, required=True, help="a CSV of texts, read in file order")
+    parser.add_argument("--text-column", default="sentence", help="the text column of --texts")
+    parser.add_argument("--count", type=int, default=500, help="texts explained (the first N of --texts)")
+    parser.add_argument("--steps", type=int, default=50, help="integrated gradients: interpolation steps")
+    parser.add_argument("--budget", type=int, default=64, help="shapley: forward rows per text")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random scores")
+    parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
+    parser.add_argument("--publish", type=Path, default=None, help=f"write the tables into DOCS/{PAGE}")
+    args = parser.parse_args(argv)
+    require_at_least(parser, args, {"count": 1, "steps": 1, "budget": 2})
+    models = [(name, Path(run) if run else None) for name, _, run in (m.partition("=") for m in args.models)]
+    started, machine = datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), describe()
+    command = "python -m bench explain " + shlex.join(argv if argv is not None else sys.argv[2:])
+    try:
+        raw = read_texts(args.texts, args.text_column, args.count)
+        results = measure(args.repository, models, raw, args)
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        print(f"bench explain: {exc}", file=sys.stderr)
+        return 2
+    text = render(results, started, machine, command)
+    print(text)
+    if args.out is not None:
+        document = {"started": started, "machine": machine, "command": command, "ks": KS,
+                    "models": [asdict(r) for r in results]}  # fmt: skip
+        args.out.write_text(json.dumps(document, indent=1) + "\n")
+    if args.publish is not None:
+        write_between(args.publish / PAGE, BEGIN, END, text, "Explanations: faithfulness and cost")
+    values = [v for r in results for row in r.rows for v in (row.comprehensiveness, row.sufficiency)]
+    return 0 if all(math.isfinite(v) for v in values) else 1
