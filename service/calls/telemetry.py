@@ -38,8 +38,9 @@ def finish_span(trace: CallTrace, call: Call, status: Status, ended: float) -> N
 
 def stage_spans(trace: CallTrace, arrived: float, out: Outputs, ended: float) -> int:
     """parse (arrival to the engine), tokenize, queue (until the last of its texts' batches
-    began), inference (to the end of its last batch; linked to every batch's span) and reply
-    (to `ended`). Returns the call's token count."""
+    began), inference (to the end of its last batch; linked to every batch's span), attribution
+    when one was asked (its rows' job, linked to their batches) and reply (to `ended`). Returns
+    the call's token count."""
     t = out.timings
     tokens = sum(out.encoded.lengths)
     tokenized = t.started + t.tokenize
@@ -48,6 +49,12 @@ def stage_spans(trace: CallTrace, arrived: float, out: Outputs, ended: float) ->
     trace.stage("tokenize", t.started, tokenized, {"attnserve.texts": len(out), "attnserve.tokens": tokens})
     trace.stage("queue", t.enqueued, began, clock=time.monotonic)
     trace.stage("inference", began, t.ran_until, links=out.batch_spans, clock=time.monotonic)
+    if out.attribution_rows is not None:  # its rows ran after the texts', as one more job
+        rows = {"attnserve.attribution.rows": sum(out.attribution_rows)}
+        attributed = t.attribution_started + t.attribution
+        trace.stage("attribution", t.attribution_started, attributed, rows, links=out.attribution_spans)
+        trace.stage("reply", attributed, ended)
+        return tokens
     # The reply starts on the batcher's clock and ends on the call's: both read as wall time.
     trace.stage("reply", t.ran_until, ended, start_clock=time.monotonic)
     return tokens

@@ -20,6 +20,7 @@ from attnserve.service.observe.drift import DriftMetrics, ModelDrift
 
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
+ATTRIBUTION_METHODS = ("occlusion", "shapley")  # attnserve_attribution_rows_total's method values
 CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
 GRAPHS = ("explain", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
 LATENCY_BUCKETS = (
@@ -148,6 +149,12 @@ class Metrics:
             "attnserve_cascade_texts",
             "Texts a cascade version's members answered (member: student, or teacher when deferred).",
             ("model", "version", "member"),
+            registry=registry,
+        )
+        self.attribution_rows = Counter(
+            "attnserve_attribution_rows",
+            "Forward rows attributions took (they run in the version's batches beside its texts), by method.",
+            ("model", "version", "method"),
             registry=registry,
         )
         self.graph_batches = Counter(
@@ -310,4 +317,6 @@ class ModelMetrics:
             m.cascade_texts.remove(self.name, self.version, member)
         for graph in GRAPHS:
             m.graph_batches.remove(self.name, self.version, graph)
+        for method in ATTRIBUTION_METHODS:
+            m.attribution_rows.remove(self.name, self.version, method)
         m.intra_op_threads.remove(self.name, self.version)

@@ -17,45 +17,32 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from transformers import BertConfig, BertModel
 
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
-from tests.support.tiny_bert import make_tokenizer, sentences, write_reviews
+from tests.support.tiny_bert import make_tiny_bert, write_reviews
 
 MODEL = "bert"
 POSITIONS = 512
 _BUILT: dict[str, Path] = {}  # basetemp -> the repository built in that test session
 
 
-def _checkpoint(folder: Path, layers: int, heads: int, positions: int) -> Path:
-    """tiny_bert.make_tiny_bert's BERT (32 wide) with `layers`, `heads` and `positions`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tok = make_tokenizer([text for text, _ in sentences(200)])
-    config = BertConfig(
-        vocab_size=tok.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=64,
-        max_position_embeddings=positions,
-        pad_token_id=tok.token_to_id("[PAD]"),
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tok.save(str(folder / "tokenizer.json"))
-    return folder
-
-
 def encoder_bundle(
-    root: Path, name: str = MODEL, *, layers: int = 2, heads: int = 2, positions: int = POSITIONS
+    root: Path,
+    name: str = MODEL,
+    *,
+    layers: int = 2,
+    heads: int = 2,
+    positions: int = POSITIONS,
+    hidden: int = 32,
 ) -> Path:
-    """Fine-tune a fresh tiny BERT whose max_len is its `positions`, export it as
-    `root/models/name/1`; returns the repository (`root/models`)."""
-    checkpoint = _checkpoint(root / "tiny-bert", layers, heads, positions)
+    """Fine-tune a fresh tiny BERT (tiny_bert.make_tiny_bert's, with these sizes) whose max_len
+    is its `positions`, export it as `root/models/name/1`; returns the repository (`root/models`)."""
+    checkpoint = make_tiny_bert(
+        root, max_position_embeddings=positions, layers=layers, heads=heads, hidden=hidden
+    )
     data = write_reviews(root / "reviews.csv", 120)
     with torch_threads(1):
         result = train_run(

@@ -5,7 +5,12 @@ models/sst2-sentiment/1), copied into a private repository so tests serve the ve
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from tests.support.servers import RunningServer, free_port, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "car-order"
@@ -23,3 +28,11 @@ def shipped_repository(root: Path) -> Path:
 def shipped_sentiment(repository: Path) -> Path:
     """Add a copy of the shipped SST-2 model (sst2-sentiment/1) to `repository`; return its folder."""
     return Path(shutil.copytree(ROOT / "models" / SENTIMENT / "1", repository / SENTIMENT / "1"))
+
+
+@contextmanager
+def serving_shipped(root: Path, **settings: Any) -> Iterator[RunningServer]:
+    """A real server on a private copy of car-order/1 (below `root`), HTTP on a free port."""
+    repository = shipped_repository(root)
+    with RunningServer(make_settings(repository, http_port=free_port(), **settings)) as running:
+        yield running

@@ -57,17 +57,25 @@ def make_tokenizer(texts: list[str]) -> Tokenizer:
 
 
 def make_tiny_bert(
-    root: Path, *, name: str = "tiny-bert", max_position_embeddings: int = 64, seed: int = 0
+    root: Path,
+    *,
+    name: str = "tiny-bert",
+    max_position_embeddings: int = 64,
+    seed: int = 0,
+    layers: int = 2,
+    heads: int = 2,
+    hidden: int = 32,
 ) -> Path:
-    """Write a randomly initialised 2-layer BERT and its tokenizer to ``root/name``; return the folder."""
+    """Write a randomly initialised BERT (2 layers of 2 heads, 32 wide unless asked) and its
+    tokenizer to ``root/name``; return the folder."""
     folder = Path(root) / name
     folder.mkdir(parents=True, exist_ok=True)
     tok = make_tokenizer([text for text, _ in sentences(200, seed)])
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
         intermediate_size=64,
         max_position_embeddings=max_position_embeddings,
         pad_token_id=tok.token_to_id("[PAD]"),

@@ -70,6 +70,7 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
         a.queue + b.queue,
         a.inference + b.inference,
         a.attribution + b.attribution,
+        a.attribution_started or b.attribution_started,
         started=a.started,
         enqueued=a.enqueued,
         ran_until=b.ran_until,
@@ -84,9 +85,10 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
         top,
         timings,
         spans,
-        answered,
-        attribution,
-        attribution_rows,
+        answered_by=answered,
+        attribution=attribution,
+        attribution_rows=attribution_rows,
+        attribution_spans=first.attribution_spans + second.attribution_spans,
     )
 
 

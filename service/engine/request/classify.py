@@ -56,6 +56,7 @@ class EngineTimings:
     queue: float  # the longest wait of its texts for a batch
     inference: float  # the longest batch that carried its texts (post-processing included)
     attribution: float = 0.0  # the attribution's rows, from their submission to their last batch
+    attribution_started: float = 0.0  # when they were submitted (perf_counter)
     # When, for the call's stage spans: the engine took it (perf_counter), its rows were
     # queued and its last batch ended (the batcher's time.monotonic()).
     started: float = 0.0
@@ -78,6 +79,7 @@ class Outputs:
     answered_by: tuple[str, ...] | None = None  # a cascade's member per text; None: any other model
     attribution: list[np.ndarray] | None = None  # per text [n] float32 (attribution.py); None: not asked
     attribution_rows: list[int] | None = None  # per text, the forward rows its attribution took
+    attribution_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran those rows
 
     def __len__(self) -> int:
         return len(self.label_ids)
@@ -138,6 +140,10 @@ async def _attribute(predictor: Predictor, inputs: Inputs, plans: list[TextPlan]
     reply names."""
     started = time.perf_counter()
     rows = [row for plan in plans for row in plan.rows]
+    model = predictor.model
+    model.metrics.metrics.attribution_rows.labels(
+        model.name, str(model.version), inputs.explain.method.word
+    ).inc(len(rows))
     _, gathered = await predictor.predict(
         EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, inputs.deadline, inputs.trace
     )
@@ -150,6 +156,8 @@ async def _attribute(predictor: Predictor, inputs: Inputs, plans: list[TextPlan]
         first += count
     outputs.attribution = attribution
     outputs.attribution_rows = [len(plan.rows) for plan in plans]
+    outputs.attribution_spans = gathered.batch_spans
+    outputs.timings.attribution_started = started
     outputs.timings.attribution = time.perf_counter() - started
 
 

@@ -197,6 +197,32 @@ def test_concurrent_calls_share_a_batch_span_that_links_them_all(
     assert linked & {c.span_id for c in calls}
 
 
+def test_an_attribution_is_a_stage_of_its_call_linked_to_the_batches_of_its_rows(
+    traced: tuple[RunningServer, OtlpReceiver, int],
+) -> None:
+    _, receiver, port = traced
+    with TRACER.start_as_current_span("caller") as caller:
+        body = {"texts": TEXTS, "attribution": "occlusion"}
+        reply = http.call(port, "POST", f"/v1/models/{MODEL}:classify", body,
+                          {"traceparent": _traceparent(caller.get_span_context())})  # fmt: skip
+    assert reply.status == 200, reply.body
+    rows = sum(result["attribution_rows"] for result in reply.json()["results"])
+    call = _check_call(receiver, caller.get_span_context(), "POST /v1/models/{name}:classify", "http")
+    (attribution,) = [
+        s for s in receiver.spans if s.name == "attnserve.attribution" and s.parent_span_id == call.span_id
+    ]
+    assert attribution.attributes == {"attnserve.attribution.rows": rows}
+    (inference,) = [
+        s for s in receiver.spans if s.name == "attnserve.inference" and s.parent_span_id == call.span_id
+    ]
+    assert (
+        inference.end_ns <= attribution.start_ns <= attribution.end_ns <= call.end_ns
+    )  # after the texts' batches
+    batch_ids = {span_id for _, span_id in attribution.links}
+    batches = [s for s in receiver.spans if s.span_id in batch_ids]
+    assert batches and sum(b.attributes["attnserve.batch.size"] for b in batches) == rows
+
+
 def test_a_refused_call_is_an_error_span(traced: tuple[RunningServer, OtlpReceiver, int]) -> None:
     server, receiver, _ = traced
     with (

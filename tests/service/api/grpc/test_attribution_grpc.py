@@ -11,8 +11,8 @@ import pytest
 
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from tests.support.http import classify as json_classify
-from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.shipped import NAME, shipped_repository
+from tests.support.servers import RunningServer
+from tests.support.shipped import NAME, serving_shipped
 
 TEXTS = ["the white car is left of the black car", "a red car"]
 SERVICE = "/attnserve.v1.Classifier/"
@@ -20,8 +20,7 @@ SERVICE = "/attnserve.v1.Classifier/"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    repository = shipped_repository(tmp_path_factory.mktemp("shipped"))
-    with RunningServer(make_settings(repository, http_port=free_port())) as running:
+    with serving_shipped(tmp_path_factory.mktemp("shipped")) as running:
         yield running
 
 

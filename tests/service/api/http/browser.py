@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
 from selenium import webdriver
@@ -43,3 +46,26 @@ def settled(browser: webdriver.Chrome) -> str:
     wait(browser, "return document.body.dataset.ready === 'true';")
     state: str = wait(browser, "const s = document.body.dataset.state; return s !== 'busy' && (s || 'idle');")
     return state
+
+
+def explorer_link(port: int, **state: str) -> str:
+    """The explorer's address on 127.0.0.1:`port` showing `state` (model=, text=, ...)."""
+    return f"http://127.0.0.1:{port}/?{urlencode(state, quote_via=quote)}"
+
+
+def open_link(browser: webdriver.Chrome, address: str) -> str:
+    """Open `address` and return the page's state once it has settled."""
+    browser.get(address)
+    return settled(browser)
+
+
+def downloaded(folder: Path, name: str) -> bytes:
+    """The bytes of a file the browser downloads into `folder`, once it is there."""
+    path = folder / name
+    for _ in range(200):  # Chromium writes NAME.crdownload, then renames it
+        if path.exists():
+            return path.read_bytes()
+        time.sleep(0.05)
+    raise AssertionError(
+        f"{name} was not downloaded; the folder holds {sorted(p.name for p in folder.iterdir())}"
+    )

@@ -9,12 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
@@ -25,10 +24,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
 
 from attnserve.service.engine.request.attention import importance
-from tests.service.api.http.browser import browser, settled, wait
+from tests.service.api.http.browser import browser, downloaded, explorer_link, open_link, wait
 from tests.support.http import classify as http_classify
-from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.shipped import NAME, shipped_repository
+from tests.support.servers import RunningServer
+from tests.support.shipped import NAME, serving_shipped
 
 __all__ = ["browser"]  # the fixture, imported for pytest
 
@@ -43,18 +42,12 @@ ROW = (
 # Overrides conftest.py's server: its port fixture then serves this module's model.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    repository = shipped_repository(tmp_path_factory.mktemp("shipped-attribution"))
-    with RunningServer(make_settings(repository, http_port=free_port())) as running:
+    with serving_shipped(tmp_path_factory.mktemp("shipped-attribution")) as running:
         yield running
 
 
 def link(port: int, **state: str) -> str:
-    return f"http://127.0.0.1:{port}/?{urlencode({'model': NAME, **state}, quote_via=quote)}"
-
-
-def open_link(browser: webdriver.Chrome, address: str) -> str:
-    browser.get(address)
-    return settled(browser)
+    return explorer_link(port, model=NAME, **state)
 
 
 def reply(port: int, text: str, **fields: Any) -> dict[str, Any]:
@@ -190,17 +183,6 @@ def test_rank_agreement_equals_scipy(browser: webdriver.Chrome, port: int) -> No
         " [true, false, false, false, true]);"
     )
     assert agreement["n"] == 3 and agreement["rho"] == pytest.approx(1.0)  # the special tokens are left out
-
-
-def downloaded(folder: Path, name: str) -> bytes:
-    path = folder / name
-    for _ in range(200):  # Chromium writes NAME.crdownload, then renames it
-        if path.exists():
-            return path.read_bytes()
-        time.sleep(0.05)
-    raise AssertionError(
-        f"{name} was not downloaded; the folder holds {sorted(p.name for p in folder.iterdir())}"
-    )
 
 
 def test_downloads_carry_the_attribution(browser: webdriver.Chrome, port: int, tmp_path: Path) -> None:

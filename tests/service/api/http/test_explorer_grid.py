@@ -19,20 +19,17 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from transformers import BertConfig, BertModel
 
-from attnserve.export.writer import export_run
 from attnserve.service.engine.request.attention import importance
 from tests.service.api.http.browser import browser, settled, wait
 from tests.service.api.http.test_explorer import screenshot
+from tests.service.encoder_bundles import encoder_bundle
 from tests.support.http import classify as http_classify
 from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.tiny_bert import make_tokenizer, sentences, write_reviews
 
 __all__ = ["browser"]  # the fixture, imported for pytest
 
@@ -48,51 +45,14 @@ CELLS = (
 TOP = "return Array.from(document.querySelectorAll('#top-a li')).map(li => li.textContent.split(' ')[0]);"
 
 
-def make_wide_bert(root: Path) -> Path:
-    """A randomly initialised BERT of 12 layers x 12 heads (48 wide, 64 positions) and its tokenizer."""
-    folder = root / "bert12"
-    folder.mkdir(parents=True)
-    tok = make_tokenizer([text for text, _ in sentences(200)])
-    config = BertConfig(
-        vocab_size=tok.get_vocab_size(),
-        hidden_size=48,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        intermediate_size=64,
-        max_position_embeddings=TOKENS,
-        pad_token_id=tok.token_to_id("[PAD]"),
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tok.save(str(folder / "tokenizer.json"))
-    return folder
-
-
 # Overrides conftest.py's server: its port fixture then serves this module's model.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    from attnserve.export.parity import torch_threads
-    from attnserve.training.loop.trainer import TrainConfig
-    from attnserve.training.run.pipeline import DataSpec, train_run
-
     root = tmp_path_factory.mktemp("bert12")
     # The run's attention picture (matplotlib, 144 panels a text: minutes on a small machine) is
     # no part of what the server serves: the run is written without it.
-    with torch_threads(1), patch("attnserve.training.run.outputs.plot_attention"):
-        checkpoint = make_wide_bert(root)
-        data = write_reviews(root / "reviews.csv", 60)
-        run = train_run(
-            root / "run",
-            "encoder",
-            {"head": "cls"},
-            TrainConfig(
-                epochs=1, batch_size=16, lr=3e-3, progress=False, seed=0, threads=1, word_dropout=0.0
-            ),
-            DataSpec(path=str(data), seed=0, max_len=TOKENS),
-            pretrained=str(checkpoint),
-        ).run_dir
-    repository = root / "models"
-    export_run(run, repository, MODEL)
+    with patch("attnserve.training.run.outputs.plot_attention"):
+        repository = encoder_bundle(root, MODEL, layers=LAYERS, heads=HEADS, positions=TOKENS, hidden=48)
     with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
 

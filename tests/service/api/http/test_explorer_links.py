@@ -8,12 +8,11 @@ merge); opening it draws at once; what it draws equals the service's reply for t
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
@@ -24,10 +23,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
 
 from attnserve.service.client import Client
-from tests.service.api.http.browser import browser, settled, wait
+from tests.service.api.http.browser import browser, downloaded, explorer_link, open_link, settled, wait
 from tests.support.http import classify as http_classify
-from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.shipped import NAME, shipped_repository
+from tests.support.servers import RunningServer
+from tests.support.shipped import NAME, serving_shipped
 
 __all__ = ["browser"]  # the fixture, imported for pytest
 
@@ -42,18 +41,11 @@ MAPS = "return Array.from(document.querySelectorAll('#results table.heatmap')).m
 # Overrides conftest.py's server: its port and client fixtures then serve this module's models.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    repository = shipped_repository(tmp_path_factory.mktemp("shipped"))
-    with RunningServer(make_settings(repository, http_port=free_port())) as running:
+    with serving_shipped(tmp_path_factory.mktemp("shipped")) as running:
         yield running
 
 
-def link(port: int, **state: str) -> str:
-    return f"http://127.0.0.1:{port}/?{urlencode(state, quote_via=quote)}"
-
-
-def open_link(browser: webdriver.Chrome, address: str) -> str:
-    browser.get(address)
-    return settled(browser)
+link = explorer_link
 
 
 def text(browser: webdriver.Chrome, element_id: str) -> str:
@@ -142,17 +134,6 @@ def test_back_and_forward_move_between_sentences(browser: webdriver.Chrome, port
         assert parse_qs(urlsplit(browser.current_url).query)["text"] == [sentence]
         assert browser.find_element(By.ID, "text-a").get_attribute("value") == sentence
         assert text(browser, "label-a") == labels[sentence]
-
-
-def downloaded(folder: Path, name: str) -> bytes:
-    path = folder / name
-    for _ in range(200):  # Chromium writes NAME.crdownload, then renames it
-        if path.exists():
-            return path.read_bytes()
-        time.sleep(0.05)
-    raise AssertionError(
-        f"{name} was not downloaded; the folder holds {sorted(p.name for p in folder.iterdir())}"
-    )
 
 
 def test_downloads_are_the_files_they_claim(browser: webdriver.Chrome, port: int, tmp_path: Path) -> None:

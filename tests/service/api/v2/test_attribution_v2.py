@@ -16,8 +16,8 @@ import pytest
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from tests.support.http import call
 from tests.support.http import classify as json_classify
-from tests.support.servers import RunningServer, free_port, make_settings
-from tests.support.shipped import NAME, shipped_repository
+from tests.support.servers import RunningServer
+from tests.support.shipped import NAME, serving_shipped
 from tests.support.v2 import V2Calls, output, run_checks, text_request
 
 TEXTS = ["the white car is left of the black car", "a red car"]
@@ -26,8 +26,7 @@ CHECKS = Path(__file__).with_name("triton_attribution_checks.py")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    repository = shipped_repository(tmp_path_factory.mktemp("shipped"))
-    with RunningServer(make_settings(repository, http_port=free_port())) as running:
+    with serving_shipped(tmp_path_factory.mktemp("shipped")) as running:
         yield running
 
 

@@ -248,7 +248,9 @@ def test_attribution_rows_run_through_the_versions_batcher(server: tuple[Running
     running, port = server
     batches = running.value("attnserve_batch_size_count", model="small")
     texts = running.value("attnserve_batch_size_sum", model="small")
+    counted = running.value("attnserve_attribution_rows_total", model="small", method="occlusion")
     _classify(port, "small", [f"the plot was {KEY}"], attribution="occlusion")
+    assert running.value("attnserve_attribution_rows_total", model="small", method="occlusion") == counted + 5
     # The text's own batch, then its attribution's 5 rows as at least one more batch.
     assert running.value("attnserve_batch_size_count", model="small") >= batches + 2
     assert running.value("attnserve_batch_size_sum", model="small") == texts + 1 + 5
