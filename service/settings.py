@@ -182,7 +182,8 @@ class Settings(ReliabilitySettings, ObserveSettings):
         512,
         ge=1,
         description="Most forward rows one request's attributions may take, all its texts together "
-        "(occlusion: a text's words + 1; shapley: its attribution_budget); more is INVALID_ARGUMENT.",
+        "(occlusion: a text's words + 1; shapley: its attribution_budget); more is INVALID_ARGUMENT. "
+        "Left unset it is max_queue when that is smaller.",
     )
     max_text_chars: int = Field(10_000, ge=1, description="Most characters in one text.")
     long_text: LongText = Field(
@@ -203,6 +204,11 @@ class Settings(ReliabilitySettings, ObserveSettings):
     )
     log_level: LogLevel = Field("info", description="Log level.")
 
+    @property
+    def attribution_rows(self) -> int:
+        """The cap in force: max_attribution_rows, within max_queue (a request's rows queue together)."""
+        return min(self.max_attribution_rows, self.max_queue)
+
     @field_validator("model_threads", mode="before")
     @classmethod
     def _model_threads(cls, value: object) -> object:
@@ -220,7 +226,7 @@ class Settings(ReliabilitySettings, ObserveSettings):
                 f"max_texts_per_request ({self.max_texts_per_request}) "
                 f"cannot exceed max_queue ({self.max_queue})"
             )
-        if self.max_attribution_rows > self.max_queue:
+        if self.max_attribution_rows > self.max_queue and "max_attribution_rows" in self.model_fields_set:
             raise ValueError(
                 f"max_attribution_rows ({self.max_attribution_rows}) cannot exceed max_queue "
                 f"({self.max_queue}): a request's attribution rows queue together"

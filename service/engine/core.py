@@ -41,7 +41,7 @@ class Core:
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
         settings = self.settings
         self.limits = Limits(
-            settings.max_texts_per_request, settings.max_reply_bytes, settings.max_attribution_rows
+            settings.max_texts_per_request, settings.max_reply_bytes, settings.attribution_rows
         )
 
     def _lone(self) -> bool:

@@ -67,3 +67,13 @@ def test_http_port_defaults_to_8000_and_must_differ_from_the_grpc_port() -> None
     with pytest.raises(ValueError, match="http_port and port must differ"):
         plain_settings(port=9000, http_port=9000)
     assert plain_settings(port=9000, http_port=0).http_port == 0  # off
+
+
+def test_the_attribution_cap_follows_a_smaller_queue_unless_set_above_it() -> None:
+    assert plain_settings(repository=Path("m")).attribution_rows == 512
+    small = plain_settings(repository=Path("m"), max_queue=32, max_texts_per_request=4)
+    assert small.max_attribution_rows == 512 and small.attribution_rows == 32
+    with pytest.raises(ValidationError, match=r"max_attribution_rows \(100\) cannot exceed max_queue \(32\)"):
+        plain_settings(repository=Path("m"), max_queue=32, max_texts_per_request=4, max_attribution_rows=100)
+    flag = load_settings(["--repository", "m", "--max-queue", "32", "--max-texts-per-request", "4"])
+    assert flag.attribution_rows == 32
