@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 
 from attnserve.service.bundle import read_bundle
+from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.engine.request.attention import importance
-from attnserve.service.engine.request.attribution import words
+from attnserve.service.engine.request.attribution import without, words
 from bench.harness import attnserve, free_port
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
@@ -116,24 +117,13 @@ def read_texts(path: Path, column: str, count: int) -> list[str]:
         return [row[column] for _, row in zip(range(count), csv.DictReader(handle), strict=False)]
 
 
-def perturbed(ids: np.ndarray, units: list[list[int]], keep: np.ndarray, filler: int) -> np.ndarray:
-    """`ids` without the words `keep` leaves out; specials stay; an empty row is `filler`."""
-    dropped = [p for unit, kept in zip(units, keep, strict=True) if not kept for p in unit]
-    row = np.delete(ids, dropped)
-    return row if len(row) else np.array([filler], dtype=ids.dtype)
-
-
 def probabilities(session: Any, rows: list[np.ndarray], pad_id: int) -> np.ndarray:
     """[R, C] class probabilities of each row, batches of similar length padded on the right."""
     out: np.ndarray = np.zeros((len(rows), 0), dtype=np.float64)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     for start in range(0, len(order), BATCH):
         chosen = order[start : start + BATCH]
-        width = max(len(rows[i]) for i in chosen)
-        ids = np.full((len(chosen), width), pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        for j, i in enumerate(chosen):
-            ids[j, : len(rows[i])], mask[j, : len(rows[i])] = rows[i], 1
+        ids, mask = pad_ids([rows[i] for i in chosen], pad_id)
         logits = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0].astype(np.float64)
         if out.shape[1] == 0:
             out = np.zeros((len(rows), logits.shape[1]))
@@ -229,7 +219,7 @@ def faithfulness(
                 top = np.zeros(m, dtype=bool)
                 top[order[: min(m, max(1, math.ceil(k * m / 100)))]] = True
                 for side, keep in enumerate((~top, top)):
-                    row = perturbed(text.ids, text.units, keep, filler)
+                    row = without(text.ids, text.units, keep, filler)
                     where[i, t, j, side] = index.setdefault(row.tobytes(), len(rows))
                     if where[i, t, j, side] == len(rows):
                         rows.append(row)

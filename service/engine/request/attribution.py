@@ -133,7 +133,7 @@ def plan_text(
     else:
         seed = zlib.crc32(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
         coalitions, weights = _sampled_coalitions(m, count, np.random.default_rng(seed))
-    rows = [_row(ids, units, keep, filler) for keep in coalitions]
+    rows = [without(ids, units, keep, filler) for keep in coalitions]
     return TextPlan(units, len(ids), coalitions, rows, weights)
 
 
@@ -152,7 +152,9 @@ def scores(plan: TextPlan, values: np.ndarray) -> np.ndarray:
     return result
 
 
-def _row(ids: np.ndarray, units: list[list[int]], keep: np.ndarray, filler: int) -> np.ndarray:
+def without(ids: np.ndarray, units: list[list[int]], keep: np.ndarray, filler: int) -> np.ndarray:
+    """`ids` with the words `keep` leaves out removed (special tokens stay); a row left with no
+    token at all is the one `filler` token."""
     dropped = [position for unit, kept in zip(units, keep, strict=True) if not kept for position in unit]
     row = np.delete(ids, dropped) if dropped else ids
     return row if len(row) else np.array([filler], dtype=ids.dtype)
