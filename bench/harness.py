@@ -9,6 +9,7 @@ exits or is not ready in time. attnserve is started one way only (`attnserve()`:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -16,10 +17,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 import psutil
@@ -29,6 +32,7 @@ from attnserve.service.proto.inference import grpc_service_pb2 as v2_pb
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 120.0
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -181,6 +185,39 @@ def stop_on_sigterm() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)`, with SIGTERM cancelling `main` and raising `Stopped` once it has
+    unwound. Raised straight from the signal handler, `Stopped` could land inside one of the
+    loop's callbacks, where asyncio logs it and runs on: the load would go on to its end."""
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(main)
+    previous = signal.getsignal(signal.SIGTERM)
+    signalled: list[int] = []
+
+    async def guarded() -> T:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def cancel(signum: int, frame: object) -> None:
+            signalled.append(signum)
+            loop.call_soon_threadsafe(task.cancel)
+
+        signal.signal(signal.SIGTERM, cancel)
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if signalled:
+                raise Stopped(signalled[0]) from None
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    try:
+        return asyncio.run(guarded())
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -35,7 +35,6 @@ reply's attribution_rows; --steps forward and backward passes for integrated gra
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import json
 import math
@@ -55,7 +54,7 @@ from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TextEncoder
 from attnserve.service.engine.request.attention import importance
 from attnserve.service.engine.request.attribution import without, words
-from bench.harness import attnserve, free_port
+from bench.harness import attnserve, free_port, run_async
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, session_for
@@ -259,7 +258,7 @@ def measure(
     with attnserve(repository, ["--http-port", str(http_port)]):
         for (model, _), (_, _, texts, methods) in zip(models, prepared, strict=True):
             print(f"  {model}: {len(texts)} texts through the server", file=sys.stderr, flush=True)
-            asyncio.run(served(http_port, model, texts, methods, args.budget))
+            run_async(served(http_port, model, texts, methods, args.budget))
     results = []
     for (model, run_dir), (bundle, encoder, texts, methods) in zip(models, prepared, strict=True):
         manifest, session = bundle.manifest, session_for(bundle, len(os.sched_getaffinity(0)))

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.service.client import AsyncClient
-from bench.harness import ROOT, attnserve, free_port
+from bench.harness import ROOT, attnserve, free_port, run_async
 
 PATHS = ("grpc native", "http json", "http v2 rest")
 SENTENCES = [
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.rounds):
                     for path in PATHS:
                         turns[path].append(
-                            asyncio.run(
+                            run_async(
                                 measure(
                                     server.target,
                                     http_port,

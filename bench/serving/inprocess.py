@@ -52,7 +52,7 @@ from attnserve.service.errors import ServiceError
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
-from bench.harness import ROOT
+from bench.harness import ROOT, run_async
 from bench.serving.model_cost import model_cpu_per_text
 from bench.serving.otlp_sink import OtlpSink
 from bench.serving.profiling import thread_cpu
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for value in args.tracing:
             endpoint = None if sink is None else sink.endpoint
-            asyncio.run(measure(args.repository, args.model, levels, args.calls, layers, tracing=value,
+            run_async(measure(args.repository, args.model, levels, args.calls, layers, tracing=value,
                                 otlp_endpoint=endpoint))  # fmt: skip
     except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
         print(f"bench inprocess: {exc}", file=sys.stderr)

@@ -25,6 +25,8 @@ from typing import Any
 import grpc
 import numpy as np
 
+from bench.harness import run_async
+
 Check = Callable[[bytes], "str | None"]
 
 
@@ -180,8 +182,8 @@ async def open_loop(
 def run_closed(
     target: str, requests: Requests, concurrency: int, seconds: float, **kwargs: Any
 ) -> Measurement:
-    return asyncio.run(closed_loop(target, requests, concurrency, seconds, **kwargs))
+    return run_async(closed_loop(target, requests, concurrency, seconds, **kwargs))
 
 
 def run_open(target: str, requests: Requests, rate: float, seconds: float, **kwargs: Any) -> Measurement:
-    return asyncio.run(open_loop(target, requests, rate, seconds, **kwargs))
+    return run_async(open_loop(target, requests, rate, seconds, **kwargs))
