@@ -13,7 +13,7 @@ from rich.table import Table
 from attnserve.export.cascade import CascadeRequest, export_cascade
 from attnserve.export.cascade_threshold import DEFAULT_CASCADE_MAX_DROP
 from attnserve.service.bundle.cascade import read_cascade
-from attnserve.service.helpformat import DefaultsHelpFormatter
+from attnserve.service.common.helpformat import DefaultsHelpFormatter
 
 CASCADE_COMMAND = "cascade"
 

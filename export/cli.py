@@ -32,7 +32,7 @@ from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP, 
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
-from attnserve.service.helpformat import DefaultsHelpFormatter
+from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.training.cli.exits import run_cli
 from attnserve.training.run.checkpoint import load_run
 

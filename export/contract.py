@@ -41,12 +41,8 @@ class GraphContract:
 
 
 def vocab_size(model: Classifier) -> int:
-    """The model's vocabulary size: a config field, or the pretrained encoder's own config."""
-    config = model.config
-    size = getattr(config, "vocab_size", None)
-    if size is None:  # the "encoder" family keeps the checkpoint's config as a dict
-        encoder = getattr(config, "encoder", None)
-        size = encoder.get("vocab_size") if isinstance(encoder, dict) else None
+    """The model's vocabulary size (every family's config has it, a checkpoint's included)."""
+    size = getattr(model.config, "vocab_size", None)
     if size is None:
         raise ExportError(f"{model.family}: the model config names no vocab_size")
     return int(size)

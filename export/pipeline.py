@@ -58,14 +58,12 @@ from attnserve.service.bundle import (
     QuantizationInfo,
     Truncation,
 )
+from attnserve.training.models import REGISTRY
 from attnserve.training.models.base import Classifier
 from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
-ENCODER_FAMILY = "encoder"  # the family whose bundles carry a second, label-only graph
-
-
-NO_QUANTIZATION = "none"  # --quantize none: float32 for both of an encoder's graphs
+NO_QUANTIZATION = "none"  # --quantize none: float32 for both graphs of a family with a label graph
 
 
 @dataclass(frozen=True)
@@ -104,12 +102,13 @@ class Built:
     contract: GraphContract
     truncation: Truncation
     profile: DataProfile | None = None
-    label_graph: LabelGraph | None = None  # encoders: the logits-only graph beside model.onnx
+    label_graph: LabelGraph | None = None  # the logits-only graph beside model.onnx, where the family has one
 
 
 def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
     """Export and prove the graph, then place model.onnx and tokenizer.json in ``bundle_dir``."""
     model = run.model.cpu().eval()
+    hints = REGISTRY[run.family].export
     truncation = run_truncation(run)
     eval_set = read_eval_set(run.eval_path, len(run.labels))
     int8 = options.quantize in METHODS
@@ -117,7 +116,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     if int8:  # read first: a run without held-out rows fails before the slow steps
         gate = read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
     label_gate = gate
-    if run.family == ENCODER_FAMILY and options.quantize is None:
+    if hints.label_graph and options.quantize is None:
         label_gate = _optional_gate(run)
     contract = graph_contract(model)
     graph = work / "exported.onnx"
@@ -128,13 +127,13 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     float_graph = graph
     if int8:
         quantized = work / "quantized.onnx"
-        quantize_int8(graph, quantized, per_channel=run.family == ENCODER_FAMILY)
+        quantize_int8(graph, quantized, per_channel=hints.per_channel_int8)
         verify_graph(quantized, contract)
         graph = quantized
     unoptimized = graph  # the cut to logits keeps standard operators only
     if options.optimize:
         optimized = work / "optimized.onnx"
-        optimize_graph(graph, optimized, encoder_shape(model))
+        optimize_graph(graph, optimized, fusion_shape(model))
         verify_graph(optimized, contract, standard_ops_only=False)
         graph = optimized
     quantization = None
@@ -175,7 +174,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         seen = golden_deviation(session, golden, bundle_dir / TOKENIZER_FILE, run.max_len, truncation)
         check_golden_tolerance(seen, options.int8_tolerance)
     label_graph = None
-    if run.family == ENCODER_FAMILY:
+    if hints.label_graph:
         label_graph = build_label_graph(
             LabelSource(
                 graph=unoptimized,
@@ -245,12 +244,13 @@ def _data_seed(metrics: Mapping[str, Any]) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
-def encoder_shape(model: Classifier) -> EncoderShape | None:
-    """Heads and width of a pretrained encoder (family "encoder"), for the transformer fusions."""
-    encoder = getattr(model.config, "encoder", None)
-    if model.family != ENCODER_FAMILY or not isinstance(encoder, dict):
+def fusion_shape(model: Classifier) -> EncoderShape | None:
+    """Heads and width for onnxruntime's transformer fusions, where the family has them."""
+    shape = REGISTRY[model.family].export.fusion_shape
+    if shape is None:
         return None
-    return EncoderShape(heads=int(encoder["num_attention_heads"]), hidden=int(encoder["hidden_size"]))
+    heads, hidden = shape(model.config)
+    return EncoderShape(heads=heads, hidden=hidden)
 
 
 def _parity(

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.errors import InvalidArgument, ServiceError
 
 MAX_VERSION = 2**63 - 1  # what the native API's int64 version field carries
@@ -131,3 +133,26 @@ def parse_json(data: bytes) -> object:
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are not UTF-8
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise InvalidArgument(f"request body: not valid JSON{where}") from None
+
+
+Spelled = TypeVar("Spelled", AttentionMode, Attribution)
+
+
+def parse_word(kind: type[Spelled], value: object, *, field: str) -> Spelled:
+    """A mode or method from its word or proto name (a string), as the vocabulary reads it."""
+    if not isinstance(value, str):
+        words = ", ".join(kind.words())
+        raise InvalidArgument(f"{field}: {quote(value)} is not a string; use one of: {words}")
+    try:
+        return kind.parse(value)
+    except ValueError as exc:
+        raise InvalidArgument(f"{field}: {exc}") from None
+
+
+def parse_number(kind: type[Spelled], value: int, *, field: str) -> Spelled:
+    """A mode or method from its attnserve.v1 number (0: unset, NONE)."""
+    try:
+        return kind.of_number(value)
+    except ValueError as exc:
+        known = ", ".join(member.proto_name for member in kind)
+        raise InvalidArgument(f"{field}: {exc}; known: {known}") from None

@@ -29,7 +29,6 @@ import grpc
 from grpc_health.v1 import health_pb2
 from prometheus_client import CollectorRegistry, start_http_server
 
-from attnserve.service.api.classify.plane import ClassifyPlane
 from attnserve.service.api.grpc.admin import AdminApi, admin_off_handler
 from attnserve.service.api.grpc.auth import guarded
 from attnserve.service.api.grpc.native import NativeApi
@@ -38,7 +37,8 @@ from attnserve.service.api.grpc.transport import Stopper, bind, grpc_options
 from attnserve.service.api.grpc.v2 import V2Api
 from attnserve.service.api.http.app import build_app
 from attnserve.service.api.http.transport import HttpTransport
-from attnserve.service.api.v2.plane import DataPlane
+from attnserve.service.api.native.plane import NativePlane
+from attnserve.service.api.v2.plane import V2Plane
 from attnserve.service.calls.auth import load_tokens
 from attnserve.service.engine.admission import State
 from attnserve.service.engine.core import Core
@@ -84,9 +84,9 @@ class Server:
         self.tracing = Tracing.from_settings(settings)
         self.core = Core(settings, self.metrics, self.tracing)
         # Each API's plane is built once and shared by both transports (one set of V2 statistics).
-        self.classify_plane = ClassifyPlane(self.core)
-        self.data_plane = DataPlane(self.core)
-        self.apis: list[Api] = [NativeApi(self.core, self.classify_plane), V2Api(self.core, self.data_plane)]
+        self.native_plane = NativePlane(self.core)
+        self.v2_plane = V2Plane(self.core)
+        self.apis: list[Api] = [NativeApi(self.core, self.native_plane), V2Api(self.core, self.v2_plane)]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
         self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
         self.health = Health()
@@ -157,7 +157,7 @@ class Server:
     async def _listen_http(self) -> None:
         """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
         tokens = load_tokens(self.settings) if self.settings.auth else None
-        app = build_app(self.core, tokens, self.classify_plane, self.data_plane)
+        app = build_app(self.core, tokens, self.native_plane, self.v2_plane)
         http = HttpTransport(app, self.settings)
         self.http_port = await http.start()
         self._http = http

@@ -11,16 +11,13 @@ after the fact from the times the engine measures anyway (service/engine/request
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from attnserve.service.calls.record import Call
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
 from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import Status
 from attnserve.service.observe.logs import AccessLog
 from attnserve.service.observe.tracing import CallTrace
-
-if TYPE_CHECKING:
-    from attnserve.service.calls.call import Call
 
 
 def finish_span(trace: CallTrace, call: Call, status: Status, ended: float) -> None:
@@ -60,12 +57,12 @@ def stage_spans(trace: CallTrace, arrived: float, out: Outputs, ended: float) ->
     return tokens
 
 
-def access_line(access: AccessLog, api: str, call: Call, status: Status, ended: float) -> None:
+def access_line(access: AccessLog, transport: str, call: Call, status: Status, ended: float) -> None:
     """The call's access line (written only if the call is sampled)."""
     model = call.model
-    grpc = api != "http"
+    grpc = transport == "grpc"
     access(
-        transport="grpc" if grpc else "http",
+        transport=transport,
         method=call.method.rpartition("/")[2] if grpc else call.method,
         model=model.name if model else UNKNOWN_MODEL,
         version=model.version if model else "",

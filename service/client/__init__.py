@@ -8,12 +8,12 @@ from attnserve.service.client.files import FileError, FileJob, JobReport, classi
 from attnserve.service.client.messages import (
     Classification,
     ClientError,
-    ModelInfo,
     TextResult,
     TopToken,
     build_request,
 )
 from attnserve.service.client.sync import Client
+from attnserve.service.common.model_info import ModelInfo
 
 __all__ = [
     "PLAINTEXT",

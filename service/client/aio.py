@@ -12,7 +12,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from attnserve.service.client.channels import PLAINTEXT, Security, open_aio_channel
 from attnserve.service.client.messages import (
     Classification,
-    ModelInfo,
     build_request,
     rpc_errors,
     to_classification,
@@ -21,6 +20,7 @@ from attnserve.service.client.messages import (
 from attnserve.service.client.stubs import bidi, health_name, unary
 from attnserve.service.client.sync import CLASSIFIER
 from attnserve.service.client.tracecontext import with_trace
+from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from attnserve.service.client.pieces import Word, mark_special
+from attnserve.service.common.vocabulary import Attribution
 
-METHODS = ("none", "occlusion", "shapley")
 _CMAP = "RdBu_r"  # diverging, white at 0
 
 
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attribution",
         default="none",
-        choices=METHODS,
+        choices=Attribution.words(),
         help="also score each word by what it does to the label's probability: occlusion (each word "
         "removed in turn) or shapley (KernelSHAP over the words)",
     )

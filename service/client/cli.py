@@ -23,7 +23,8 @@ from attnserve.service.client.explain import add_arguments as explain_flags
 from attnserve.service.client.files.cli import add_arguments as file_flags
 from attnserve.service.client.messages import ClientError
 from attnserve.service.client.tracecontext import environment_trace
-from attnserve.service.helpformat import DefaultsHelpFormatter
+from attnserve.service.common.helpformat import DefaultsHelpFormatter
+from attnserve.service.common.vocabulary import AttentionMode
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
 TARGET_ENV = "ATTNSERVE_TARGET"
@@ -116,7 +117,7 @@ def _client_parser() -> argparse.ArgumentParser:
     classify.add_argument(
         "--attention",
         default="auto",
-        choices=["auto", "none", "pooled", "last_layer", "all", "rollout"],
+        choices=["auto", *AttentionMode.words()],
         help="attention mode; auto = pooled when the model has attention",
     )
     classify.add_argument("--top-k", type=int, default=0, help="also list the k most attended tokens")

@@ -12,16 +12,11 @@ from typing import Any, cast
 import grpc
 import numpy as np
 
+from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, ModelInfo, ThreadInfo
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
-ATTENTION_MODES = {"none": 1, "pooled": 2, "last_layer": 3, "all": 4, "rollout": 5}
-# Attribution methods by the word the JSON API, V2 and the CLI spell them with.
-ATTRIBUTION_METHODS = {
-    name.removeprefix("ATTRIBUTION_METHOD_").lower(): number
-    for name, number in pb.AttributionMethod.items()
-    if number != pb.ATTRIBUTION_METHOD_UNSPECIFIED
-}
 
 
 class ClientError(Exception):
@@ -84,50 +79,15 @@ class Classification:
     error: ClientError | None = None  # only set on ClassifyStream replies for a failed request
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    version: int
-    versions: list[int]
-    family: str
-    labels: list[str]
-    max_len: int
-    attention_kind: str
-    attention_layers: int
-    attention_heads: int
-    attention_shapes: dict[str, str]
-    limits: dict[str, Any]
-    provider: str
-    metrics: dict[str, float] = field(default_factory=dict)
-    created_at: str = ""
-    # intra_op, source ("server", "bundle" or "measured"), one_thread_ms and all_cores_ms
-    # (None when not measured), cores: the server's onnxruntime threads for this version
-    threads: dict[str, Any] = field(default_factory=dict)
-    label_graph: str = ""  # "int8" or "float32": an encoder's label graph; "": one graph
-
-
 def attention_value(mode: str | int) -> int:
-    if isinstance(mode, int):
-        return mode
-    try:
-        return ATTENTION_MODES[mode.lower().replace("-", "_")]
-    except KeyError:
-        raise ValueError(
-            f"unknown attention mode {mode!r}; choose from {', '.join(ATTENTION_MODES)}"
-        ) from None
+    """An attention mode's number from its word ("pooled") or attnserve.v1 name (ValueError
+    naming the words otherwise); a number is sent as it is, for the server to judge."""
+    return mode if isinstance(mode, int) else int(AttentionMode.parse(mode))
 
 
 def attribution_value(method: str | int) -> int:
     """An attribution method's number from its word ("occlusion") or attnserve.v1 name."""
-    if isinstance(method, int):
-        return method
-    key = method.strip().lower().removeprefix("attribution_method_")
-    try:
-        return ATTRIBUTION_METHODS[key]
-    except KeyError:
-        raise ValueError(
-            f"unknown attribution method {method!r}; choose from {', '.join(ATTRIBUTION_METHODS)}"
-        ) from None
+    return method if isinstance(method, int) else int(Attribution.parse(method))
 
 
 def build_request(
@@ -193,7 +153,8 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
 
 
 def to_model_info(info: pb.ModelInfo) -> ModelInfo:
-    limits = info.limits
+    """The server's description, rebuilt as the type the server wrote it from."""
+    limits, attention, threads = info.limits, info.attention, info.threads
     return ModelInfo(
         name=info.name,
         version=info.version,
@@ -201,30 +162,29 @@ def to_model_info(info: pb.ModelInfo) -> ModelInfo:
         family=info.family,
         labels=list(info.labels),
         max_len=info.max_len,
-        attention_kind=info.attention.kind,
-        attention_layers=info.attention.layers,
-        attention_heads=info.attention.heads,
-        attention_shapes=dict(info.attention.shapes),
-        limits={
-            "max_texts_per_request": limits.max_texts_per_request,
-            "max_text_chars": limits.max_text_chars,
-            "max_batch_size": limits.max_batch_size,
-            "max_batch_tokens": limits.max_batch_tokens,
-            "long_text": limits.long_text,
-        },
+        attention=AttentionInfo(
+            kind=attention.kind,
+            layers=attention.layers,
+            heads=attention.heads,
+            modes=[AttentionMode.of_number(mode) for mode in attention.modes],
+            shapes={AttentionMode.parse(name): shape for name, shape in attention.shapes.items()},
+        ),
+        limits=LimitsInfo(
+            max_texts_per_request=limits.max_texts_per_request,
+            max_text_chars=limits.max_text_chars,
+            max_batch_size=limits.max_batch_size,
+            max_batch_tokens=limits.max_batch_tokens,
+            long_text=limits.long_text,
+        ),
         provider=info.provider,
+        threads=ThreadInfo(
+            intra_op=threads.intra_op,
+            source=cast(Any, threads.source or "server"),  # a server that sends none: its own flags
+            one_thread_ms=threads.one_thread_ms or None,  # 0 on the wire: not measured
+            all_cores_ms=threads.all_cores_ms or None,
+            cores=threads.cores,
+        ),
+        label_graph=info.label_graph,
         metrics=dict(info.metrics),
         created_at=info.created_at,
-        threads=_threads(info.threads) if info.HasField("threads") else {},
-        label_graph=info.label_graph,
     )
-
-
-def _threads(threads: pb.ThreadInfo) -> dict[str, Any]:
-    return {
-        "intra_op": threads.intra_op,
-        "source": threads.source,
-        "one_thread_ms": threads.one_thread_ms or None,  # 0 on the wire: not measured
-        "all_cores_ms": threads.all_cores_ms or None,
-        "cores": threads.cores,
-    }

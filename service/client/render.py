@@ -9,15 +9,15 @@ as text, one token a line with its weight and a bar, so nothing is lost to missi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnserve.service.client.messages import Classification, ModelInfo, TextResult
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.client.messages import Classification, TextResult
+from attnserve.service.common.model_info import ModelInfo, ThreadInfo
+from attnserve.service.common.weights import importance
 
 _LEGEND_STEPS = 5
 _BAR_WIDTH = 20
@@ -168,12 +168,10 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
     console().print(table)
 
 
-def threads_text(threads: dict[str, Any]) -> str:
+def threads_text(threads: ThreadInfo) -> str:
     """A version's intra-op threads and their source: "2 (measured: 4.1 ms at 1, 2.0 ms at 2)"."""
-    if not threads:
-        return ""  # a server that does not say
-    count = "default" if threads["intra_op"] == 0 else str(threads["intra_op"])
-    one, many = threads.get("one_thread_ms"), threads.get("all_cores_ms")
-    if threads["source"] == "measured" and one is not None and many is not None:
-        return f"{count} (measured: {one:.1f} ms at 1, {many:.1f} ms at {threads['cores']})"
-    return f"{count} ({threads['source']})"
+    count = "default" if threads.intra_op == 0 else str(threads.intra_op)
+    one, many = threads.one_thread_ms, threads.all_cores_ms
+    if threads.source == "measured" and one is not None and many is not None:
+        return f"{count} (measured: {one:.1f} ms at 1, {many:.1f} ms at {threads.cores})"
+    return f"{count} ({threads.source})"

@@ -5,7 +5,7 @@
 `max_inflight_bytes`). `Permit` is one call's hold on it, taken once at the transport edge
 when the call arrives (refused UNAVAILABLE at once while the server starts or drains),
 holding the body's bytes (an oversized backlog is refused before the body is parsed),
-handed to the engine with the call (`Core.classify(model, inputs, permit)`) and released
+handed to the engine with the call (`Core.classify(model, inputs, context)`) and released
 once by the call layer when the call ends.
 """
 

@@ -1,9 +1,9 @@
 """The engine's entry for every front end: resolve a model, classify inputs.
 
-A plane (the classify plane of attnserve.v1 and the JSON API, the V2 data plane) resolves a
+A plane (the native plane of attnserve.v1 and the JSON API, the V2 plane) resolves a
 `LoadedModel` with `Core.resolve`, converts its request into `Inputs`, awaits
-`Core.classify(model, inputs, permit)` and converts the `Outputs` back; texts of all APIs
-join the same batcher. The permit is the one the call took at the transport edge
+`Core.classify(model, inputs, context)` and converts the `Outputs` back; texts of all APIs
+join the same batcher. The context (engine/context.py) holds the permit the call took at the edge
 (engine/admission.py): the engine runs admitted calls only and never admits one itself.
 
 Core puts the engine together: the model lifecycle (`Repository`, engine/models/) serves
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attnserve.service.engine.admission import Gate, Permit, State
+from attnserve.service.engine.admission import Gate, State
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.request.cascade import run_cascade
-from attnserve.service.engine.request.classify import Inputs, Limits, Outputs, run
+from attnserve.service.engine.request.classify import CallLimits, Inputs, Outputs, run
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.errors import Internal
 from attnserve.service.observe.tracing import Tracing
@@ -36,34 +37,38 @@ class Core:
     gate: Gate = field(default_factory=Gate)
 
     def __post_init__(self) -> None:
+        self._calls = 0  # calls inside `classify` now
         self.predictors = Predictors(self.settings, self.tracing, self._lone)
         self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
         settings = self.settings
-        self.limits = Limits(
+        self.limits = CallLimits(
             settings.max_texts_per_request, settings.max_reply_bytes, settings.attribution_rows
         )
 
     def _lone(self) -> bool:
-        """Whether the call asking is the only one in flight (the batcher then runs it on the loop)."""
-        return self.gate.active <= 1
+        """Whether the call asking is the only one in the engine (the batcher then runs it on
+        the loop): the engine's own count, so it never reads admission's state."""
+        return self._calls <= 1
 
     @property
     def serving(self) -> bool:
         return self.gate.state is State.SERVING
 
     def resolve(self, name: str, version: int = 0) -> LoadedModel:
-        """The model version a call names (0: the latest). While the server is starting it
-        has no model yet: the call is refused UNAVAILABLE (retry), not NOT_FOUND."""
-        if self.gate.state is State.STARTING:
-            raise self.gate.refusal()
+        """The model version a call names (0: the latest). Calls that resolve are admitted
+        ones, which the gate refuses while the server starts (engine/admission.py)."""
         return self.repository.resolve(name, version)
 
-    async def classify(self, model: LoadedModel, inputs: Inputs, permit: Permit) -> Outputs:
+    async def classify(self, model: LoadedModel, inputs: Inputs, context: CallContext) -> Outputs:
         """Run an admitted call through the request path (engine/request/classify.py).
-        `permit`: the call's, taken at the edge; one already released is a caller's bug."""
-        if not permit.live:
+        `context.permit`: the call's, taken at the edge; one already released is a caller's bug."""
+        if not context.permit.live:
             raise Internal("a call reached the engine after its permit was released")
-        if model.cascade is not None:
-            return await run_cascade(model, self.predictors, inputs, self.limits)
-        return await run(self.predictors.of(model), inputs, self.limits)
+        self._calls += 1
+        try:
+            if model.cascade is not None:
+                return await run_cascade(model, self.predictors, inputs, self.limits, context)
+            return await run(self.predictors.of(model), inputs, self.limits, context)
+        finally:
+            self._calls -= 1

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attnserve.service.bundle import DataProfile
+from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.observe.drift import DriftMetrics, ModelDrift
 
 UNKNOWN_MODEL = "_unknown"
 APIS = ("native", "v2", "http")
-ATTRIBUTION_METHODS = ("occlusion", "shapley")  # attnserve_attribution_rows_total's method values
 CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
 GRAPHS = ("explain", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
 LATENCY_BUCKETS = (
@@ -317,6 +317,6 @@ class ModelMetrics:
             m.cascade_texts.remove(self.name, self.version, member)
         for graph in GRAPHS:
             m.graph_batches.remove(self.name, self.version, graph)
-        for method in ATTRIBUTION_METHODS:
+        for method in (a.word for a in Attribution if a != Attribution.NONE):
             m.attribution_rows.remove(self.name, self.version, method)
         m.intra_op_threads.remove(self.name, self.version)

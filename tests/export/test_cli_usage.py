@@ -9,7 +9,7 @@ import pytest
 
 from attnserve.export.cli import main
 from attnserve.service.bundle import read_bundle
-from attnserve.service.engine.models.tokenization import TextEncoder
+from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
 
@@ -54,9 +54,9 @@ def test_a_tail_run_is_served_the_tails_of_long_texts(tmp_path: Path) -> None:
     run = _train(tmp_path / "tail", "tail")
     assert main([str(run), "--repository", str(tmp_path / "models"), "--name", "m", "--no-latency"]) == 0
     bundle = read_bundle(tmp_path / "models" / "m" / "1")
-    encoder = TextEncoder(
+    tokenizer = TextTokenizer(
         bundle.tokenizer_path, bundle.manifest.max_len, reject_long=False, max_text_chars=1000
     )
-    encoded = encoder.encode(["hello there good morning to you all"])
+    encoded = tokenizer.encode(["hello there good morning to you all"])
     assert encoded.truncated == [True]
     assert encoded.tokens(0) == ["morning", "to", "you", "all"]

@@ -23,12 +23,12 @@ from attnserve.export.parity import run_torch, torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
 from attnserve.service.client import Client
-from attnserve.service.engine.models.tokenization import TextEncoder
+from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from attnserve.training.data.encoding import encode_texts
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.checkpoint import load_run
 from attnserve.training.run.pipeline import DataSpec, train_run
-from attnserve.training.text.pretrained import encode_pretrained
 from tests.support import http
 from tests.support.fuzzing import call
 from tests.support.methods import CLASSIFY
@@ -239,7 +239,7 @@ def test_a_tail_trained_encoder_is_served_the_tails_of_long_texts(tail_run: Path
     texts = [text for text, _ in reviews]
     run = load_run(tail_run)
     tokenizer = Tokenizer.from_file(str(run.tokenizer_path))
-    trained = encode_pretrained(tokenizer, texts, run.max_len, "tail")  # as the trainer cut them
+    trained = encode_texts(tokenizer, texts, run.max_len, "tail")  # as the trainer cut them
     ids = trained.input_ids.astype(np.int64)  # [N, max_len]
     mask = (np.arange(ids.shape[1])[None, :] < trained.lengths[:, None]).astype(np.int64)  # [N, max_len]
     reference = run_torch(run.model, ids, mask)
@@ -266,8 +266,8 @@ def test_the_manifests_side_wins_and_without_one_the_tokenizer_file_decides(tmp_
     words = tokenizer.encode(text).tokens[1:-1]
 
     def kept(truncation: Literal["head", "tail"] | None) -> list[str]:
-        encoder = TextEncoder(path, 8, reject_long=False, max_text_chars=1000, truncation=truncation)
-        return encoder.encode([text]).tokens(0)
+        served = TextTokenizer(path, 8, reject_long=False, max_text_chars=1000, truncation=truncation)
+        return served.encode([text]).tokens(0)
 
     assert kept("head") == ["[CLS]", *words[:6], "[SEP]"]
     assert kept("tail") == ["[CLS]", *words[-6:], "[SEP]"]

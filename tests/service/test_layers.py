@@ -52,7 +52,9 @@ FORBIDDEN = {
     "calls": (*TRANSPORTS, *OUTER, "attnserve.service.api"),
     # The planes: plain types, no transport.
     "api/v2": (*TRANSPORTS, *OUTER),
-    "api/classify": (*TRANSPORTS, *OUTER),
+    "api/native": (*TRANSPORTS, *OUTER),
+    # What the server and the client share: neither side.
+    "common": (*SHARED_BY_TRANSPORTS, "attnserve.service.bundle", "attnserve.service.errors", "onnxruntime"),
     # The two transports mirror each other: each shares the call layer and the planes, never
     # the other's code (and HTTP no protobuf: its bodies are described from the planes' types).
     "api/http": ("grpc", "google.protobuf", "attnserve.service.proto", "attnserve.service.api.grpc", *OUTER),

@@ -15,9 +15,11 @@ from tokenizers import Tokenizer
 from transformers import GPT2Config
 
 from attnserve.training.cli.main import main as train_main
+from attnserve.training.data.encoding import encode_texts
 from attnserve.training.models import EncoderClassifier, build_model, config_to_dict
+from attnserve.training.models.encoder import fine_tuning
 from attnserve.training.run.checkpoint import load_run
-from attnserve.training.text.pretrained import PretrainedError, encode_pretrained, load_pretrained
+from attnserve.training.text.pretrained import PretrainedError, load_pretrained
 from tests.support.tiny_bert import make_tiny_bert, train_tiny_encoder_run, write_reviews
 
 TEXTS = ["The film was great.", "The plot was dull! And the cast, well, it was music.", "Lovely."]
@@ -30,7 +32,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def encoded(folder: Path, texts: list[str], max_len: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
     """ids and mask [B, T] as training encodes them, each batch padded to its longest row."""
-    enc = encode_pretrained(load_pretrained(str(folder)).tokenizer, texts, max_len)
+    enc = encode_texts(load_pretrained(str(folder)).tokenizer, texts, max_len)
     width = int(enc.lengths.max())
     ids = torch.from_numpy(enc.input_ids[:, :width]).long()  # [B, T]
     mask = (torch.arange(width)[None, :] < torch.from_numpy(enc.lengths)[:, None]).long()  # [B, T]
@@ -39,7 +41,7 @@ def encoded(folder: Path, texts: list[str], max_len: int = 24) -> tuple[torch.Te
 
 def model_of(folder: Path, head: str = "cls", max_len: int = 24) -> EncoderClassifier:
     torch.manual_seed(0)
-    return load_pretrained(str(folder)).build(num_classes=3, max_len=max_len, head=head).eval()
+    return fine_tuning(str(folder)).build(num_classes=3, max_len=max_len, head=head).eval()
 
 
 @pytest.mark.parametrize("head", ["cls", "attention"])
@@ -104,13 +106,13 @@ def test_long_texts_keep_cls_and_sep(checkpoint: Path) -> None:
     text = "the film was great and the plot was dull and the cast was lovely"
     whole = tok.encode(text).ids  # [CLS] ... [SEP]
     for side, kept in (("head", whole[1:6]), ("tail", whole[-6:-1])):
-        enc = encode_pretrained(tok, [text, "lovely"], 7, side)
+        enc = encode_texts(tok, [text, "lovely"], 7, side)
         assert enc.input_ids[0].tolist() == [cls_id, *kept, sep_id]
         assert enc.full_lengths.tolist() == [len(whole), 3] and enc.lengths.tolist() == [7, 3]
         assert enc.truncated == 1
     # Head truncation is what the tokenizer's own truncation (the service's) gives.
     tok.enable_truncation(max_length=7)
-    assert tok.encode(text).ids == encode_pretrained(tok, [text], 7).input_ids[0].tolist()
+    assert tok.encode(text).ids == encode_texts(tok, [text], 7).input_ids[0].tolist()
 
 
 def test_fine_tuning_writes_a_run_with_the_checkpoints_own_tokenizer(tmp_path: Path) -> None:

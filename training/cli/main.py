@@ -38,17 +38,19 @@ from attnserve.training.cli.flags import (
 from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING, DataRecipe
 from attnserve.training.distill import cli as distill_cli
 from attnserve.training.loop import distributed
-from attnserve.training.loop.config import CLASS_WEIGHTS, FINE_TUNING, SELECT_BY, TrainConfig
+from attnserve.training.loop.config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 from attnserve.training.loop.resume import ResumeError
-from attnserve.training.models import FAMILIES
+from attnserve.training.models import FAMILIES, REGISTRY
+from attnserve.training.models import families as family_parts
 from attnserve.training.models.encoder import ENCODER_HEADS
 from attnserve.training.run.pipeline import train_run
 from attnserve.training.text.embeddings import EmbeddingInit
 
 PROG = "attnserve-train"
 DEFAULT_FAMILY = "transformer"  # a built-in task's model recipe (TaskDefaults.model) applies to it
-# Derived from the data or the tokenizer, or set by the data flags (--max-len), never by hand.
-FIXED = frozenset({"vocab_size", "num_classes", "max_len", "pad_id", "encoder", "source"})
+# Derived from the data, the tokenizer or a checkpoint, or set by the data flags (--max-len),
+# never by hand.
+FIXED = frozenset[str]().union(*(family.derived for family in REGISTRY.values()))
 TRAIN_NOTES = {
     "batch_size": "car-order: 128",
     "epochs": "0 = 25, or more when needed to reach --min-steps; car-order: 28",
@@ -128,28 +130,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve_family(ns: argparse.Namespace) -> str:
-    """--model, or the default: the --data recipe's family for your data, else the task's."""
-    if getattr(ns, "pretrained", None) is not None:
-        if ns.model not in (None, "encoder"):
-            raise UsageError(f"--pretrained fine-tunes the encoder family, not --model {ns.model}")
-        ns.model = "encoder"
-    elif ns.model == "encoder":
-        raise UsageError("the encoder family fine-tunes a pretrained checkpoint: give --pretrained")
-    if ns.model is None:
-        ns.model = DEFAULT_FAMILY if ns.data is None else DATA_FAMILY
+    """--model, the family --pretrained fine-tunes, or the default: the --data recipe's family
+    for your data, else the task's."""
+    default = DEFAULT_FAMILY if ns.data is None else DATA_FAMILY
+    ns.model = family_parts.resolve_family(ns.model, getattr(ns, "pretrained", None), default)
     return str(ns.model)
+
+
+def encoder_head(ns: argparse.Namespace) -> dict[str, Any]:
+    """--encoder-head as the fine-tuned family's ``head`` field; refused for any other family."""
+    if getattr(ns, "encoder_head", None) is None:
+        return {}
+    if REGISTRY[ns.model].checkpoint is None:
+        raise UsageError("--encoder-head applies to --pretrained runs")
+    return {"head": ns.encoder_head}
 
 
 def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
     """The chosen family's flags; a flag of another family is refused by name."""
     resolve_family(ns)
     owners = family_fields(FAMILIES, FIXED)
-    cls = FAMILIES[ns.model].config_cls
+    family = REGISTRY[ns.model]
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
-    if getattr(ns, "encoder_head", None) is not None:
-        if ns.model != "encoder":
-            raise UsageError("--encoder-head applies to --pretrained runs")
-        given["head"] = ns.encoder_head
+    given |= encoder_head(ns)
     if ns.data is None and ns.model == DEFAULT_FAMILY:  # a built-in task's recipe, under the flags
         given = {**dict(datasets.DEFAULTS[ns.task].model), **given}
     foreign = sorted(n for n in given if ns.model not in owners[n])
@@ -159,23 +162,20 @@ def model_overrides(ns: argparse.Namespace) -> dict[str, Any]:
             f"--{foreign[0].replace('_', '-')} is a flag of {', '.join(owners[foreign[0]])}, not of "
             f"{ns.model} (its flags: {own})"
         )
-    # The encoder's config needs its checkpoint's: check its own fields against a stand-in.
-    stand_in: dict[str, Any] = (
-        {"encoder": {"model_type": "bert", "vocab_size": 8}} if ns.model == "encoder" else {}
-    )
+    # A checkpoint's config is read later: its fields are checked against a stand-in for it.
     try:  # check the values now, not after the data is loaded
-        cls(vocab_size=8, num_classes=2, **stand_in, **given)
+        family.model.config_cls(vocab_size=8, num_classes=2, **family.stand_in, **given)
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from exc
     return given
 
 
 def train_config(ns: argparse.Namespace) -> TrainConfig:
-    """The training flags given, then a built-in task's own settings, then TrainConfig's."""
+    """The training flags given, then the family's recipe or a built-in task's own settings,
+    then TrainConfig's."""
     values = picked(ns, TrainConfig)
     recipe = datasets.DEFAULTS[ns.task].training if ns.data is None else DATA_TRAINING
-    if getattr(ns, "pretrained", None) is not None:
-        recipe = FINE_TUNING
+    recipe = REGISTRY[resolve_family(ns)].recipe.training or recipe
     for name, value in recipe:
         values.setdefault(name, value)
     try:
@@ -249,14 +249,10 @@ def _train(argv: Sequence[str]) -> int:
     if ns.freeze_embeddings and ns.init_embeddings is None:
         raise UsageError("--freeze-embeddings needs --init-embeddings FILE")
     init = None if ns.init_embeddings is None else EmbeddingInit(ns.init_embeddings, ns.freeze_embeddings)
-    fine_tuning = ns.pretrained is not None  # the fine-tuning recipe, not the plan for --data
     given = frozenset(picked(ns, TrainConfig))  # word vectors (init) set the width, not the plan
     steps_factor = distill_cli.STUDENT_STEPS_FACTOR if distilling else 1.0
-    recipe = (
-        None
-        if ns.data is None or fine_tuning
-        else DataRecipe(given, keep_width=init is not None, steps_factor=steps_factor)
-    )
+    planned = ns.data is not None and REGISTRY[ns.model].recipe.planned
+    recipe = DataRecipe(given, keep_width=init is not None, steps_factor=steps_factor) if planned else None
     result = train_run(ns.out, ns.model, overrides, cfg, spec, embeddings=init, recipe=recipe,
                        distill=distill, pretrained=ns.pretrained)  # fmt: skip
     distributed.finish()  # every rank leaves the process group before the process ends
@@ -275,13 +271,12 @@ def _tune(argv: Sequence[str]) -> int:
     add_tune_flags(p)
     ns = p.parse_args(argv)
     _configure_logging(ns.verbose)
-    ns.model = DATA_FAMILY  # the search draws the family; flags of any family are kept where they fit
+    # The search draws the family; flags of any family are kept where they fit. The family
+    # named here gives the trainer recipe: the fine-tuned one's with --pretrained.
+    ns.model = family_parts.resolve_family(None, ns.pretrained, DATA_FAMILY)
     owners = family_fields(FAMILIES, FIXED)
     given = {name: getattr(ns, name) for name in owners if getattr(ns, name, None) is not None}
-    if ns.encoder_head is not None:
-        if ns.pretrained is None:
-            raise UsageError("--encoder-head applies to --pretrained runs")
-        given["head"] = ns.encoder_head  # fixed for every trial: the search leaves it
+    given |= encoder_head(ns)  # fixed for every trial: the search leaves it
     return tune_main(ns, train_config(ns), data_spec(ns), given)
 
 

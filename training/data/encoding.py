@@ -46,9 +46,10 @@ def encode_texts(
 ) -> EncodedTexts:
     """Encode ``texts`` into an [N, max_len] int32 matrix; a longer text keeps ``truncation``.
 
-    The ids ``tokenizer.encode_batch`` gives for the same side (head, tail or head+tail),
-    without its padding to each batch's longest row. Clears the tokenizer's padding and
-    truncation settings.
+    A long text loses words, never the special tokens its tokenizer puts around it (our
+    ``[CLS]`` in front, a pretrained ``[CLS] ... [SEP]`` at both ends): what the tokenizer's
+    own truncation does, without its padding to each batch's longest row, with the
+    untruncated lengths counted too. Clears the tokenizer's padding and truncation settings.
     """
     if isinstance(texts, str):
         raise TypeError("encode_texts expects a sequence of texts, not a single string")
@@ -59,27 +60,36 @@ def encode_texts(
         raise ValueError(f"max_len must exceed the {specials} special token(s) added per text, got {max_len}")
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
-    # Tokens kept from the front of a long text ([CLS] included); the rest come from its end.
-    front = {"head": max_len, "tail": specials}.get(truncation)
-    if front is None:
-        front = specials + max(1, int(HEAD_SHARE * (max_len - specials)))
-    n = len(texts)
-    ids = np.full((n, max_len), PAD_ID, dtype=np.int32)  # [N, max_len]
-    lengths = np.zeros(n, dtype=np.int32)  # [N]
-    full = np.zeros(n, dtype=np.int32)  # [N]
     # Encoding without truncation yields the full length too, and the kept tokens are cut
     # from it here: right truncation (tokenizers' default) would count [CLS] the same way.
     tok.no_padding()
     tok.no_truncation()
+    lead = _leading_specials(tok, specials)
+    room = max_len - specials  # words kept of a long text
+    words_front = {"head": room, "tail": 0}.get(truncation, max(1, int(HEAD_SHARE * room)))
+    front, back = lead + words_front, max_len - lead - words_front  # tokens kept at each end
+    n = len(texts)
+    ids = np.full((n, max_len), PAD_ID, dtype=np.int32)  # [N, max_len]
+    lengths = np.zeros(n, dtype=np.int32)  # [N]
+    full = np.zeros(n, dtype=np.int32)  # [N]
     for start in range(0, n, chunk_rows):
         stop = min(start + chunk_rows, n)
         rows = [e.ids for e in tok.encode_batch_fast(list(texts[start:stop]), add_special_tokens=True)]
         full[start:stop] = [len(r) for r in rows]
         kept = np.minimum(full[start:stop], max_len)  # [C]
         lengths[start:stop] = kept
-        cut = (r if len(r) <= max_len else r[:front] + r[len(r) - (max_len - front) :] for r in rows)
+        cut = (r if len(r) <= max_len else r[:front] + r[len(r) - back :] for r in rows)
         flat = np.fromiter(chain.from_iterable(cut), dtype=np.int32, count=int(kept.sum()))
         # Row-major order of the True cells is the order of ``flat``: row by row, left to right.
         ids[start:stop][np.arange(max_len)[None, :] < kept[:, None]] = flat
         del rows, flat
     return EncodedTexts(ids, lengths, full)
+
+
+def _leading_specials(tok: Tokenizer, specials: int) -> int:
+    """How many of the ``specials`` tokens the tokenizer adds go before a text's words."""
+    if specials == 0:
+        return 0
+    mask = tok.encode("a", add_special_tokens=True).special_tokens_mask
+    lead = next((i for i, special in enumerate(mask) if not special), len(mask))
+    return min(lead, specials)

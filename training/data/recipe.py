@@ -30,7 +30,7 @@ from typing import Any
 
 from attnserve.training.data.plan import Plan, plan
 from attnserve.training.loop.config import TrainConfig
-from attnserve.training.models import FAMILIES
+from attnserve.training.models import FAMILIES, REGISTRY
 
 DATA_FAMILY = "gru_attention"
 # (TrainConfig field, value) for --data, where no flag sets them.
@@ -45,7 +45,6 @@ DATA_TRAINING: tuple[tuple[str, int | float | str], ...] = (
 WIDTH_FIELDS = ("d_model", "hidden")  # a family's width: sequence families, bow_mlp
 WIDTH_STEP = 8  # planned widths are multiples of this (heads and queries divide them)
 MAX_DROPOUT = 0.6
-UNPLANNED_FAMILIES = frozenset({"encoder"})  # a pretrained encoder's size is its checkpoint's
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ class DataRecipe:
 
 def planned_model(family: str, overrides: dict[str, Any], made: Plan) -> dict[str, Any]:
     """``overrides`` with the plan's width and dropout for the fields they leave to the family."""
-    if family in UNPLANNED_FAMILIES or family not in FAMILIES:
+    if family not in REGISTRY or not REGISTRY[family].recipe.planned:  # a checkpoint's size, say
         return dict(overrides)
     defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(FAMILIES[family].config_cls)}
     out = dict(overrides)

@@ -25,7 +25,7 @@ from attnserve.training.distill.teacher import cached_logits, load_teacher
 from attnserve.training.loop.batching import Split
 
 log = logging.getLogger(__name__)
-Encoder = Callable[[Tokenizer, Sequence[str], int, str], EncodedTexts]
+EncodeTexts = Callable[[Tokenizer, Sequence[str], int, str], EncodedTexts]
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,10 @@ def student_data(
     run_dir: Path,
     device: torch.device,
     max_tokens: int = 2048,
-    encode: Encoder = encode_texts,
+    encode: EncodeTexts = encode_texts,
 ) -> StudentData:
     """The student's training split and the teacher's record; ``encode`` encodes the augmented
-    texts as the training texts were (a pretrained student's tokenizer keeps [CLS] and [SEP])."""
+    texts as the training texts were (the student family's ``encode_texts``)."""
     teacher = load_teacher(spec.teacher)
     texts = [e.text for e in train_examples]
     aug = augment_texts(texts, spec.augment, teacher.mask_token)

@@ -24,10 +24,10 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from attnserve.training.data.core import DataError
-from attnserve.training.data.encoding import encode_texts
 from attnserve.training.loop import distributed
 from attnserve.training.loop.batching import Split, batch_tensors, scoring_batches
 from attnserve.training.loop.progress import on_terminal
+from attnserve.training.models import REGISTRY
 from attnserve.training.run.checkpoint import CHECKPOINT, LoadedRun, load_run
 
 log = logging.getLogger(__name__)
@@ -98,10 +98,7 @@ def compute_logits(
 ) -> np.ndarray:
     """The teacher's logits [N, C] (its own class order) for ``texts``, shortest texts first."""
     run = teacher.run
-    encode = encode_texts
-    if run.family == "encoder":  # a pretrained tokenizer keeps [CLS] and [SEP] when it cuts
-        from attnserve.training.text.pretrained import encode_pretrained as encode
-    enc = encode(teacher.tokenizer, texts, run.max_len, run.truncation)
+    enc = REGISTRY[run.family].encode_texts(teacher.tokenizer, texts, run.max_len, run.truncation)
     split = Split(enc.input_ids, enc.lengths, np.zeros(len(texts), dtype=np.int64))
     model = run.model.to(device).eval()
     out = np.zeros((len(texts), len(run.labels)), dtype=np.float32)

@@ -1,4 +1,8 @@
-"""Classifier families and their registry: rebuild any model from (family, config dict)."""
+"""Classifier families and their registry: rebuild any model from (family, config dict).
+
+A family is its module (its config, classifier and ``FAMILY``: training/models/families.py)
+plus its line in ``REGISTRY``.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +10,39 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from attnserve.training.models import (
+    attention_pool,
+    bow_mlp,
+    conv_attention,
+    encoder,
+    gru_attention,
+    mean_pool,
+    self_attention,
+    transformer,
+)
 from attnserve.training.models.attention_pool import AttentionPoolClassifier, AttentionPoolConfig
 from attnserve.training.models.base import Classifier
 from attnserve.training.models.bow_mlp import BowMLPClassifier, BowMLPConfig
 from attnserve.training.models.config import ModelConfig
 from attnserve.training.models.conv_attention import ConvAttentionClassifier, ConvAttentionConfig
 from attnserve.training.models.encoder import EncoderClassifier, EncoderConfig
+from attnserve.training.models.families import Family, registry
 from attnserve.training.models.gru_attention import GRUAttentionClassifier, GRUAttentionConfig
 from attnserve.training.models.mean_pool import MeanPoolClassifier, MeanPoolConfig
 from attnserve.training.models.self_attention import SelfAttentionClassifier, SelfAttentionConfig
 from attnserve.training.models.transformer import TransformerClassifier, TransformerConfig
 
-FAMILIES: dict[str, type[Classifier]] = {
-    cls.family: cls
-    for cls in (
-        MeanPoolClassifier,
-        AttentionPoolClassifier,
-        SelfAttentionClassifier,
-        TransformerClassifier,
-        BowMLPClassifier,
-        ConvAttentionClassifier,
-        GRUAttentionClassifier,
-        EncoderClassifier,
-    )
-}
+REGISTRY: dict[str, Family] = registry(
+    mean_pool.FAMILY,
+    attention_pool.FAMILY,
+    self_attention.FAMILY,
+    transformer.FAMILY,
+    bow_mlp.FAMILY,
+    conv_attention.FAMILY,
+    gru_attention.FAMILY,
+    encoder.FAMILY,
+)
+FAMILIES: dict[str, type[Classifier]] = {name: family.model for name, family in REGISTRY.items()}
 
 
 def build_model(family: str, config: Mapping[str, Any]) -> Classifier:
@@ -56,6 +69,7 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
 
 __all__ = [
     "FAMILIES",
+    "REGISTRY",
     "AttentionPoolClassifier",
     "AttentionPoolConfig",
     "BowMLPClassifier",
@@ -65,6 +79,7 @@ __all__ = [
     "ConvAttentionConfig",
     "EncoderClassifier",
     "EncoderConfig",
+    "Family",
     "GRUAttentionClassifier",
     "GRUAttentionConfig",
     "MeanPoolClassifier",

@@ -7,11 +7,13 @@ the attention-weighted sum of values, fed to the classifier head.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig
+from attnserve.training.models.families import Family, Trial, small_space
 from attnserve.training.models.layers import AttentionPool
 
 
@@ -32,3 +34,10 @@ class AttentionPoolClassifier(SequenceClassifier):
     def features(self, x: Tensor, mask: Tensor, with_attention: bool) -> tuple[Tensor, Tensor]:
         pooled, weights = self.pool(x, mask)  # [B, D], [B, T]: one query's weights cost nothing to keep
         return pooled, weights
+
+
+def _space(trial: Trial) -> dict[str, Any]:
+    return {"positions": trial.suggest_categorical("positions", ["none", "learned", "sinusoidal"])}
+
+
+FAMILY = Family(AttentionPoolClassifier.family, AttentionPoolClassifier, search=small_space(_space))

@@ -6,12 +6,14 @@ The word-order-blind baseline; it has no attention and returns None in its place
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attnserve.training.models.base import Classifier, check_inputs
 from attnserve.training.models.config import ModelConfig
+from attnserve.training.models.families import Family, Trial, small_space
 from attnserve.training.models.init import init_weights
 from attnserve.training.models.layers import make_head
 
@@ -58,3 +60,13 @@ class BowMLPClassifier(Classifier):
         if self.config.features == "binary":
             counts = counts.clamp(max=1.0)  # [B, V]
         return self.head(self.mlp(counts)), None  # [B, C]
+
+
+def _space(trial: Trial) -> dict[str, Any]:
+    return {
+        "hidden": trial.suggest_categorical("hidden", [64, 128, 256]),
+        "features": trial.suggest_categorical("features", ["counts", "binary"]),
+    }
+
+
+FAMILY = Family(BowMLPClassifier.family, BowMLPClassifier, search=small_space(_space, sequence=False))

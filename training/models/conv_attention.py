@@ -15,12 +15,14 @@ The attention returned is the mean of the queries' weights: [B, T], padding exac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig, require
+from attnserve.training.models.families import Family, Trial, small_space
 from attnserve.training.models.layers import MultiQueryPool, masked_mean
 
 
@@ -70,3 +72,14 @@ class ConvAttentionClassifier(SequenceClassifier):
             # over the convolved tokens adds what it misses (negation, contrast).
             pooled = pooled + masked_mean(embedded, mask)[0]  # [B, D]
         return self.drop(pooled), weights.mean(dim=1)  # [B, D], [B, T]
+
+
+def _space(trial: Trial) -> dict[str, Any]:
+    return {
+        "kernel_size": trial.suggest_categorical("kernel_size", [3, 5]),
+        "conv_layers": trial.suggest_int("conv_layers", 1, 2),
+        "n_queries": trial.suggest_categorical("n_queries", [1, 2, 4]),
+    }
+
+
+FAMILY = Family(ConvAttentionClassifier.family, ConvAttentionClassifier, search=small_space(_space))

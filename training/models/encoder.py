@@ -12,6 +12,7 @@ scaled-dot-product kernel, which never builds them: training and scoring use it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,9 +21,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from attnserve.training.loop.config import FINE_TUNING
 from attnserve.training.models.base import Classifier, check_inputs
 from attnserve.training.models.config import ModelConfig, require
+from attnserve.training.models.families import DERIVED_FIELDS, ExportHints, Family, Recipe, Trial
 from attnserve.training.models.layers import masked_softmax
+from attnserve.training.text.pretrained import Pretrained, load_pretrained, load_weights
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -134,3 +138,58 @@ class EncoderClassifier(Classifier):
         # Padded keys already get 0 from the additive mask; padded query rows are zeroed too.
         keep = mask[:, None, None, :, None] & mask[:, None, None, None, :]  # [B, 1, 1, T, T]
         return logits, attention * keep.to(attention.dtype)
+
+
+def _space(trial: Trial) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What fine-tuning is sensitive to: the learning rate and batch size around the BERT
+    paper's grid (2e-5 to 5e-5, batch 16 or 32, widened a little), and the head. The size is
+    the checkpoint's."""
+    training: dict[str, Any] = {
+        "lr": trial.suggest_float("lr", 1e-5, 1e-4, log=True),
+        "batch_size": trial.suggest_categorical("batch_size", [16, 32]),
+    }
+    return {"head": trial.suggest_categorical("head", list(ENCODER_HEADS))}, training
+
+
+@dataclass(frozen=True)
+class FineTuning(Pretrained):
+    """A checkpoint read (training/text/pretrained.py) as the start of a fine-tuning run."""
+
+    def build(self, *, num_classes: int, max_len: int, **settings: Any) -> EncoderClassifier:
+        """The classifier with the checkpoint's encoder weights and a freshly initialised head."""
+        cfg = EncoderConfig(
+            num_classes=num_classes,
+            max_len=max_len,
+            pad_id=self.pad_id,
+            encoder=self.encoder,
+            source=self.source,
+            **settings,
+        )
+        model = EncoderClassifier(cfg)
+        load_weights(model.encoder, self.folder)
+        return model
+
+
+def fine_tuning(source: str) -> FineTuning:
+    """--pretrained SOURCE read, ready to build on."""
+    read = load_pretrained(source)
+    return FineTuning(**{f.name: getattr(read, f.name) for f in dataclasses.fields(read)})
+
+
+def _fusion_shape(config: ModelConfig) -> tuple[int, int]:
+    assert isinstance(config, EncoderConfig)
+    return int(config.encoder["num_attention_heads"]), int(config.encoder["hidden_size"])
+
+
+FAMILY = Family(
+    EncoderClassifier.family,
+    EncoderClassifier,
+    search=_space,
+    recipe=Recipe(training=FINE_TUNING, planned=False),  # the checkpoint's size, the BERT paper's recipe
+    # BERT-sized graphs: a logits-only graph for calls without attention, int8 per output column
+    # (per tensor lost accuracy: docs/results/encoder.md), and the transformer fusions.
+    export=ExportHints(label_graph=True, per_channel_int8=True, fusion_shape=_fusion_shape),
+    checkpoint=fine_tuning,
+    derived=DERIVED_FIELDS | {"encoder", "source"},
+    stand_in={"encoder": {"model_type": "bert", "vocab_size": 8}},
+)

@@ -11,12 +11,14 @@ states as in conv_attention; the attention returned is their mean, [B, T], paddi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig, require
+from attnserve.training.models.families import Family, Trial, small_space
 from attnserve.training.models.layers import MultiQueryPool, masked_mean
 
 
@@ -78,3 +80,13 @@ class GRUAttentionClassifier(SequenceClassifier):
         if self.config.bag:
             pooled = pooled + masked_mean(x, mask)[0]  # [B, D]
         return self.drop(pooled), weights.mean(dim=1)  # [B, D], [B, T]
+
+
+def _space(trial: Trial) -> dict[str, Any]:
+    return {
+        "n_queries": trial.suggest_categorical("n_queries", [1, 2, 4]),
+        "ngram_buckets": trial.suggest_categorical("ngram_buckets", [0, 65536]),
+    }
+
+
+FAMILY = Family(GRUAttentionClassifier.family, GRUAttentionClassifier, search=small_space(_space))

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig
+from attnserve.training.models.families import Family, small_space
 from attnserve.training.models.layers import masked_mean
 
 
@@ -30,3 +31,6 @@ class MeanPoolClassifier(SequenceClassifier):
 
     def features(self, x: Tensor, mask: Tensor, with_attention: bool) -> tuple[Tensor, Tensor]:
         return masked_mean(x, mask)  # [B, D], [B, T]
+
+
+FAMILY = Family(MeanPoolClassifier.family, MeanPoolClassifier, search=small_space())

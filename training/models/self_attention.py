@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig
+from attnserve.training.models.families import Family, small_space
 from attnserve.training.models.init import init_for_word_order
 from attnserve.training.models.layers import SelfAttention, masked_mean
 
@@ -46,3 +47,6 @@ class SelfAttentionClassifier(SequenceClassifier):
         x = self.norm(x + self.drop(y))  # [B, T, D]
         pooled, _ = masked_mean(x, mask)  # [B, D]
         return pooled, None if weights is None else weights.squeeze(1)  # [B, D], [B, T, T]
+
+
+FAMILY = Family(SelfAttentionClassifier.family, SelfAttentionClassifier, search=small_space())

@@ -1,4 +1,4 @@
-"""Transformer encoder classifier: N blocks of multi-head self-attention and MLP, then pooling.
+"""Transformer classifier: N blocks of multi-head self-attention and MLP, then pooling.
 
 Reads in build order: config, MLP, block, classifier. The default config is the published
 car-order model (4 layers, 1 head, d_model 64, MLP ratio 4, learned positions, mean pooling).
@@ -7,13 +7,14 @@ car-order model (4 layers, 1 head, d_model 64, MLP ratio 4, learned positions, m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from attnserve.training.models.base import SequenceClassifier
 from attnserve.training.models.config import SequenceConfig, require
+from attnserve.training.models.families import Family, Trial, small_space
 from attnserve.training.models.init import init_for_word_order
 from attnserve.training.models.layers import AttentionPool, SelfAttention, masked_mean
 
@@ -111,3 +112,13 @@ class TransformerClassifier(SequenceClassifier):
         else:
             pooled, _ = masked_mean(x, mask)  # [B, D]
         return pooled, torch.stack(layers, dim=1) if layers else None  # [B, D], [B, L, H, T, T]
+
+
+def _space(trial: Trial) -> dict[str, Any]:
+    return {
+        "n_layers": trial.suggest_int("n_layers", 1, 2),
+        "n_heads": trial.suggest_categorical("n_heads", [1, 2, 4]),
+    }
+
+
+FAMILY = Family(TransformerClassifier.family, TransformerClassifier, search=small_space(_space))

@@ -40,13 +40,13 @@ def _as_grid(attention: np.ndarray) -> np.ndarray:
         return attention[None, None, None, :]
     if attention.ndim == 2:  # one self-attention map [T, T]
         return attention[None, None]
-    return attention  # encoders: [L, H, T, T]
+    return attention  # layer by layer (transformer, encoder): [L, H, T, T]
 
 
 def plot_attention(
     samples: Sequence[tuple[str, list[str], np.ndarray]], path: Path, title: str
 ) -> Path | None:
-    """One row of panels per (label, tokens, attention) sample; encoders get a layer x head grid."""
+    """One row of panels per (label, tokens, attention) sample; layered attention gets a layer x head grid."""
     if not samples:
         return None
     grids = [(label, tokens, _as_grid(att)) for label, tokens, att in samples]

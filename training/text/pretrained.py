@@ -11,20 +11,15 @@ error per problem: a model that is not an encoder, a tokenizer that does not fit
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import torch
 from tokenizers import Tokenizer
 
 from attnserve.training.data.core import DataError
-from attnserve.training.data.encoding import CHUNK_ROWS, EncodedTexts
 from attnserve.training.data.hub import hub_reachable, offline_by_setting
-from attnserve.training.models.encoder import EncoderClassifier, EncoderConfig
-from attnserve.training.text.tokenizer import HEAD_SHARE, TRUNCATION_SIDES
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +43,6 @@ class Pretrained:
     tokenizer: Tokenizer
     pad_id: int
     max_positions: int  # the longest input the position table allows
-
-    def build(self, *, num_classes: int, max_len: int, **settings: Any) -> EncoderClassifier:
-        """The classifier with the checkpoint's encoder weights and a freshly initialised head."""
-        cfg = EncoderConfig(
-            num_classes=num_classes,
-            max_len=max_len,
-            pad_id=self.pad_id,
-            encoder=self.encoder,
-            source=self.source,
-            **settings,
-        )
-        model = EncoderClassifier(cfg)
-        load_weights(model, self.folder)
-        return model
 
 
 def load_pretrained(source: str) -> Pretrained:
@@ -178,8 +159,8 @@ def _check_tokenizer(tok: Tokenizer, encoder: dict[str, Any], source: str) -> in
     return pad_id
 
 
-def load_weights(model: EncoderClassifier, folder: Path) -> None:
-    """Copy the checkpoint's encoder weights into ``model.encoder``: all of them, or an error."""
+def load_weights(encoder: torch.nn.Module, folder: Path) -> None:
+    """Copy the checkpoint's weights into ``encoder`` (a classifier's body): all of them, or an error."""
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
@@ -196,51 +177,4 @@ def load_weights(model: EncoderClassifier, folder: Path) -> None:
             f"{folder}: the weights do not fit config.json ({len(missing)} missing, e.g. {missing[0]})"
         )
     state = {k: v for k, v in pretrained.state_dict().items() if not k.startswith("pooler.")}
-    model.encoder.load_state_dict(state, strict=True)
-
-
-def encode_pretrained(
-    tok: Tokenizer,
-    texts: Sequence[str],
-    max_len: int,
-    truncation: str = "head",
-    *,
-    chunk_rows: int = CHUNK_ROWS,
-) -> EncodedTexts:
-    """Texts -> [N, max_len] int32 ids with the tokenizer's special tokens kept at both ends.
-
-    A long text loses words, never its [CLS] or [SEP]: what the tokenizer's own truncation
-    does (the service's), here with the untruncated lengths counted too. Padding cells hold 0;
-    the lengths say which cells are real.
-    """
-    if truncation not in TRUNCATION_SIDES:
-        raise ValueError(f"truncation must be one of {TRUNCATION_SIDES}, got {truncation!r}")
-    specials = tok.num_special_tokens_to_add(is_pair=False)
-    if max_len <= specials:
-        raise ValueError(f"max_len must exceed the {specials} special token(s) added per text, got {max_len}")
-    room = max_len - specials  # words kept of a long text
-    front = {"head": room, "tail": 0}.get(truncation, max(1, int(HEAD_SHARE * room)))
-    n = len(texts)
-    ids = np.zeros((n, max_len), dtype=np.int32)  # [N, max_len]
-    lengths = np.zeros(n, dtype=np.int32)  # [N]
-    full = np.zeros(n, dtype=np.int32)  # [N]
-    tok.no_padding()
-    tok.no_truncation()
-    for start in range(0, n, chunk_rows):
-        stop = min(start + chunk_rows, n)
-        rows, whole = [], []
-        for e in tok.encode_batch(list(texts[start:stop]), add_special_tokens=True):
-            row, mask = e.ids, e.special_tokens_mask
-            whole.append(len(row))
-            if len(row) > max_len:
-                lead = next(i for i, m in enumerate(mask) if not m)  # specials before the words
-                trail = len(row) - next(i for i, m in enumerate(reversed(mask)) if not m)
-                words = row[lead:trail]
-                row = row[:lead] + words[:front] + words[len(words) - (room - front) :] + row[trail:]
-            rows.append(row)
-        full[start:stop] = whole
-        lengths[start:stop] = [len(r) for r in rows]
-        kept = lengths[start:stop]
-        flat = np.fromiter(chain.from_iterable(rows), dtype=np.int32, count=int(kept.sum()))
-        ids[start:stop][np.arange(max_len)[None, :] < kept[:, None]] = flat
-    return EncodedTexts(ids, lengths, full)
+    encoder.load_state_dict(state, strict=True)

@@ -33,10 +33,11 @@ import optuna
 from attnserve.training.cli.exits import UsageError
 from attnserve.training.data.spec import DataSpec
 from attnserve.training.loop.config import TrainConfig
-from attnserve.training.models import FAMILIES
+from attnserve.training.models import FAMILIES, REGISTRY
+from attnserve.training.models.families import check_start
 from attnserve.training.run.pipeline import train_run
 from attnserve.training.tune.report import TrialRow, write_plot, write_table
-from attnserve.training.tune.space import SEARCHED, suggest
+from attnserve.training.tune.space import SEARCHED, fine_tuned_families, suggest
 
 log = logging.getLogger(__name__)
 METRICS = ("accuracy", "macro_f1")
@@ -50,7 +51,7 @@ class TuneConfig:
     families: tuple[str, ...] = SEARCHED
     metric: str = "accuracy"  # validation figure maximised and pruned on
     seed: int = 0  # the sampler's
-    pretrained: str | None = None  # fine-tune this checkpoint: the search is over the encoder alone
+    pretrained: str | None = None  # fine-tune this checkpoint: the search is over its family alone
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -60,8 +61,8 @@ class TuneConfig:
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown or not self.families:
             raise UsageError(f"unknown families {unknown}; choose among {', '.join(sorted(FAMILIES))}")
-        if (self.pretrained is not None) != (self.families == ("encoder",)):
-            raise UsageError("the encoder is searched with --pretrained, and --pretrained searches it alone")
+        for family in self.families:  # a checkpoint's family and --pretrained go together
+            check_start(REGISTRY[family], self.pretrained)
         if self.metric not in METRICS:
             raise UsageError(f"--metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
 
@@ -157,8 +158,8 @@ def tune_main(ns: argparse.Namespace, base: TrainConfig, spec: DataSpec, given: 
         raise UsageError("tune searches on your data: give --data (and --val-data or --val-split)")
     families = tuple(f.strip() for f in ns.families.split(",") if f.strip())
     pretrained = getattr(ns, "pretrained", None)
-    if pretrained is not None and ns.families == ",".join(SEARCHED):  # --families left as it was
-        families = ("encoder",)
+    if ns.families == ",".join(SEARCHED):  # --families left as it was: the families --pretrained takes
+        families = SEARCHED if pretrained is None else fine_tuned_families()
     cfg = TuneConfig(ns.trials, base.max_seconds, families, ns.metric, ns.sampler_seed, pretrained)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     best = tune(Path(ns.out), dataclasses.replace(base, max_seconds=0.0), spec, given, cfg)

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from attnserve.service.api.grpc.handlers import Context, Handlers, refuse, to_bytes
+from attnserve.service.api.grpc.handlers import Handlers
+from attnserve.service.api.grpc.wire import Context, refuse, to_bytes
 from attnserve.service.bundle import valid_model_name
-from attnserve.service.calls.call import Call
+from attnserve.service.calls.record import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.reload import ModelReport, Reloader
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
@@ -74,8 +75,8 @@ class AdminApi:
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
-                "Reload": handlers.unary(pb.ReloadRequest, self.reload, counted=False),
-                "Unload": handlers.unary(pb.UnloadRequest, self.unload, counted=False),
+                "Reload": handlers.unary(pb.ReloadRequest, self.reload, handlers.routes.metadata),
+                "Unload": handlers.unary(pb.UnloadRequest, self.unload, handlers.routes.metadata),
             },
         )
 

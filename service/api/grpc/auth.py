@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
-from attnserve.service.api.grpc.handlers import Context, refuse, refuse_stream
+from attnserve.service.api.grpc.wire import Context, refuse, refuse_stream
 from attnserve.service.calls.auth import Authenticator, bearer_token, load_tokens
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.errors import ServiceError

@@ -1,5 +1,5 @@
-"""The attnserve.v1 Classifier service: the gRPC adapter of the classify plane (messages <->
-the plane's plain types; api/classify/)."""
+"""The attnserve.v1 Classifier service: the gRPC adapter of the native plane (messages <->
+the plane's plain types; api/native/)."""
 
 from __future__ import annotations
 
@@ -8,40 +8,27 @@ from typing import cast
 import grpc
 import numpy as np
 
-from attnserve.service.api.classify.plane import ClassifyPlane
-from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, mode_name
-from attnserve.service.api.grpc.handlers import Context, Handlers, to_bytes
-from attnserve.service.calls.call import Call
+from attnserve.service.api.grpc.handlers import Handlers
+from attnserve.service.api.grpc.wire import Context, to_bytes
+from attnserve.service.api.native.plane import NativePlane
+from attnserve.service.api.native.types import ClassifyReply, ClassifyRequest
+from attnserve.service.calls.record import Call
+from attnserve.service.common.model_info import ModelInfo
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
+from attnserve.service.edges import parse_number
 from attnserve.service.engine.core import Core
-from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.attribution import Attribution
-from attnserve.service.errors import InvalidArgument, ServiceError
+from attnserve.service.errors import ServiceError
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
-_MODES = {int(mode): mode for mode in AttentionMode}
-_MODES[pb.ATTENTION_MODE_UNSPECIFIED] = AttentionMode.NONE
 
 
 def attention_mode(value: int) -> AttentionMode:
-    mode = _MODES.get(value)
-    if mode is None:
-        known = ", ".join(pb.AttentionMode.keys())
-        raise InvalidArgument(f"attention: unknown attention mode {value}; known modes: {known}")
-    return mode
+    return parse_number(AttentionMode, value, field="attention")
 
 
 def attribution_method(value: int) -> Attribution:
-    """An AttributionMethod number as the engine's method (the numbers are the same)."""
-    if value == pb.ATTRIBUTION_METHOD_UNSPECIFIED:
-        return Attribution.NONE
-    try:
-        return Attribution(value)
-    except ValueError:
-        known = ", ".join(pb.AttributionMethod.keys())
-        raise InvalidArgument(
-            f"attribution: unknown attribution method {value}; known methods: {known}"
-        ) from None
+    return parse_number(Attribution, value, field="attribution")
 
 
 def tensor(array: np.ndarray) -> pb.Tensor:
@@ -115,7 +102,7 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
             layers=attention.layers,
             heads=attention.heads,
             modes=[cast("pb.AttentionMode", int(mode)) for mode in attention.modes],
-            shapes={mode_name(mode): shape for mode, shape in attention.shapes.items()},
+            shapes={mode.proto_name: shape for mode, shape in attention.shapes.items()},
         ),
         limits=pb.Limits(
             max_texts_per_request=limits.max_texts_per_request,
@@ -143,7 +130,7 @@ class NativeApi:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: ClassifyPlane) -> None:
+    def __init__(self, core: Core, plane: NativePlane) -> None:
         self.core = core
         self.plane = plane
         self._handlers = Handlers(core, "native")
@@ -155,8 +142,10 @@ class NativeApi:
             {
                 "Classify": handlers.unary(pb.ClassifyRequest, self.classify_call),
                 "ClassifyStream": handlers.stream(pb.ClassifyRequest, self.classify_call, self._stream_error),
-                "ListModels": handlers.unary(pb.ListModelsRequest, self.list_models, counted=False),
-                "GetModel": handlers.unary(pb.GetModelRequest, self.get_model, counted=False),
+                "ListModels": handlers.unary(
+                    pb.ListModelsRequest, self.list_models, handlers.routes.metadata
+                ),
+                "GetModel": handlers.unary(pb.GetModelRequest, self.get_model, handlers.routes.metadata),
             },
         )
 

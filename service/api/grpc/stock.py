@@ -23,7 +23,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 
-from attnserve.service.api.grpc.handlers import parse, refuse, to_bytes
+from attnserve.service.api.grpc.wire import parse, refuse, to_bytes
 from attnserve.service.edges import quote
 from attnserve.service.errors import NotFound, ResourceExhausted, ServiceError
 

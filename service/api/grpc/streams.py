@@ -19,12 +19,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 import grpc
 
 from attnserve.service.allocator import release_after
-from attnserve.service.api.grpc.handlers import (
+from attnserve.service.api.grpc.wire import (
     REFUSAL_READ_SECONDS,
     Context,
     Handler,
@@ -34,13 +33,12 @@ from attnserve.service.api.grpc.handlers import (
     refuse,
     refuse_stream,
 )
-from attnserve.service.calls.call import Call, error_of
+from attnserve.service.calls.call import CallLayer
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Routes
 from attnserve.service.engine.admission import Permit
 from attnserve.service.errors import SHUTTING_DOWN_MESSAGE, ServiceError, Unavailable
 from attnserve.service.observe.propagation import TraceParent, extract_metadata
-
-if TYPE_CHECKING:
-    from attnserve.service.api.grpc.handlers import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +48,27 @@ _DRAINED, _END = object(), object()
 
 
 def stream_handler(
-    handlers: Handlers,
+    layer: CallLayer,
+    routes: Routes,
     message_type: type[M],
     handler: Handler[M],
     error_reply: Callable[[bytes, ServiceError], bytes],
     span_name: list[str] | None = None,
 ) -> grpc.RpcMethodHandler[bytes, bytes]:
-    core, layer = handlers.core, handlers.layer
-    gate = core.gate
-    window = core.settings.stream_window
+    """The stream is a call of its own on `routes.stream` (its permit, held while it is open);
+    each message is an inference call within it."""
+    gate = layer.core.gate
+    window = layer.core.settings.stream_window
 
-    async def work(raw: bytes, context: Context, stream: Permit, call: Call) -> bytes:
-        layer.admit(call, within=stream).hold(len(raw))
+    async def work(raw: bytes, context: Context, call: Call) -> bytes:
         return await handler(parse(message_type, raw), context, call)
 
     async def one(raw: bytes, context: Context, stream: Permit, parent: TraceParent | None) -> bytes:
         """One request of the stream: a call of its own, with a permit within the stream's; traced, a
         span of its own, a child of the trace context the stream was opened with."""
         name = span_name[0] if span_name else ""
-        call = layer.start(deadline=deadline_of(context), counted=True, name=name, parent=parent)
-        result = await layer.serve(call, partial(work, raw, context, stream))
+        call = layer.start(routes.inference, deadline=deadline_of(context), name=name, parent=parent)
+        result = await layer.serve(call, partial(work, raw, context), size=len(raw), within=stream)
         release_after(len(raw))
         return result if isinstance(result, bytes) else error_reply(raw, result)
 
@@ -102,11 +101,13 @@ def stream_handler(
         return True
 
     async def serve(requests: AsyncIterator[bytes], context: Context) -> None:
-        try:
-            stream = gate.try_acquire_permit()
-        except ServiceError as exc:
-            await refuse_stream(requests, context, error_of(exc))
-            return
+        call = layer.start(routes.stream)
+        outcome = await layer.serve(call, partial(messages, requests, context))
+        if isinstance(outcome, ServiceError):  # refused before it was served
+            await refuse_stream(requests, context, outcome)
+
+    async def messages(requests: AsyncIterator[bytes], context: Context, call: Call) -> None:
+        stream = call.context.permit
         pending: asyncio.Queue[object] = asyncio.Queue()
         slots = asyncio.Semaphore(window - 1)
         reader = asyncio.get_running_loop().create_task(read(requests, context, pending, slots, stream))
@@ -152,6 +153,5 @@ def stream_handler(
                     leftover.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-            stream.release()
 
     return grpc.stream_stream_rpc_method_handler(serve)

@@ -1,5 +1,5 @@
 """The Open Inference Protocol ("KServe V2") over gRPC, as Triton speaks it:
-`inference.GRPCInferenceService`, a thin adapter around the V2 data plane (plane.py).
+`inference.GRPCInferenceService`, a thin adapter around the V2 plane (plane.py).
 
 Same port as attnserve.v1; inference requests join the same batchers. Each handler
 converts the message to the plane's types (v2_codec.py), calls the plane and converts back.
@@ -13,9 +13,11 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from attnserve.service.api.grpc import v2_codec
-from attnserve.service.api.grpc.handlers import Context, Handlers, M, parse, refuse, to_bytes, too_large
-from attnserve.service.api.v2.plane import DataPlane
-from attnserve.service.calls.call import Call, error_of
+from attnserve.service.api.grpc.handlers import Handlers
+from attnserve.service.api.grpc.wire import Context, M, to_bytes
+from attnserve.service.api.v2.plane import V2Plane
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Route
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import ServiceError
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
@@ -29,27 +31,27 @@ class V2Api:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: DataPlane) -> None:
+    def __init__(self, core: Core, plane: V2Plane) -> None:
         self.core = core
         self.plane = plane
         self._handlers = Handlers(core, "v2")
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         handlers = self._handlers
-        small = self.core.settings.max_metadata_message_bytes
+        routes = handlers.routes
 
-        def info(message_type: type[M], method: Reply[M]) -> grpc.RpcMethodHandler[bytes, bytes]:
-            return handlers.unary(
-                message_type, lambda request, context, _: method(request, context), counted=False
-            )
+        def info(
+            message_type: type[M], method: Reply[M], route: Route = routes.metadata
+        ) -> grpc.RpcMethodHandler[bytes, bytes]:
+            return handlers.unary(message_type, lambda request, context, _: method(request, context), route)
 
         return handlers.service(
             SERVICE_NAME,
             {
-                "ServerLive": _ungated(pb.ServerLiveRequest, self.server_live, small),
-                "ServerReady": _ungated(pb.ServerReadyRequest, self.server_ready, small),
-                "ModelReady": _ungated(pb.ModelReadyRequest, self.model_ready, small),
-                "ServerMetadata": _ungated(pb.ServerMetadataRequest, self.server_metadata, small),
+                "ServerLive": info(pb.ServerLiveRequest, self.server_live, routes.health),
+                "ServerReady": info(pb.ServerReadyRequest, self.server_ready, routes.health),
+                "ModelReady": info(pb.ModelReadyRequest, self.model_ready, routes.health),
+                "ServerMetadata": info(pb.ServerMetadataRequest, self.server_metadata, routes.server),
                 "ModelMetadata": info(pb.ModelMetadataRequest, self.model_metadata),
                 "ModelConfig": info(pb.ModelConfigRequest, self.model_config),
                 "ModelStatistics": info(pb.ModelStatisticsRequest, self.model_statistics),
@@ -105,19 +107,3 @@ def _stream_error(raw: bytes, error: ServiceError) -> bytes:
     reply.infer_response.model_name = request.model_name
     reply.infer_response.model_version = request.model_version
     return to_bytes(reply)
-
-
-def _ungated(message_type: type[M], method: Reply[M], limit: int) -> grpc.RpcMethodHandler[bytes, bytes]:
-    """Health and server metadata answer while starting and draining too (no admission)."""
-
-    async def serve(raw: bytes, context: Context) -> bytes:
-        try:
-            refused = too_large(len(raw), limit, "max_metadata_message_bytes")
-            if refused is not None:
-                raise refused
-            return await method(parse(message_type, raw), context)
-        except Exception as exc:
-            error = error_of(exc)
-        return refuse(context, error)
-
-    return grpc.unary_unary_rpc_method_handler(serve)

@@ -1,7 +1,7 @@
-"""The gRPC V2 adapter's conversions: protocol messages to the data plane's types and back.
+"""The gRPC V2 adapter's conversions: protocol messages to the V2 plane's types and back.
 
 Inputs arrive either in `raw_input_contents` (one entry per input, in order) or in each
-input's typed `contents`; the layout is checked here, the data itself by the data plane.
+input's typed `contents`; the layout is checked here, the data itself by the V2 plane.
 Outputs always go out in `raw_output_contents` (see tensors.py).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from attnserve.service.api.grpc.handlers import to_bytes
+from attnserve.service.api.grpc.wire import to_bytes
 from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
@@ -27,7 +27,7 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
     TensorDecl,
 )
-from attnserve.service.engine.request.attention import AttentionMode
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 

@@ -16,18 +16,18 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from attnserve.service.api.classify.plane import ClassifyPlane
-from attnserve.service.api.http.classify import ClassifyApi
-from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import (
     api_error,
     method_not_allowed,
     not_found_route,
     v2_error,
 )
+from attnserve.service.api.http.handlers import Handlers
+from attnserve.service.api.http.native import NativeRest
 from attnserve.service.api.http.openapi import openapi_schema
 from attnserve.service.api.http.v2 import V2Rest
-from attnserve.service.api.v2.plane import DataPlane
+from attnserve.service.api.native.plane import NativePlane
+from attnserve.service.api.v2.plane import V2Plane
 from attnserve.service.calls.auth import Tokens
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import INTERNAL_MESSAGE, Internal, ServiceError
@@ -93,10 +93,10 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return style(Internal(INTERNAL_MESSAGE))
 
 
-def build_app(core: Core, tokens: Tokens | None, classify: ClassifyPlane, v2: DataPlane) -> ASGIApp:
+def build_app(core: Core, tokens: Tokens | None, classify: NativePlane, v2: V2Plane) -> ASGIApp:
     """The HTTP port's application over the planes the server built, shared with gRPC (so
     both transports count into one set of V2 statistics)."""
-    endpoints = Endpoints(core, tokens)
+    handlers = Handlers(core, tokens)
     schema = openapi_schema(package_version("attnserve"))
 
     async def index(request: Request) -> Response:
@@ -113,8 +113,8 @@ def build_app(core: Core, tokens: Tokens | None, classify: ClassifyPlane, v2: Da
         Route("/docs", docs),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        *V2Rest(endpoints, v2).routes(),
-        *ClassifyApi(endpoints, classify).routes(),
+        *V2Rest(handlers, v2).routes(),
+        *NativeRest(handlers, classify).routes(),
     ]
     app = Starlette(
         routes=routes,

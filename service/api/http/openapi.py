@@ -1,7 +1,7 @@
 """The HTTP port's bodies, and the OpenAPI 3.1 document built from them (served at
 /openapi.json, read by /docs, and the schema the test suite checks every reply against).
 
-One source: the JSON API's replies are the classify plane's own types, which the routes
+One source: the JSON API's replies are the native plane's own types, which the routes
 write with the same pydantic adapters, its request body is the model the route parses it
 with; the V2 server metadata, model metadata and repository index are the V2 plane's own
 types, written field for field; the V2 configuration and statistics replies, which the
@@ -16,11 +16,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
-from attnserve.service.api.classify.types import ClassifyReply, ModelInfo, ModelList
-from attnserve.service.api.http.classify import ClassifyBody
+from attnserve.service.api.http.native import ClassifyBody
 from attnserve.service.api.http.v2_codec import InferResponseJson
 from attnserve.service.api.http.v2_info import ModelConfigJson, ModelStatisticsJson
+from attnserve.service.api.native.types import ClassifyReply, ModelList
 from attnserve.service.api.v2 import types as v2
+from attnserve.service.common.model_info import ModelInfo
 
 V2Datatype = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -32,7 +33,7 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# --- the JSON API: its replies are the classify plane's own types (api/classify/types.py) ----
+# --- the JSON API: its replies are the native plane's own types (api/native/types.py) ----
 class ErrorDetail(_Reply):
     code: str = Field(examples=["INVALID_ARGUMENT"])
     message: str

@@ -1,5 +1,5 @@
 """KServe V2 / Triton HTTP/REST: health, metadata, config, statistics, repository index and
-inference, a thin adapter around the V2 data plane (one set of per-model statistics with
+inference, a thin adapter around the V2 plane (one set of per-model statistics with
 gRPC).
 
 Health answers 200 for true and 400 for false, as the protocol says; `/v2/health/*` needs
@@ -18,10 +18,11 @@ from starlette.routing import BaseRoute, Route
 
 from attnserve.service.api.http import v2_codec as codec
 from attnserve.service.api.http import v2_info as info
-from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import v2_error
-from attnserve.service.api.v2.plane import DataPlane
-from attnserve.service.calls.call import Call
+from attnserve.service.api.http.handlers import Handlers
+from attnserve.service.api.v2.plane import V2Plane
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Route as CallRoute
 from attnserve.service.edges import check_text, parse_json
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, Status
 
@@ -37,34 +38,38 @@ def _path(request: Request, key: str) -> str:
 
 
 class V2Rest:
-    def __init__(self, endpoints: Endpoints, plane: DataPlane) -> None:
-        self.endpoints = endpoints
+    def __init__(self, handlers: Handlers, plane: V2Plane) -> None:
+        self.handlers = handlers
         self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
+        server = self.handlers.routes.server
         routes: list[BaseRoute] = [
-            Route("/v2/health/live", self._open(self.live)),
-            Route("/v2/health/ready", self._open(self.ready)),
-            Route("/v2", self._info(self.server_metadata, gated=False)),
+            Route("/v2/health/live", self._check(self.live)),
+            Route("/v2/health/ready", self._check(self.ready)),
+            Route("/v2", self._info(self.server_metadata, server)),
             Route("/v2/models/stats", self._info(self.stats)),
             Route("/v2/repository/index", self._info(self.repository_index), methods=["POST"]),
         ]
         for base in (VERSIONED, MODEL):  # the versioned forms first: they are the longer paths
             routes += [
-                Route(f"{base}/ready", self._open(self.model_ready)),
+                Route(f"{base}/ready", self._check(self.model_ready)),
                 Route(f"{base}/config", self._info(self.model_config)),
                 Route(f"{base}/stats", self._info(self.stats)),
                 Route(f"{base}/infer", self.infer, methods=["POST"]),
                 Route(base, self._info(self.model_metadata)),
             ]
-        routes.append(Route("/v2/repository/models/{name}/{action}", self.unsupported, methods=["POST"]))
+        unsupported = self._info(self.unsupported)
+        routes.append(Route("/v2/repository/models/{name}/{action}", unsupported, methods=["POST"]))
         return routes
 
-    # --- health: no token, no admission -----------------------------------------------------
-    @staticmethod
-    def _open(check: Callable[[Request], bool]) -> Endpoint:
-        async def endpoint(request: Request) -> Response:
+    # --- health: no token, no admission (the health route) ---------------------------------
+    def _check(self, check: Callable[[Request], bool]) -> Endpoint:
+        async def handle(request: Request, call: Call) -> Response:
             return Response(status_code=200 if check(request) else 400)
+
+        async def endpoint(request: Request) -> Response:
+            return await self.handlers.run(request, handle, v2_error, self.handlers.routes.health)
 
         return endpoint
 
@@ -81,12 +86,16 @@ class V2Rest:
             return False
 
     # --- metadata ---------------------------------------------------------------------------
-    def _info(self, method: Callable[[Request, Call], Awaitable[Any]], *, gated: bool = True) -> Endpoint:
+    def _info(
+        self, method: Callable[[Request, Call], Awaitable[Any]], route: CallRoute | None = None
+    ) -> Endpoint:
         async def handle(request: Request, call: Call) -> Response:
             return JSONResponse(await method(request, call))
 
+        chosen = route or self.handlers.routes.metadata
+
         async def endpoint(request: Request) -> Response:
-            return await self.endpoints.run(request, handle, v2_error, counted=False, gated=gated)
+            return await self.handlers.run(request, handle, v2_error, chosen)
 
         return endpoint
 
@@ -110,31 +119,29 @@ class V2Rest:
         return info.model_statistics(self.plane.statistics(_path(request, "name"), _path(request, "version")))
 
     async def repository_index(self, request: Request, call: Call) -> list[info.IndexEntryJson]:
-        body = await self.endpoints.body(request, call)
+        body = await self.handlers.body(request, call)
         document = parse_json(body) if body.strip() else {}
         ready = document.get("ready", False) if isinstance(document, dict) else None
         if not isinstance(ready, bool):
             raise InvalidArgument('request body: expected {} or {"ready": true|false}')
         return info.repository_index(await self.plane.repository_index(ready=ready))
 
-    async def unsupported(self, request: Request) -> Response:
+    async def unsupported(self, request: Request, call: Call) -> None:
         action = str(request.path_params.get("action", ""))
         if action not in ("load", "unload"):
-            return v2_error(NotFound(f"no such route: {request.url.path[:200]}"))
-        return v2_error(
-            ServiceError(
-                f"model repository {action}: not supported; the server loads its repository at start "
-                "and with --repository-poll-seconds",
-                Status.UNIMPLEMENTED,
-            )
+            raise NotFound(f"no such route: {request.url.path[:200]}")
+        raise ServiceError(
+            f"model repository {action}: not supported; the server loads its repository at start "
+            "and with --repository-poll-seconds",
+            Status.UNIMPLEMENTED,
         )
 
     # --- inference --------------------------------------------------------------------------
     async def infer(self, request: Request) -> Response:
-        return await self.endpoints.run(request, self._infer, v2_error, counted=True)
+        return await self.handlers.run(request, self._infer, v2_error, self.handlers.routes.inference)
 
     async def _infer(self, request: Request, call: Call) -> Response:
-        body = await self.endpoints.body(request, call)
+        body = await self.handlers.body(request, call)
         rest = codec.parse_request(
             body,
             request.headers.get(codec.HEADER_LENGTH),

@@ -5,7 +5,7 @@ Request body: a JSON object, optionally followed by binary tensor data when the
 `Inference-Header-Content-Length` header gives the JSON part's length. An input with the
 `binary_data_size` parameter takes that many bytes of the binary part, inputs in order;
 the others carry `data` (flat or nested row-major). Numeric data becomes raw little-endian
-tensor data, BYTES data its elements, the forms the data plane checks against shape and
+tensor data, BYTES data its elements, the forms the V2 plane checks against shape and
 datatype.
 
 Response: an output goes out as binary data when its request asked for `binary_data`
@@ -36,8 +36,8 @@ from attnserve.service.api.v2.types import (
     OutputTensor,
     RequestedOutput,
 )
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.edges import check_text, parse_json, parse_uint, quote
-from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.errors import InvalidArgument
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -122,7 +122,7 @@ def _tensor_from_json(
 
 
 def parse_request(body: bytes, header_length: str | None, name: str, version: str) -> RestRequest:
-    """The data plane's request for a REST inference call (model name and version from the URL)."""
+    """The V2 plane's request for a REST inference call (model name and version from the URL)."""
     binary = b""
     if header_length is not None:
         split = parse_uint(header_length.strip(), field="Inference-Header-Content-Length", maximum=len(body))

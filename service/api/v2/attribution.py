@@ -22,8 +22,9 @@ import numpy as np
 
 from attnserve.service.api.v2.tensors import numeric_output
 from attnserve.service.api.v2.types import InferRequest, OutputTensor, TensorDecl
-from attnserve.service.edges import quote
-from attnserve.service.engine.request.attribution import Attribution, Explain
+from attnserve.service.common.vocabulary import Attribution
+from attnserve.service.edges import parse_word, quote
+from attnserve.service.engine.request.attribution import Explain
 from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import InvalidArgument
 
@@ -36,13 +37,8 @@ _WORDS = ", ".join(method.word for method in Attribution)
 
 
 def parse_method(value: object, where: str) -> Attribution:
-    """The `attribution` parameter (a string) as its method, read by the engine's own parser."""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{where}: expected a string, one of {_WORDS}")
-    try:
-        return Attribution.parse(value)
-    except InvalidArgument:
-        raise InvalidArgument(f"{where}: {quote(value, 32)} is not a method; use one of {_WORDS}") from None
+    """The `attribution` parameter (a string) as its method."""
+    return parse_word(Attribution, value, field=where)
 
 
 def parse_budget(value: object, where: str) -> int:

@@ -43,10 +43,10 @@ from attnserve.service.api.v2.types import (
     RequestedOutput,
     TensorDecl,
 )
-from attnserve.service.edges import quote
+from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.edges import parse_word
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attention import SUPPORTED, AttentionMode
 from attnserve.service.engine.request.classify import Outputs
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
@@ -62,24 +62,18 @@ _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_I
 # The ATTENTION output's modes, by the name the `attention_mode` parameter gives (the JSON
 # API's names); leaving ATTENTION out of the request is mode NONE.
 ATTENTION_MODE = "attention_mode"
-ATTENTION_MODES: dict[str, AttentionMode] = {
-    mode.name.lower(): mode for mode in AttentionMode if mode != AttentionMode.NONE
-}
 
 
 def parse_attention_mode(value: object, where: str) -> AttentionMode:
-    """An `attention_mode` parameter's value (a string) as its mode."""
-    mode = ATTENTION_MODES.get(value) if isinstance(value, str) else None
-    if mode is None:
+    """An `attention_mode` parameter's value (a string) as its mode; "none" is leaving the
+    ATTENTION output out, not a value of this parameter."""
+    mode = parse_word(AttentionMode, value, field=where)
+    if mode == AttentionMode.NONE:
+        offered = ", ".join(word for word in AttentionMode.words() if word != "none")
         raise InvalidArgument(
-            f"{where}: {quote(value, 32)} is not an attention mode; use one of the strings "
-            f"{', '.join(ATTENTION_MODES)}"
+            f"{where}: for no attention leave the {ATTENTION} output out; or use one of: {offered}"
         )
     return mode
-
-
-def mode_name(mode: AttentionMode) -> str:
-    return mode.name.lower()
 
 
 INPUTS = (
@@ -224,8 +218,8 @@ def attention_mode(request: InferRequest, wanted: list[str], model: LoadedModel)
             )
         if given is not None and given != mode:
             raise InvalidArgument(
-                f"output {ATTENTION}: parameters.{ATTENTION_MODE} {mode_name(mode)!r} differs from "
-                f"the request's {mode_name(given)!r}; give one of them"
+                f"output {ATTENTION}: parameters.{ATTENTION_MODE} {mode.word!r} differs from "
+                f"the request's {given.word!r}; give one of them"
             )
         given = mode
     if ATTENTION not in wanted:
@@ -239,16 +233,8 @@ def attention_mode(request: InferRequest, wanted: list[str], model: LoadedModel)
                 f"parameters.{ATTENTION_MODE}: picks the mode of the {ATTENTION} output, and {missing}"
             )
         return AttentionMode.NONE
-    mode = AttentionMode.POOLED if given is None else given
-    supported = SUPPORTED[model.attention_kind]
-    if mode not in supported:
-        # attention.check_request's rule, worded with this protocol's names
-        allowed = ", ".join(mode_name(m) for m in supported)
-        raise InvalidArgument(
-            f"output {ATTENTION}: {ATTENTION_MODE} {mode_name(mode)!r} is not available for model "
-            f"{model.name!r} (attention kind {model.attention_kind!r}); use one of: {allowed}"
-        )
-    return mode
+    # Whether the model offers it is the engine's check, the same for every front end.
+    return AttentionMode.POOLED if given is None else given
 
 
 def decode_ids(tensors: dict[str, InputTensor]) -> EncodedTexts:

@@ -1,6 +1,6 @@
-"""The V2 data plane: the Open Inference Protocol's operations over plain values.
+"""The V2 plane: the Open Inference Protocol's operations over plain values.
 
-Both V2 front ends are adapters around one `DataPlane`: the gRPC service
+Both V2 front ends are adapters around one `V2Plane`: the gRPC service
 (`inference.GRPCInferenceService`, api/grpc/v2.py) and the REST routes (api/http/v2.py). Each
 converts its wire form to the types of types.py, calls the plane and converts the result
 back; health, metadata, configuration, the repository index, statistics and inference
@@ -17,6 +17,7 @@ from importlib.metadata import version as package_version
 
 from attnserve.service.api.v2.attribution import explain_of
 from attnserve.service.api.v2.contract import (
+    ATTENTION,
     INPUT_DECLS,
     INPUT_IDS,
     TEXT,
@@ -44,7 +45,8 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
 )
 from attnserve.service.bundle import scan
-from attnserve.service.calls.call import Call, classify
+from attnserve.service.calls.call import classify
+from attnserve.service.calls.record import Call
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
@@ -56,7 +58,7 @@ SERVER_NAME = "attnserve"
 EXTENSIONS = ("model_configuration", "statistics")
 
 
-class DataPlane:
+class V2Plane:
     def __init__(self, core: Core) -> None:
         self.core = core
         self.stats = StatsTable()
@@ -137,7 +139,7 @@ class DataPlane:
     # --- inference ----------------------------------------------------------------------
     async def infer(self, request: InferRequest, call: Call) -> InferResponse:
         """Run one inference request, counted in the model's V2 statistics."""
-        started = time.perf_counter()
+        started = call.started
         model = self.resolve(request.model_name, request.model_version)
         call.model = model.metrics
         stats = self.stats.of(model)
@@ -163,7 +165,7 @@ class DataPlane:
         contract = self._contract(model)
         wanted = requested_outputs(request.outputs, contract.declared)
         # The attention output is the bulk of a reply: the batch extracts it only when asked,
-        # in the mode asked for (checked here, so the engine's check never fires with its names).
+        # in the mode asked for (whether the model offers it is the engine's check).
         mode = attention_mode(request, wanted, model)
         explain, wanted = explain_of(request, wanted, named=bool(request.outputs))
         inputs = inputs_by_name(request.inputs)
@@ -188,6 +190,8 @@ class DataPlane:
         except InvalidArgument as exc:
             if exc.message.startswith("attribution"):  # the engine's refusal names the parameter
                 raise InvalidArgument(f"parameters.{exc.message}") from None
+            if exc.message.startswith("attention"):  # ... or the mode of the ATTENTION output
+                raise InvalidArgument(f"output {ATTENTION}: {exc.message}") from None
             raise InvalidArgument(f"input {request_input}: {exc.message}") from None
         writing = time.perf_counter()
         outputs = [output(name, contract, out) for name in wanted]

@@ -1,7 +1,7 @@
-"""The V2 data plane's request and response types: plain values, no wire format.
+"""The V2 plane's request and response types: plain values, no wire format.
 
 The gRPC adapter (api/grpc/v2.py + v2_codec.py) and the REST adapter (api/http/v2.py +
-v2_codec.py) convert their wire forms to these and back; the data plane (plane.py) sees nothing else.
+v2_codec.py) convert their wire forms to these and back; the V2 plane (plane.py) sees nothing else.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.attribution import Attribution
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 
 
 @dataclass(frozen=True, slots=True)

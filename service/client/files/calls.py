@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from attnserve.service.client.messages import ClientError, TextResult
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.common.weights import importance
 
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 # Refusals of one text (empty, too long, ...) rather than of the call.

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.service.client.files.calls import Retry
-from attnserve.service.client.files.job import FileJob, classify_file, stop_on_signals
+from attnserve.service.client.files.job import classify_file, stop_on_signals
+from attnserve.service.client.files.spec import FileJob
 from attnserve.service.client.files.tables import FORMATS, FileError
 
 EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}

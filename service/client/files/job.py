@@ -17,55 +17,18 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from attnserve.service.client.files import checkpoint, durable
-from attnserve.service.client.files.calls import GiveUp, Outcome, Retry, added_values
+from attnserve.service.client.files.calls import GiveUp, Outcome, added_values
 from attnserve.service.client.files.calls import classify_batch as classify_rows
 from attnserve.service.client.files.progress import JobProgress
 from attnserve.service.client.files.sinks import ParquetSink
+from attnserve.service.client.files.spec import FileJob, JobReport
 from attnserve.service.client.files.start import prepare
 from attnserve.service.client.files.tables import Record, Row
 
 PARQUET_COMMIT_ROWS = 10_000  # a Parquet part file per this many rows (and at every stop)
-
-
-@dataclass(frozen=True)
-class FileJob:
-    input: Path
-    output: Path
-    text_column: str = "text"
-    input_format: str | None = None  # None: from the suffix
-    output_format: str | None = None
-    rejects: Path | None = None  # None: <output>.rejects.jsonl
-    model: str = ""
-    version: int = 0
-    batch_size: int = 64
-    workers: int = 4
-    with_attention: bool = False  # add the tokens and each one's pooled attention
-    prefix: str = ""  # before the added column names
-    resume: bool = False
-    overwrite: bool = False
-    retry: Retry = field(default_factory=Retry)
-    progress_every: float = 5.0  # seconds between progress lines off a terminal
-    # Stop, as `stop.set()` does, once this many rows are done in this run (the batches in
-    # flight still finish): a file in slices, each carried on with resume=True.
-    stop_after: int | None = None
-
-    def rejects_path(self) -> Path:
-        return self.rejects or self.output.with_name(self.output.name + ".rejects.jsonl")
-
-
-@dataclass(frozen=True)
-class JobReport:
-    rows_done: int  # input rows written or rejected, earlier runs included
-    rejected: int
-    retries: int  # calls repeated while the server was busy or away
-    total: int | None
-    stopped: str | None  # None: complete; else why it stopped ("SIGINT", "SIGTERM", a refusal)
-    seconds: float
 
 
 @contextmanager
@@ -109,7 +72,7 @@ def classify_file(
     table, sink, rejects, state, info = begun.table, begun.sink, begun.rejects, begun.checkpoint, begun.info
     retries, labels = begun.retries, info.labels
     # More texts than the server takes in one call would be refused as a whole.
-    batch_size = max(1, min(job.batch_size, info.limits.get("max_texts_per_request") or job.batch_size))
+    batch_size = max(1, min(job.batch_size, info.limits.max_texts_per_request or job.batch_size))
     text_column, prefix, attention = job.text_column, job.prefix, job.with_attention
     progress_file = checkpoint.progress_path(job.output)
     rows = enumerate(table.rows(state.rows_done), start=state.rows_done)

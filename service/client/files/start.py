@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attnserve.service.client.files import checkpoint
 from attnserve.service.client.files.calls import added_columns, with_retries
 from attnserve.service.client.files.sinks import LineSink, ParquetSink, Sink
+from attnserve.service.client.files.spec import FileJob
 from attnserve.service.client.files.tables import FileError, Table, format_of, open_table, pyarrow_modules
-
-if TYPE_CHECKING:
-    from attnserve.service.client.files.job import FileJob
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,26 +18,12 @@ import numpy as np
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, read_manifest
 from attnserve.service.bundle.cascade import CascadeManifest, Member, read_cascade
 from attnserve.service.engine.metrics import Metrics
-from attnserve.service.engine.models.loading import LoadedModel, LoadError, load_model
+from attnserve.service.engine.models.loading import CascadeMembers, LoadedModel, LoadError, load_model
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
 FAMILY = "cascade"
-
-
-@dataclass(frozen=True, eq=False)
-class CascadeMembers:
-    """What a served cascade runs: the student first, the teacher for texts under the threshold."""
-
-    student: LoadedModel
-    teacher: LoadedModel
-    threshold: float
-    manifest: CascadeManifest
-
-    @property
-    def members(self) -> tuple[LoadedModel, LoadedModel]:
-        return (self.student, self.teacher)
 
 
 def load_cascade(
@@ -134,7 +119,7 @@ def answer(members: CascadeMembers, text: str) -> tuple[Member, int]:
 
 
 def _probabilities(model: LoadedModel, text: str) -> np.ndarray:
-    ids = list(model.encoder.encode([text]).ids[0])
+    ids = list(model.tokenizer.encode([text]).ids[0])
     feed, mask = pad_ids([ids], model.manifest.pad_id)
     # The graph a label call reaches: the label graph where the member has one.
     logits = model.session_for(attention=False).run(feed, mask, False)[0][0].astype(np.float32)

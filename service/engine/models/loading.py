@@ -17,7 +17,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,15 +29,13 @@ from attnserve.service.bundle import (
     label_tolerance,
     read_bundle,
 )
+from attnserve.service.bundle.cascade import CascadeManifest
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
 from attnserve.service.engine.models.runtime import DeviceError, RuntimeSession, create_session, pad_ids
 from attnserve.service.engine.models.threads import ThreadChoice, choose_threads
-from attnserve.service.engine.models.tokenization import TextEncoder
+from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
-
-if TYPE_CHECKING:  # models/cascade.py builds on this module
-    from attnserve.service.engine.models.cascade import CascadeMembers
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +49,7 @@ class LoadedModel:
     """A version that passed every check (compared by identity: one object per load)."""
 
     bundle: Bundle
-    encoder: TextEncoder  # the bundle's tokenizer.json
+    tokenizer: TextTokenizer  # the bundle's tokenizer.json
     runtime: RuntimeSession
     threads: ThreadChoice  # the session's intra-op threads and why
     metrics: ModelMetrics  # bound at load, unbound when the version is retired
@@ -83,6 +80,20 @@ class LoadedModel:
         return self.label_runtime
 
 
+@dataclass(frozen=True, eq=False)
+class CascadeMembers:
+    """What a served cascade runs: the student first, the teacher for texts under the threshold."""
+
+    student: LoadedModel
+    teacher: LoadedModel
+    threshold: float
+    manifest: CascadeManifest
+
+    @property
+    def members(self) -> tuple[LoadedModel, LoadedModel]:
+        return (self.student, self.teacher)
+
+
 def _check_golden(model: LoadedModel) -> None:
     cases = model.manifest.golden
     if not cases:
@@ -92,7 +103,7 @@ def _check_golden(model: LoadedModel) -> None:
     for number, case in enumerate(cases):
         where = f"golden case {number} ({case.text[:40]!r})"
         try:
-            encoded = model.encoder.encode([case.text])
+            encoded = model.tokenizer.encode([case.text])
         except InvalidArgument as exc:
             raise LoadError(f"{where}: cannot be encoded: {exc.message}") from None
         ids = list(encoded.ids[0])
@@ -164,7 +175,7 @@ def load_model(
     try:
         bundle = read_bundle(directory, expect_name=name, expect_version=version)
         manifest = bundle.manifest
-        encoder = TextEncoder(
+        tokenizer = TextTokenizer(
             bundle.tokenizer_path,
             manifest.max_len,
             reject_long=settings.long_text == "reject",
@@ -208,13 +219,13 @@ def load_model(
         manifest.family,
         runtime.provider,
         tuple(manifest.labels),
-        encoder.unk_id,
+        tokenizer.unk_id,
         manifest.data_profile,
         intra_op_threads=threads.intra_op,
     )
     model = LoadedModel(
         bundle=bundle,
-        encoder=encoder,
+        tokenizer=tokenizer,
         runtime=runtime,
         threads=threads,
         metrics=bound,

@@ -1,6 +1,6 @@
 """Turn request texts into token ids with the bundle's own `tokenizer.json`.
 
-The tokenizer is part of a model version: the lifecycle builds one `TextEncoder` per version
+The tokenizer is part of a model version: the lifecycle builds one `TextTokenizer` per version
 and proves it on the bundle's golden cases; the request path encodes each call's texts with
 it. Encoding runs in Rust (`tokenizers`); Python only loops once per text, never per token.
 Ids are not padded here: each batch is padded to its own longest text (runtime.pad_ids).
@@ -58,7 +58,7 @@ class EncodedTexts:
         return cls(ids=list(rows), lengths=[len(row) for row in rows], truncated=[False] * len(rows))
 
 
-class TextEncoder:
+class TextTokenizer:
     """Validates and encodes texts for one model version."""
 
     def __init__(

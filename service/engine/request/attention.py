@@ -8,28 +8,16 @@ token axes have exactly n entries.
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.errors import InvalidArgument
 
-
-class AttentionMode(enum.IntEnum):
-    """Values equal the attnserve.v1 AttentionMode numbers."""
-
-    NONE = 1
-    POOLED = 2
-    LAST_LAYER = 3
-    ALL = 4
-    ROLLOUT = 5
-
-
-_ENCODER_MODES = (AttentionMode.POOLED, AttentionMode.LAST_LAYER, AttentionMode.ALL, AttentionMode.ROLLOUT)
+_MAP_MODES = (AttentionMode.POOLED, AttentionMode.LAST_LAYER, AttentionMode.ALL, AttentionMode.ROLLOUT)
 SUPPORTED: dict[str, tuple[AttentionMode, ...]] = {
     "pool": (AttentionMode.POOLED,),
-    "self": _ENCODER_MODES,
-    "layers": _ENCODER_MODES,
+    "self": _MAP_MODES,
+    "layers": _MAP_MODES,
     "none": (),
 }
 
@@ -65,16 +53,16 @@ def reply_bytes(
 
 
 def check_request(attention_kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
-    """Raise InvalidArgument unless the model can answer this attention request."""
+    """Raise InvalidArgument unless the model can answer this attention request: the one check
+    of every front end, so modes are named by their word, as the JSON API, V2 and the client
+    write them (attnserve.v1's enum names end in the same word)."""
     if mode != AttentionMode.NONE and mode not in SUPPORTED[attention_kind]:
         if attention_kind == "none":
-            raise InvalidArgument(
-                f"attention: model {model!r} has no attention weights; use ATTENTION_MODE_NONE"
-            )
-        allowed = ", ".join(f"ATTENTION_MODE_{m.name}" for m in SUPPORTED[attention_kind])
+            raise InvalidArgument(f"attention: model {model!r} has no attention weights; ask for none")
+        offered = ", ".join(m.word for m in SUPPORTED[attention_kind])
         raise InvalidArgument(
-            f"attention: ATTENTION_MODE_{mode.name} is not available for model {model!r} "
-            f"(attention kind {attention_kind!r}); use one of: ATTENTION_MODE_NONE, {allowed}"
+            f"attention: mode {mode.word!r} is not available for model {model!r} "
+            f"(attention kind {attention_kind!r}); it offers: {offered}"
         )
     if top_k and attention_kind == "none":
         raise InvalidArgument(f"top_k: model {model!r} has no attention weights to rank tokens by")
@@ -118,16 +106,6 @@ def extract(attention: np.ndarray, attention_kind: str, row: int, n: int, mode: 
     if mode == AttentionMode.ROLLOUT:
         return rollout(text)
     raise ValueError(f"no attention for mode {mode!r}")
-
-
-def importance(weights: np.ndarray) -> np.ndarray:
-    """Per-token weight [n] from any mode's array: a vector as is; matrices averaged over
-    heads and query rows (the attention each token receives), summing to 1."""
-    if weights.ndim == 1:
-        return weights
-    while weights.ndim > 2:
-        weights = weights[-1] if weights.ndim == 4 else weights.mean(axis=0)
-    return np.asarray(weights.mean(axis=0))
 
 
 def top_k(weights: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,6 @@ every row and are never scored: each token carries its word's score, a special t
 
 from __future__ import annotations
 
-import enum
 import math
 import zlib
 from dataclasses import dataclass
@@ -25,36 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import Encoding
 
+from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.errors import InvalidArgument
 
 DEFAULT_BUDGET = 64  # shapley rows per text when a request names none
 _RIDGE = 1e-6  # keeps the weighted least squares solvable when sampled coalitions repeat
-
-
-class Attribution(enum.IntEnum):
-    """Values equal the attnserve.v1 AttributionMethod numbers; `word` is how JSON, V2 and
-    the client spell a method."""
-
-    NONE = 1
-    OCCLUSION = 2
-    SHAPLEY = 3
-
-    @property
-    def word(self) -> str:
-        return self.name.lower()
-
-    @classmethod
-    def parse(cls, value: str) -> Attribution:
-        """A method from its word ("occlusion") or its attnserve.v1 name; "" is NONE."""
-        key = value.strip().lower().removeprefix("attribution_method_")
-        if not key or key == "unspecified":
-            return cls.NONE
-        for method in cls:
-            if method.word == key:
-                return method
-        words = ", ".join(method.word for method in cls)
-        raise InvalidArgument(f"attribution: {value!r} is not a method; use one of: {words}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,11 @@ from typing import TypeVar
 
 import numpy as np
 
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import check_request
-from attnserve.service.engine.request.classify import EngineTimings, Inputs, Limits, Outputs, run
+from attnserve.service.engine.request.classify import CallLimits, EngineTimings, Inputs, Outputs, run
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.errors import InvalidArgument
 
@@ -25,7 +26,9 @@ STUDENT = "student"
 TEACHER = "teacher"
 
 
-async def run_cascade(model: LoadedModel, predictors: Predictors, inputs: Inputs, limits: Limits) -> Outputs:
+async def run_cascade(
+    model: LoadedModel, predictors: Predictors, inputs: Inputs, limits: CallLimits, context: CallContext
+) -> Outputs:
     """Run a call on a cascade version's members and merge their answers."""
     members = model.cascade
     assert members is not None, "run_cascade is called for cascade versions only"
@@ -39,7 +42,7 @@ async def run_cascade(model: LoadedModel, predictors: Predictors, inputs: Inputs
         check_request(member.attention_kind, inputs.mode, inputs.top_k, model.name)
     student = predictors.of(members.student)
     teacher = predictors.of(members.teacher)  # both resolved before any work: unloading refuses at once
-    first = await run(student, inputs, limits)
+    first = await run(student, inputs, limits, context)
     deferred = np.flatnonzero(first.probabilities.max(axis=1) < members.threshold)
     counter = model.metrics.metrics.cascade_texts
     version = str(model.version)
@@ -48,7 +51,7 @@ async def run_cascade(model: LoadedModel, predictors: Predictors, inputs: Inputs
     if len(deferred) == 0:
         return dataclasses.replace(first, answered_by=tuple(answered))
     texts = [inputs.texts[int(i)] for i in deferred]
-    second = await run(teacher, dataclasses.replace(inputs, texts=texts), limits)
+    second = await run(teacher, dataclasses.replace(inputs, texts=texts), limits, context)
     counter.labels(model.name, version, TEACHER).inc(len(deferred))
     for i in deferred:
         answered[int(i)] = TEACHER

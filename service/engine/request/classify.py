@@ -1,6 +1,6 @@
-"""One call through the request path: `run(predictor, inputs, limits) -> Outputs`.
+"""One call through the request path: `run(predictor, inputs, limits, context) -> Outputs`.
 
-A front end (attnserve.v1, the V2 data plane, the HTTP JSON API) converts its request into
+A front end (attnserve.v1, the V2 plane, the HTTP JSON API) converts its request into
 `Inputs`, calls `Core.classify` (which runs an admitted call: `run` here with the
 predictor of the version the call resolved and the server's limits) and converts the
 `Outputs` back. Texts are validated and tokenized here;
@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attention import AttentionMode, check_request, reply_bytes
+from attnserve.service.engine.request.attention import check_request, reply_bytes
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, TextPlan, plan_call, scores
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.runner import TopTokens
@@ -34,13 +36,11 @@ class Inputs:
     encoded: EncodedTexts | None = None
     mode: AttentionMode = AttentionMode.NONE
     top_k: int = 0
-    deadline: float | None = None  # time.monotonic() value
-    trace: SpanContext | None = None  # the call's span (service/observe/tracing.py), when traced
     explain: Explain = NO_ATTRIBUTION  # an attribution to compute beside the labels (attribution.py)
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class CallLimits:
     """The server's per-call limits the request path enforces."""
 
     max_texts: int
@@ -85,7 +85,7 @@ class Outputs:
         return len(self.label_ids)
 
 
-async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
+async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context: CallContext) -> Outputs:
     """Validate `inputs`, run them through the version's batcher and return the outputs."""
     started = time.perf_counter()
     model = predictor.model
@@ -93,7 +93,7 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
     if inputs.texts is not None:
         _check_count(len(inputs.texts), max_texts)
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
-        encoded = model.encoder.encode(inputs.texts)
+        encoded = model.tokenizer.encode(inputs.texts)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
         model.metrics.drift.observe_truncated(encoded.truncated)
@@ -108,10 +108,12 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
     plans = None
     if inputs.explain.wanted:  # refused before any row runs when over the server's cap
-        encoder = model.encoder
-        filler = encoder.unk_id if encoder.unk_id is not None else model.manifest.pad_id
-        plans = plan_call(inputs.explain, encoded, encoder.special_ids, filler, limits.max_attribution_rows)
-    job, gathered = await predictor.predict(encoded, inputs.mode, inputs.top_k, inputs.deadline, inputs.trace)
+        tokenizer = model.tokenizer
+        filler = tokenizer.unk_id if tokenizer.unk_id is not None else model.manifest.pad_id
+        plans = plan_call(inputs.explain, encoded, tokenizer.special_ids, filler, limits.max_attribution_rows)
+    job, gathered = await predictor.predict(
+        encoded, inputs.mode, inputs.top_k, context.deadline, context.trace
+    )
     outputs = Outputs(
         encoded,
         gathered.logits,
@@ -130,11 +132,13 @@ async def run(predictor: Predictor, inputs: Inputs, limits: Limits) -> Outputs:
         gathered.batch_spans,
     )
     if plans is not None:
-        await _attribute(predictor, inputs, plans, outputs)
+        await _attribute(predictor, inputs, context, plans, outputs)
     return outputs
 
 
-async def _attribute(predictor: Predictor, inputs: Inputs, plans: list[TextPlan], outputs: Outputs) -> None:
+async def _attribute(
+    predictor: Predictor, inputs: Inputs, context: CallContext, plans: list[TextPlan], outputs: Outputs
+) -> None:
     """Run every text's attribution rows as one more job of the call (no attention asked, so
     the label graph answers where the version has one) and score them against the class the
     reply names."""
@@ -145,7 +149,7 @@ async def _attribute(predictor: Predictor, inputs: Inputs, plans: list[TextPlan]
         model.name, str(model.version), inputs.explain.method.word
     ).inc(len(rows))
     _, gathered = await predictor.predict(
-        EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, inputs.deadline, inputs.trace
+        EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, context.deadline, context.trace
     )
     probabilities = gathered.probabilities
     attribution: list[np.ndarray] = []
@@ -187,7 +191,7 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
 
 
 def _check_ids(model: LoadedModel, encoded: EncodedTexts) -> None:
-    vocab, max_len = model.encoder.vocab_size, model.encoder.max_len
+    vocab, max_len = model.tokenizer.vocab_size, model.tokenizer.max_len
     for index, (row, length) in enumerate(zip(encoded.ids, encoded.lengths, strict=True)):
         if not 1 <= length <= max_len:
             raise InvalidArgument(f"input_ids row {index} has {length} tokens; each row needs 1 to {max_len}")

@@ -18,8 +18,9 @@ import time
 
 import numpy as np
 
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.attention import SUPPORTED, AttentionMode, as_layers, extract
+from attnserve.service.engine.request.attention import SUPPORTED, as_layers, extract
 
 SHORT_TOKENS = 8  # the short length measured (shorter texts are predicted at this cost)
 REPEATS = 2  # runs per point; the quickest counts (the first may still allocate)

@@ -21,9 +21,9 @@ from typing import Any
 
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.cost import TextCost
 from attnserve.service.engine.request.queue import BatchLimits, Job

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TokenIds
-from attnserve.service.engine.request.attention import AttentionMode, as_layers, extract, importance, top_k
+from attnserve.service.engine.request.attention import as_layers, extract, top_k
 from attnserve.service.engine.request.queue import Batch, Job, Row
 from attnserve.service.observe.tracing import Tracing, trace_batch
 

@@ -65,7 +65,7 @@ def test_attention_from_a_model_without_any(client: Client) -> None:
 def test_encoder_only_mode_on_a_pooling_model(client: Client) -> None:
     error = _status(lambda: client.classify("a white car", model="pool", attention="rollout"))
     assert error.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert "ATTENTION_MODE_ROLLOUT is not available" in error.details
+    assert "mode 'rollout' is not available" in error.details
 
 
 def test_unknown_model_and_version(client: Client) -> None:
@@ -113,7 +113,7 @@ def test_too_long_text_is_rejected_when_configured(model_repository: Path) -> No
         error = _status(lambda: client.classify(["a white car", text], model="car"))
         assert error.code == grpc.StatusCode.INVALID_ARGUMENT
         assert "texts[1]" in error.details and f"max_len of {max_len} tokens" in error.details
-        assert client.model("car").limits["long_text"] == "reject"
+        assert client.model("car").limits.long_text == "reject"
 
 
 def test_unavailable_until_the_models_are_loaded(model_repository: Path) -> None:

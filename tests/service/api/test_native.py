@@ -131,7 +131,7 @@ def test_models_and_get_model_describe_the_repository(client: Client) -> None:
     assert (
         car.attention_shapes["ATTENTION_MODE_ALL"] == f"[{car.attention_layers}, {car.attention_heads}, n, n]"
     )
-    assert car.limits["max_texts_per_request"] == 64 and car.limits["long_text"] == "truncate"
+    assert car.limits.max_texts_per_request == 64 and car.limits.long_text == "truncate"
     assert car.provider == "CPUExecutionProvider"
     assert car.label_graph == ""  # a small family: one graph answers every call
     assert "test.accuracy" in car.metrics

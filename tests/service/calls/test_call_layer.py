@@ -1,6 +1,6 @@
-"""The call layer alone, on a real core with an empty repository: how a call ends (its
-status, its permit given back, its metrics) and how refusals are made (new errors,
-detached from their tracebacks)."""
+"""The call layer alone, on a real core with an empty repository: how a route is applied (its
+permit, its size limit), how a call ends (its status, its permit given back, its metrics) and
+how refusals are made (new errors, detached from their tracebacks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from attnserve.service.calls.auth import Authenticator, Tokens
-from attnserve.service.calls.call import Call, CallLayer
+from attnserve.service.calls.call import CallLayer
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Route
 from attnserve.service.engine.admission import State
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
@@ -19,6 +21,9 @@ from attnserve.service.errors import INTERNAL_MESSAGE, InvalidArgument, ServiceE
 from tests.support.servers import make_settings
 
 TOKEN = b"inference-token-0123456789"
+INFERENCE = Route(counted=True, limit=1024, setting="max_message_bytes")
+METADATA = Route(counted=False)
+HEALTH = Route(counted=False, gated=False, token=False)
 
 
 def core(tmp_path: Path, **overrides: object) -> Core:
@@ -38,15 +43,14 @@ def requests(built: Core, code: str) -> float:
 
 def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path) -> None:
     built = core(tmp_path, max_inflight_bytes=4096, max_message_bytes=1024)
-    layer = CallLayer(built, "http")
+    layer = CallLayer(built, "http", "http")
 
     async def refuse(call: Call) -> bytes:
-        layer.admit(call).hold(80)
-        assert built.gate.inflight_bytes == 80 and built.gate.active == 1
+        assert built.gate.inflight_bytes == 80 and built.gate.active == 1  # the route applied first
         raise InvalidArgument("texts: too many")
 
     async def run() -> object:
-        return await layer.serve(layer.start(counted=True), refuse)
+        return await layer.serve(layer.start(INFERENCE), refuse, size=80)
 
     error = asyncio.run(run())
     assert isinstance(error, ServiceError) and error.code is Status.INVALID_ARGUMENT
@@ -57,12 +61,12 @@ def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path)
 
 def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http")
+    layer = CallLayer(built, "http", "http")
 
     async def fail(call: Call) -> bytes:
         raise KeyError("/secret/path")
 
-    error = asyncio.run(layer.serve(layer.start(counted=True), fail))
+    error = asyncio.run(layer.serve(layer.start(INFERENCE), fail))
     assert isinstance(error, ServiceError) and error.code is Status.INTERNAL
     assert error.message == INTERNAL_MESSAGE
     assert requests(built, "INTERNAL") == 1
@@ -70,14 +74,14 @@ def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) 
 
 def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http")
+    layer = CallLayer(built, "http", "http")
 
     async def run() -> None:
         async def wait(call: Call) -> bytes:
             await asyncio.sleep(10)
             return b""
 
-        task = asyncio.ensure_future(layer.serve(layer.start(counted=True), wait))
+        task = asyncio.ensure_future(layer.serve(layer.start(INFERENCE), wait))
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -89,17 +93,17 @@ def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
 
 def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http")
+    layer = CallLayer(built, "http", "http")
     stream = built.gate.try_acquire_permit()
     built.gate.drain()
     refusals = []
     for _ in range(2):
         with pytest.raises(ServiceError) as caught:
-            layer.admit(layer.start(counted=False))
+            layer.admit(layer.start(METADATA))
         refusals.append(caught.value)
     assert refusals[0] is not refusals[1], "a refusal is a new error each time"
     assert refusals[0].code is Status.UNAVAILABLE and "shutting down" in refusals[0].message
-    message = layer.admit(layer.start(counted=False), within=stream)  # within its stream: bytes only
+    message = layer.admit(layer.start(INFERENCE), within=stream)  # within its stream: bytes only
     message.hold(100)
     assert built.gate.active == 1 and built.gate.inflight_bytes == 100
     message.release()
@@ -110,10 +114,10 @@ def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: 
 
 def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http")
-    call = layer.start(counted=False)
+    layer = CallLayer(built, "http", "http")
+    call = layer.start(METADATA)
     with pytest.raises(ServiceError):
-        call.permit  # noqa: B018  # not admitted yet
+        call.context  # noqa: B018  # not admitted yet
     permit = layer.admit(call)
     with pytest.raises(ServiceError):
         layer.admit(call)
@@ -122,12 +126,36 @@ def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
     assert built.gate.active == 0 and not permit.live
 
 
-def test_a_starting_server_refuses_resolution_as_unavailable(tmp_path: Path) -> None:
+def test_a_starting_server_refuses_gated_routes_and_answers_health(tmp_path: Path) -> None:
     built = core(tmp_path)
     built.gate.state = State.STARTING
-    with pytest.raises(ServiceError) as caught:
-        built.resolve("car")
-    assert caught.value.code is Status.UNAVAILABLE and "not loaded its models yet" in caught.value.message
+    layer = CallLayer(built, "http", "http")
+
+    async def answer(call: Call) -> bytes:
+        return b"ok"
+
+    async def run(route: Route) -> object:
+        return await layer.serve(layer.start(route), answer)
+
+    refused = asyncio.run(run(METADATA))
+    assert isinstance(refused, ServiceError) and refused.code is Status.UNAVAILABLE
+    assert "not loaded its models yet" in refused.message
+    assert asyncio.run(run(HEALTH)) == b"ok" and built.gate.active == 0
+
+
+def test_a_body_over_the_routes_limit_is_refused_before_the_work_runs(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    layer = CallLayer(built, "http", "http")
+    ran: list[Call] = []
+
+    async def work(call: Call) -> bytes:
+        ran.append(call)
+        return b""
+
+    error = asyncio.run(layer.serve(layer.start(INFERENCE), work, size=1025))
+    assert isinstance(error, ServiceError) and error.code is Status.RESOURCE_EXHAUSTED
+    assert error.message == "request body: 1025 bytes; the limit for this method is 1024 (max_message_bytes)"
+    assert not ran and built.gate.active == 0 and built.gate.inflight_bytes == 0
 
 
 def test_token_refusals_are_new_errors_and_counted(tmp_path: Path) -> None:

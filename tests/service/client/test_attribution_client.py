@@ -51,7 +51,7 @@ def test_async_client_and_stream_carry_the_budget(server: RunningServer) -> None
 
 
 def test_a_bad_method_is_refused_before_the_call(client: Client) -> None:
-    with pytest.raises(ValueError, match="unknown attribution method 'nope'; choose from none, occlusion"):
+    with pytest.raises(ValueError, match="'nope' is not an attribution method; use one of: none, occlusion"):
         client.classify(SENTENCE, model=NAME, attribution="nope")
     with pytest.raises(ClientError) as raised:
         client.classify(SENTENCE, model=NAME, attribution=7)

@@ -77,6 +77,7 @@ def test_the_check_sees_an_upward_import_of_every_form(tmp_path: Path) -> None:
     ]
     for number, text in enumerate(forms):
         (folder / f"bad{number}.py").write_text(text)
-    (folder / "fine.py").write_text("from ..metrics import Metrics\nfrom .tokenization import TextEncoder\n")
+    fine = "from ..metrics import Metrics\nfrom .tokenization import TextTokenizer\n"
+    (folder / "fine.py").write_text(fine)
     found = upward_imports(folder, tmp_path / "service")
     assert {line.split(" imports ")[0] for line in found} == {f"engine/models/bad{n}.py" for n in range(4)}

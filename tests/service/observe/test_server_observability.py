@@ -24,8 +24,8 @@ from attnserve.service.client import AsyncClient, Client, ClientError
 from attnserve.service.client.messages import build_request
 from attnserve.service.proto.inference import grpc_service_pb2 as v2pb
 from attnserve.service.settings import Settings
+from kit.otlp import OtlpReceiver, ReceivedSpan
 from tests.support import http
-from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.process import ServerProcess
 from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.v2 import text_request

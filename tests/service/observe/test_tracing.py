@@ -10,7 +10,7 @@ import pytest
 from attnserve.service.observe.propagation import extract_headers, extract_metadata
 from attnserve.service.observe.settings import ObserveSettings
 from attnserve.service.observe.tracing import Tracing, TracingConfig, trace_batch
-from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from kit.otlp import OtlpReceiver, ReceivedSpan
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"

@@ -18,7 +18,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.select import Select
 
 from attnserve.service.client import Client
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.common.weights import importance
 from tests.service.api.http.browser import browser, wait
 from tests.support.servers import RunningServer, free_port, make_settings
 

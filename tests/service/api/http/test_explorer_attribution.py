@@ -23,7 +23,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
 
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.common.weights import importance
 from tests.service.api.http.browser import browser, downloaded, explorer_link, open_link, wait
 from tests.support.http import classify as http_classify
 from tests.support.servers import RunningServer

@@ -24,7 +24,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.common.weights import importance
 from tests.service.api.http.browser import browser, settled, wait
 from tests.service.api.http.test_explorer import screenshot
 from tests.service.encoder_bundles import encoder_bundle

@@ -8,7 +8,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from attnserve.service.api.classify.types import ClassifyReply, TextResult
+from attnserve.service.api.native.types import ClassifyReply, TextResult
 from attnserve.service.client import Client
 from tests.support.http import call, classify
 from tests.support.servers import RunningServer

@@ -178,7 +178,7 @@ BAD_GRPC: dict[str, Callable[[pb.ModelInferRequest], None]] = {
         r.outputs[1].parameters["attention_mode"].MergeFrom(pb.InferParameter(string_param="every_head"))
     ),
     "unknown on the request": lambda r: r.parameters["attention_mode"].MergeFrom(
-        pb.InferParameter(string_param="ROLLOUT")
+        pb.InferParameter(string_param="every_layer")
     ),
     "not a string": lambda r: (
         r.outputs[1].parameters["attention_mode"].MergeFrom(pb.InferParameter(int64_param=4))
@@ -221,9 +221,9 @@ def test_a_pooling_model_offers_pooled_only(v2: V2Calls, server: RunningServer) 
         server.target, INFER, grpc_request(TEXTS, model=POOL, output_mode="rollout").SerializeToString()
     )
     assert code == "INVALID_ARGUMENT"
-    assert "'rollout' is not available for model 'pool'" in message and "use one of: pooled" in message
+    assert "'rollout' is not available for model 'pool'" in message and "it offers: pooled" in message
     refused = rest_infer(server, rest_request(TEXTS, output_mode="last_layer"), model=POOL)
-    assert refused.status == 400 and "use one of: pooled" in refused.json()["error"]
+    assert refused.status == 400 and "it offers: pooled" in refused.json()["error"]
 
 
 def test_rest_unknown_modes_are_400_naming_the_modes(server: RunningServer) -> None:

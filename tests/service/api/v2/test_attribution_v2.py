@@ -122,9 +122,9 @@ def test_outputs_named_without_a_method_come_back_empty(
         (
             ["ATTRIBUTION"],
             {"attribution": "nope"},
-            "parameters.attribution: 'nope' is not a method; use one of none, occlusion, shapley",
+            "parameters.attribution: 'nope' is not an attribution method; use one of: none, occlusion",
         ),
-        (["ATTRIBUTION"], {"attribution": 2}, "parameters.attribution: expected a string"),
+        (["ATTRIBUTION"], {"attribution": 2}, "parameters.attribution: 2 is not a string"),
         (["LABEL"], {"attribution": "occlusion"}, "parameters.attribution: computes the ATTRIBUTION"),
         (["ATTRIBUTION"], {"attribution_budget": -1}, "parameters.attribution_budget: expected an integer"),
         (
@@ -174,4 +174,4 @@ def test_tritonclient_reads_the_attribution(server: RunningServer, port: int, to
         assert_equals_json(seen["shapley"]["ATTRIBUTION"], seen["shapley"]["ATTRIBUTION_ROWS"], shapley)
         assert "ATTRIBUTION" not in seen["plain"]["names"]
         bad = seen["bad_method"]
-        assert "parameters.attribution: 'nope' is not a method" in bad["message"], bad
+        assert "parameters.attribution: 'nope' is not an attribution method" in bad["message"], bad

@@ -34,6 +34,7 @@ from attnserve.service.bundle import (
 from attnserve.service.client import Client
 from attnserve.service.client.cli import main as client_main
 from attnserve.service.client.render import threads_text
+from attnserve.service.common.model_info import ThreadInfo
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models import threads as threads_module
 from attnserve.service.engine.models.loading import load_model
@@ -185,15 +186,11 @@ def test_describe_says_the_count_and_where_it_came_from() -> None:
         == "onnxruntime's default threads (server setting)"
     )
     assert (
-        threads_text(
-            {"intra_op": 2, "source": "measured", "one_thread_ms": 4.0, "all_cores_ms": 2.0, "cores": 2}
-        )
+        threads_text(ThreadInfo(intra_op=2, source="measured", one_thread_ms=4.0, all_cores_ms=2.0, cores=2))
         == "2 (measured: 4.0 ms at 1, 2.0 ms at 2)"
     )
     assert (
-        threads_text(
-            {"intra_op": 3, "source": "server", "one_thread_ms": None, "all_cores_ms": None, "cores": 2}
-        )
+        threads_text(ThreadInfo(intra_op=3, source="server", one_thread_ms=None, all_cores_ms=None, cores=2))
         == "3 (server)"
     )
 
@@ -305,17 +302,13 @@ def test_a_server_lists_and_exports_each_versions_choice(
     settings = make_settings(repository, http_port=free_port(), model_threads={"slow": 3})
     with RunningServer(settings) as server, Client(server.target, timeout=30) as client:
         infos = {info.name: info for info in client.models()}
-        assert infos["slow"].threads == {
-            "intra_op": 3,
-            "source": "server",
-            "one_thread_ms": None,
-            "all_cores_ms": None,
-            "cores": CORES,
-        }
-        assert infos["hinted"].threads["intra_op"] == 2 and infos["hinted"].threads["source"] == "bundle"
+        assert infos["slow"].threads == ThreadInfo(
+            intra_op=3, source="server", one_thread_ms=None, all_cores_ms=None, cores=CORES
+        )
+        assert infos["hinted"].threads.intra_op == 2 and infos["hinted"].threads.source == "bundle"
         fast = infos["fast"].threads
-        assert fast["intra_op"] == 1 and fast["source"] == "measured"
-        assert (fast["one_thread_ms"] is not None) == (CORES >= 2)
+        assert fast.intra_op == 1 and fast.source == "measured"
+        assert (fast.one_thread_ms is not None) == (CORES >= 2)
 
         assert server.server is not None
         reply = call(server.server.http_port, "GET", "/v1/models/hinted")

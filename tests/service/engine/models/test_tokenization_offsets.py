@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.service.engine.models.tokenization import EncodedTexts, TextEncoder
+from attnserve.service.engine.models.tokenization import EncodedTexts, TextTokenizer
 from attnserve.service.errors import InvalidArgument
 from tests.support.tiny_bert import make_tiny_bert
 
@@ -18,8 +18,8 @@ def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_bert(tmp_path_factory.mktemp("bert")) / "tokenizer.json"
 
 
-def _encoder(path: Path, max_len: int = 64, *, reject_long: bool = False) -> TextEncoder:
-    return TextEncoder(path, max_len, reject_long=reject_long, max_text_chars=10_000)
+def _encoder(path: Path, max_len: int = 64, *, reject_long: bool = False) -> TextTokenizer:
+    return TextTokenizer(path, max_len, reject_long=reject_long, max_text_chars=10_000)
 
 
 def test_offsets_index_the_text_in_code_points(tokenizer_file: Path) -> None:

@@ -24,7 +24,7 @@ from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
 from attnserve.service.client import Client
 from attnserve.service.engine.models.runtime import pad_ids
-from attnserve.service.engine.models.tokenization import TextEncoder
+from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from tests.support import http
 from tests.support.methods import CLASSIFY
@@ -56,7 +56,7 @@ def expected(repository: Path) -> dict[int, np.ndarray]:
     manifest = bundle.manifest
     assert manifest.label_graph is not None and manifest.label_graph.quantization is not None
     assert bundle.label_model_path is not None
-    encoder = TextEncoder(
+    tokenizer = TextTokenizer(
         bundle.tokenizer_path,
         manifest.max_len,
         reject_long=False,
@@ -67,7 +67,7 @@ def expected(repository: Path) -> dict[int, np.ndarray]:
     for mode, path in ((NONE, bundle.label_model_path), (POOLED, bundle.model_path)):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         rows = []
-        for ids in encoder.encode(TEXTS).ids:
+        for ids in tokenizer.encode(TEXTS).ids:
             feed, mask = pad_ids([ids], manifest.pad_id)
             rows.append(session.run(["logits"], {"input_ids": feed, "attention_mask": mask})[0][0])
         out[mode] = np.stack(rows)  # [texts, C]

@@ -5,14 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnserve.service.engine.request.attention import (
-    AttentionMode,
-    as_layers,
-    extract,
-    importance,
-    rollout,
-    top_k,
-)
+from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.common.weights import importance
+from attnserve.service.engine.request.attention import as_layers, extract, rollout, top_k
 
 
 def _rows(rng: np.random.Generator, *shape: int) -> np.ndarray:

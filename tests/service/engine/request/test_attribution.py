@@ -14,13 +14,8 @@ import pytest
 
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
-from attnserve.service.engine.request.attribution import (
-    Attribution,
-    plan_text,
-    scores,
-    words,
-)
-from attnserve.service.errors import InvalidArgument
+from attnserve.service.common.vocabulary import Attribution
+from attnserve.service.engine.request.attribution import plan_text, scores, words
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
 from tests.support.http import call
@@ -100,7 +95,9 @@ def test_methods_parse_from_words_and_proto_names_and_refuse_others() -> None:
     assert Attribution.parse("occlusion") is Attribution.OCCLUSION
     assert Attribution.parse("ATTRIBUTION_METHOD_SHAPLEY") is Attribution.SHAPLEY
     assert Attribution.parse("") is Attribution.NONE
-    with pytest.raises(InvalidArgument, match="use one of: none, occlusion, shapley"):
+    with pytest.raises(
+        ValueError, match="'lime' is not an attribution method; use one of: none, occlusion, shapley"
+    ):
         Attribution.parse("lime")
 
 

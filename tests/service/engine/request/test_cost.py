@@ -8,9 +8,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel, load_model
-from attnserve.service.engine.request.attention import AttentionMode
 from attnserve.service.engine.request.cost import CostClass, TextCost, cost_class
 from tests.support.servers import make_settings
 

@@ -1,8 +1,8 @@
-"""The classify plane: attnserve's own API (list models, describe one, classify texts) over
+"""The native plane: attnserve's own API (list models, describe one, classify texts) over
 plain values.
 
-Both front ends of the API are adapters around one `ClassifyPlane`, as the V2 front ends
-are around the V2 data plane: the native gRPC service `attnserve.v1.Classifier`
+Both front ends of the API are adapters around one `NativePlane`, as the V2 front ends
+are around the V2 plane: the native gRPC service `attnserve.v1.Classifier`
 (api/grpc/native.py) and the JSON API (api/http/classify.py). Each converts its wire form
 to the types of types.py, calls the plane and converts the reply back; resolving the model,
 the call's record, the engine call and the reply are decided here once. Nothing here knows
@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import time
 
-from attnserve.service.api.classify.types import (
-    AttentionInfo,
+from attnserve.service.api.native.types import (
     ClassifyReply,
     ClassifyRequest,
-    Limits,
-    ModelInfo,
     TextResult,
-    ThreadInfo,
     Timings,
     TokenWeight,
 )
 from attnserve.service.bundle import BundleManifest
-from attnserve.service.calls.call import Call, classify
+from attnserve.service.calls.call import classify
+from attnserve.service.calls.record import Call
+from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, ModelInfo, ThreadInfo
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import mode_shapes
@@ -33,7 +31,7 @@ from attnserve.service.engine.request.attribution import Explain
 from attnserve.service.engine.request.classify import Outputs
 
 
-class ClassifyPlane:
+class NativePlane:
     def __init__(self, core: Core) -> None:
         self.core = core
 
@@ -69,7 +67,7 @@ class ClassifyPlane:
             attention=AttentionInfo(
                 kind=spec.kind, layers=spec.layers, heads=spec.heads, modes=list(shapes), shapes=shapes
             ),
-            limits=Limits(
+            limits=LimitsInfo(
                 max_texts_per_request=settings.max_texts_per_request,
                 max_text_chars=settings.max_text_chars,
                 max_batch_size=settings.max_batch_size,

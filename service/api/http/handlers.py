@@ -1,10 +1,11 @@
-"""HTTP endpoints over the call layer (service/calls/): token, timeout, body, errors.
+"""HTTP route handlers over the call layer (service/calls/): token, timeout, body, errors.
 
-`Endpoints.run` wraps a route handler: the bearer token is checked (the same tokens and
-failure counter as gRPC), the deadline comes from a `timeout` header or query parameter,
-the body is read within its size limit and read timeout and held against
-`max_inflight_bytes` by the call's permit, taken here once the token is checked (health
-routes take none), and every outcome is counted with `api="http"`.
+`Handlers.run` wraps a route handler with its route (service/calls/route.py): the call layer
+takes the permit (health routes take none), the bearer token is checked where the route asks
+for it (the same tokens and failure counter as gRPC), the deadline comes from a `timeout`
+header or query parameter, the body is read within the route's size limit and read timeout
+and held against `max_inflight_bytes` by the call's permit, and every outcome is counted
+with `api="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -20,7 +21,9 @@ from starlette.responses import Response
 
 from attnserve.service.api.http.errors import body_too_large, read_timeout
 from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
-from attnserve.service.calls.call import Call, CallLayer, deadline_after, within
+from attnserve.service.calls.call import CallLayer, deadline_after, within
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Route, http_routes
 from attnserve.service.edges import inflate, parse_json, quote
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
@@ -47,11 +50,12 @@ def parse_timeout(request: Request) -> float | None:
     return seconds / 1000 if match.group(2) == "ms" else seconds
 
 
-class Endpoints:
+class Handlers:
     def __init__(self, core: Core, tokens: Tokens | None) -> None:
         self.core = core
         self.settings = core.settings
-        self.layer = CallLayer(core, API)
+        self.layer = CallLayer(core, API, "http")
+        self.routes = http_routes(core.settings)
         self._auth = None if tokens is None else Authenticator(tokens, core.metrics, WHERE)
 
     def authenticate(self, request: Request) -> None:
@@ -63,7 +67,7 @@ class Endpoints:
     async def body(self, request: Request, call: Call) -> bytes:
         """The request body, decoded (gzip/deflate), within the size limit and read timeout,
         held by the call's permit until the call ends (like a gRPC body)."""
-        limit, seconds = self.settings.http_max_body_bytes, self.settings.http_read_timeout_s
+        limit, seconds = call.route.limit, self.settings.http_read_timeout_s
         declared = request.headers.get("content-length")
         digits = declared is not None and declared.isascii() and declared.isdigit()
         if declared is not None and digits and (len(declared) > len(str(limit)) or int(declared) > limit):
@@ -83,33 +87,33 @@ class Endpoints:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
         data = inflate(b"".join(chunks), request.headers.get("content-encoding", ""), limit=limit,
                        too_large=body_too_large)  # fmt: skip
-        call.permit.hold(len(data))
+        call.context.permit.hold(len(data))
         return data
 
     async def json(self, request: Request, call: Call) -> object:
         """The body parsed as JSON (any JSON value; the caller checks its shape)."""
         return parse_json(await self.body(request, call))
 
-    async def run(
-        self, request: Request, handler: Handler, style: ErrorStyle, *, counted: bool, gated: bool = True
-    ) -> Response:
+    async def run(self, request: Request, handler: Handler, style: ErrorStyle, route: Route) -> Response:
         layer = self.layer
-        if counted:
+        if route.counted:
             layer.received()
+        try:
+            timeout, refused = parse_timeout(request), None
+        except InvalidArgument as exc:  # answered through the call layer, like any refusal
+            timeout, refused = None, exc
+        name, parent = "", None
         if layer.observed:  # the span name and access line: the matched route's template
             parent = extract_headers(request.headers.raw) if layer.tracing is not None else None
-            route = request.scope.get("route")
-            name = f"{request.method} {route.path}" if route is not None else request.method
-            call = layer.start(counted=counted, name=name, parent=parent)
-        else:
-            call = layer.start(counted=counted)
+            template = request.scope.get("route")
+            name = f"{request.method} {template.path}" if template is not None else request.method
+        call = layer.start(route, deadline=deadline_after(timeout), name=name, parent=parent)
 
         async def work(call: Call) -> Response:
-            self.authenticate(request)
-            timeout = parse_timeout(request)
-            call.deadline = deadline_after(timeout)
-            if gated:
-                layer.admit(call)
+            if refused is not None:
+                raise refused
+            if route.token:
+                self.authenticate(request)
             return await within(timeout, handler(request, call))
 
         result = await layer.serve(call, work)

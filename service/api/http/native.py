@@ -14,26 +14,30 @@ else null), and timings in microseconds. Errors are
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from attnserve.service.api.classify.plane import ClassifyPlane
-from attnserve.service.api.classify.types import ClassifyReply, ClassifyRequest, ModelInfo, ModelList
-from attnserve.service.api.http.endpoints import Endpoints
 from attnserve.service.api.http.errors import api_error
-from attnserve.service.calls.call import Call
+from attnserve.service.api.http.handlers import Handlers
+from attnserve.service.api.native.plane import NativePlane
+from attnserve.service.api.native.types import (
+    ClassifyReply,
+    ClassifyRequest,
+    MethodWord,
+    ModelList,
+    ModeWord,
+)
+from attnserve.service.calls.record import Call
+from attnserve.service.calls.route import Route as CallRoute
+from attnserve.service.common.model_info import ModelInfo
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.edges import check_text, check_texts, parse_version
-from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.attribution import Attribution
 from attnserve.service.errors import InvalidArgument
 
-MODES: dict[str, AttentionMode] = {mode.name.lower(): mode for mode in AttentionMode}
-AttentionWord = Literal["none", "pooled", "last_layer", "all", "rollout"]
-AttributionWord = Literal["none", "occlusion", "shapley"]
 # The replies, written by pydantic's own (compiled) serializer straight to bytes.
 REPLY = TypeAdapter(ClassifyReply)
 MODEL = TypeAdapter(ModelInfo)
@@ -46,16 +50,16 @@ class ClassifyBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     texts: list[str] = Field(min_length=1, description="Texts to classify (at most --max-texts-per-request).")
-    attention: AttentionWord = Field(
-        "none",
+    attention: ModeWord = Field(
+        AttentionMode.NONE,
         description="Attention to return per text: pooled ([n] or [n, n]), last_layer ([heads, n, n]), "
         "all ([layers, heads, n, n]), rollout ([n, n]) or none.",
     )
     top_k: int = Field(0, ge=0, le=512, description="Also return the k tokens with the most attention.")
     version: int = Field(0, ge=0, le=2**63 - 1, description="Model version; 0 is the latest served.")
     request_id: str = Field("", max_length=256, description="Echoed in the reply.")
-    attribution: AttributionWord = Field(
-        "none",
+    attribution: MethodWord = Field(
+        Attribution.NONE,
         description="An attribution beside (or instead of) attention: occlusion (each word removed in "
         "turn: its words + 1 forward rows a text) or shapley (KernelSHAP over the words, "
         "attribution_budget rows a text). Each result then carries `attribution` and `attribution_rows`.",
@@ -90,11 +94,11 @@ def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
     return ClassifyRequest(
         model=name,
         texts=body.texts,
-        attention=MODES[body.attention],
+        attention=body.attention,
         top_k=body.top_k,
         version=body.version,
         request_id=body.request_id,
-        attribution=Attribution.parse(body.attribution),
+        attribution=body.attribution,
         attribution_budget=body.attribution_budget,
     )
 
@@ -107,27 +111,28 @@ def _version(request: Request) -> int:
     return parse_version(request.query_params.get("version", ""), field="version")
 
 
-class ClassifyApi:
-    """The JSON API's routes: the HTTP adapter of the classify plane."""
+class NativeRest:
+    """The JSON API's routes: the HTTP adapter of the native plane."""
 
-    def __init__(self, endpoints: Endpoints, plane: ClassifyPlane) -> None:
-        self.endpoints = endpoints
+    def __init__(self, handlers: Handlers, plane: NativePlane) -> None:
+        self.handlers = handlers
         self.plane = plane
 
     def routes(self) -> list[BaseRoute]:
+        routes = self.handlers.routes
         return [
-            Route("/v1/models", self._endpoint(self.list_models, counted=False)),
+            Route("/v1/models", self._endpoint(self.list_models, routes.metadata)),
             Route(
                 "/v1/models/{name}:classify",
-                self._endpoint(self.classify_route, counted=True),
+                self._endpoint(self.classify_route, routes.inference),
                 methods=["POST"],
             ),
-            Route("/v1/models/{name}", self._endpoint(self.get_model, counted=False)),
+            Route("/v1/models/{name}", self._endpoint(self.get_model, routes.metadata)),
         ]
 
-    def _endpoint(self, method: Any, *, counted: bool) -> Any:
+    def _endpoint(self, method: Any, route: CallRoute) -> Any:
         async def endpoint(request: Request) -> Response:
-            return await self.endpoints.run(request, method, api_error, counted=counted)
+            return await self.handlers.run(request, method, api_error, route)
 
         return endpoint
 
@@ -138,6 +143,6 @@ class ClassifyApi:
         return _json(MODEL.dump_json(self.plane.model(str(request.path_params["name"]), _version(request))))
 
     async def classify_route(self, request: Request, call: Call) -> Response:
-        body = parse_classify(await self.endpoints.json(request, call))
+        body = parse_classify(await self.handlers.json(request, call))
         plain = classify_request(str(request.path_params["name"]), body)
         return _json(REPLY.dump_json(await self.plane.classify(plain, call)))

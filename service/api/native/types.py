@@ -1,4 +1,4 @@
-"""The classify plane's request and reply types: plain frozen values, no wire format.
+"""The native plane's request and reply types: plain frozen values, no wire format.
 
 The native gRPC adapter (api/grpc/native.py) and the JSON API (api/http/classify.py) convert
 their wire forms to these and back; the plane (plane.py) sees nothing else. The JSON API
@@ -11,45 +11,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 
-from attnserve.service.engine.request.attention import AttentionMode
-from attnserve.service.engine.request.attribution import Attribution
-
-REPLY_CONFIG = ConfigDict(extra="forbid")  # the documented replies hold these fields only
+from attnserve.service.common.model_info import REPLY_CONFIG, ModelInfo
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 
 
-def mode_name(mode: AttentionMode) -> str:
-    """The attnserve.v1 enum name of a mode, as model descriptions spell it."""
-    return f"ATTENTION_MODE_{mode.name}"
-
-
-def _lower(mode: AttentionMode) -> str:
-    return mode.name.lower()
+def _word(value: object, kind: type[AttentionMode] | type[Attribution]) -> AttentionMode | Attribution:
+    if isinstance(value, kind):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, one of: {', '.join(kind.words())}")
+    return kind.parse(value)  # ValueError names the words
 
 
 # A mode as the JSON API's classify request and reply spell it ("pooled").
 ModeWord = Annotated[
     AttentionMode,
-    PlainSerializer(_lower, return_type=str),
-    WithJsonSchema({"type": "string", "enum": [_lower(mode) for mode in AttentionMode]}),
+    PlainValidator(lambda value: _word(value, AttentionMode)),
+    PlainSerializer(lambda mode: mode.word, return_type=str),
+    WithJsonSchema({"type": "string", "enum": list(AttentionMode.words())}),
 ]
 # An attribution method as JSON spells it ("occlusion").
 MethodWord = Annotated[
     Attribution,
+    PlainValidator(lambda value: _word(value, Attribution)),
     PlainSerializer(lambda method: method.word, return_type=str),
-    WithJsonSchema({"type": "string", "enum": [method.word for method in Attribution]}),
-]
-# A mode as model descriptions spell it ("ATTENTION_MODE_POOLED").
-ModeName = Annotated[
-    AttentionMode,
-    PlainSerializer(mode_name, return_type=str),
-    WithJsonSchema(
-        {"type": "string", "description": "attnserve.v1 AttentionMode names, e.g. ATTENTION_MODE_POOLED."}
-    ),
+    WithJsonSchema({"type": "string", "enum": list(Attribution.words())}),
 ]
 
 
@@ -168,72 +159,6 @@ class ClassifyReply:
     results: list[TextResult]
     timings: Timings
     attribution: MethodWord = Attribution.NONE  # the method asked for
-
-
-@dataclass(frozen=True, slots=True)
-class AttentionInfo:
-    __pydantic_config__ = REPLY_CONFIG
-
-    kind: str  # "pool", "self", "layers" or "none"
-    layers: int
-    heads: int
-    modes: list[ModeName]  # the modes the model answers
-    shapes: Annotated[
-        dict[ModeName, str],
-        Field(description="Per mode, its shape per text; n stands for the text's tokens."),
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    __pydantic_config__ = REPLY_CONFIG
-
-    max_texts_per_request: int
-    max_text_chars: int
-    max_batch_size: int
-    max_batch_tokens: int
-    long_text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadInfo:
-    """The onnxruntime intra-op threads a model version runs on, and where the number came from."""
-
-    __pydantic_config__ = REPLY_CONFIG
-
-    intra_op: Annotated[int, Field(description="Intra-op threads (0: onnxruntime's default, one per core).")]
-    source: Annotated[
-        Literal["server", "bundle", "measured"],
-        Field(description="A server flag, the bundle's hint, or measured at load"),
-    ]
-    one_thread_ms: Annotated[float | None, Field(description="The measured batch at 1 thread")]
-    all_cores_ms: Annotated[float | None, Field(description="The measured batch at `cores` threads")]
-    cores: Annotated[int, Field(description="Cores the serving process may use, over its workers")]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """A served model version, as every front end describes it."""
-
-    __pydantic_config__ = REPLY_CONFIG
-
-    name: str
-    version: int
-    versions: list[int]
-    family: str
-    labels: list[str]
-    max_len: int
-    attention: AttentionInfo
-    limits: Limits
-    provider: str
-    threads: ThreadInfo
-    label_graph: Annotated[
-        str,
-        Field(description='The graph that answers calls asking no attention: "int8" or "float32" '
-              '(an encoder\'s label.onnx), or "" when model.onnx answers every call.'),
-    ]  # fmt: skip
-    metrics: dict[str, float]  # "<split>.<metric>" from training
-    created_at: Annotated[str, Field(description="ISO 8601")]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,76 @@
+"""A gRPC call's bytes and status: parsing a body, serializing a reply, answering with a
+status without raising, and the deadline the client set. Shared by unary handlers
+(handlers.py) and streams (streams.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from attnserve.service.api.grpc.status import grpc_code
+from attnserve.service.calls.record import Call
+from attnserve.service.errors import InvalidArgument, ServiceError
+
+M = TypeVar("M", bound=Message)
+REFUSAL_READ_SECONDS = 0.5
+Context = grpc.aio.ServicerContext[bytes, bytes]
+Handler = Callable[[M, Context, Call], Awaitable[bytes]]
+
+
+def parse(message_type: type[M], raw: bytes) -> M:
+    try:
+        return message_type.FromString(raw)
+    except DecodeError:
+        raise InvalidArgument(
+            f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
+            "(corrupt protobuf or invalid UTF-8 in a string field)"
+        ) from None
+
+
+def to_bytes(message: Message) -> bytes:
+    """A reply message serialized (handlers are registered with no response serializer)."""
+    data: bytes = message.SerializeToString()
+    return data
+
+
+def refuse(context: Context, error: ServiceError) -> bytes:
+    """Answer a call with `error`'s status without raising.
+
+    `context.abort` keeps its AbortError on the call's state, and through the error's
+    traceback the handler's frame, which holds the context (and so the call state) and the
+    request body: a reference cycle per refused call that only the cyclic collector frees
+    (docs/results/reliability.md, "Where the gaps were"). grpc sends the status set here and
+    discards the (empty) reply of a unary call."""
+    context.set_code(grpc_code(error.code))
+    context.set_details(error.message)
+    return b""
+
+
+async def refuse_stream(requests: AsyncIterator[object], context: Context, error: ServiceError) -> None:
+    """End a streaming call with `error` before serving it.
+
+    The messages the client is still sending are read first (for at most
+    REFUSAL_READ_SECONDS): ending the call while one is arriving makes grpc report INTERNAL
+    ("Internal error from Core") to the client instead of `code` (docs/results/reliability.md)."""
+    with contextlib.suppress(Exception):  # the time is up, or the client went away
+        async with asyncio.timeout(REFUSAL_READ_SECONDS):
+            async for _ in requests:
+                pass
+    refuse(context, error)
+
+
+def deadline_of(context: Context) -> float | None:
+    """The call's deadline as a time.monotonic() value (None when the client set none).
+
+    grpc tells a handler only that its call was cancelled, and its copy of the deadline
+    starts when the headers arrive, behind the client's: the call layer counts a
+    cancellation close to this deadline as DEADLINE_EXCEEDED (docs/results/reliability.md,
+    "Deadline vs cancellation")."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + remaining

@@ -1,0 +1,74 @@
+"""`Call`: what the call layer knows about one call, from arrival to answer.
+
+The call layer (call.py) starts it with what the transport read before serving it (route,
+deadline, span name, trace parent), admits it (its permit, and with it the `CallContext` the
+engine receives) and ends it; `classify` (call.py) records the model version and texts the
+engine ran. Nothing else writes into it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import Token
+
+from attnserve.service.calls.route import Route
+from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.metrics import ModelMetrics
+from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.errors import Internal
+from attnserve.service.observe.logs import CallIds, bind_call
+from attnserve.service.observe.tracing import CallTrace
+
+
+class Call:
+    __slots__ = (
+        "_context",
+        "deadline",
+        "log_token",
+        "method",
+        "model",
+        "outputs",
+        "route",
+        "started",
+        "texts",
+        "trace",
+    )  # fmt: skip
+
+    def __init__(self, route: Route, deadline: float | None, method: str = "") -> None:
+        self.route = route
+        self.deadline = deadline  # time.monotonic() value; None: the client set none
+        self.started = time.perf_counter()
+        self.method = method  # <service>/<method> or <HTTP method> <route>, when traced or logged
+        self.trace: CallTrace | None = None  # its span, when traced (service/observe/tracing.py)
+        self.log_token: Token[CallIds | None] | None = None  # its ids bound for log records
+        self._context: CallContext | None = None  # set once, by CallLayer.admit
+        self.model: ModelMetrics | None = None  # the model version it resolved
+        self.texts = 0
+        self.outputs: Outputs | None = None  # what the engine returned: its stage times
+
+    @property
+    def counted(self) -> bool:
+        return self.route.counted
+
+    @property
+    def admitted(self) -> bool:
+        return self._context is not None
+
+    @property
+    def context(self) -> CallContext:
+        """What the engine receives with the call; only an admitted call has one."""
+        if self._context is None:
+            raise Internal("the call was served before it was admitted")
+        return self._context
+
+    def admit(self, context: CallContext) -> None:
+        if self._context is not None:
+            raise Internal("a call was admitted twice")
+        self._context = context
+
+    def name_request(self, request_id: str) -> None:
+        """The client's request id, in every log record of the rest of the call."""
+        if request_id:
+            token = bind_call(request_id, None if self.trace is None else self.trace.ids)
+            if self.log_token is None:
+                self.log_token = token
