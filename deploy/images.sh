@@ -201,7 +201,7 @@ build_target() {
         deploy/healthcheck.sh deploy/prune_venv.py -- --target runtime "${args[@]}" ;;
     loadtest)
       build "${IMAGE[loadtest]}" deploy/Dockerfile.serve "$PYTHON_BASE" pyproject.toml setup.py README.md service \
-        deploy/healthcheck.sh deploy/prune_venv.py loadtest -- --target loadtest "${args[@]}" ;;
+        deploy/healthcheck.sh deploy/prune_venv.py loadtest kit -- --target loadtest "${args[@]}" ;;
     train)
       local wheel torch_args=()
       wheel="$(torch_wheel)"

@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import socket
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from prometheus_client.parser import text_string_to_metric_families
+from kit import metrics
+from kit.metrics import samples
 
 REQUESTS = "attnserve_requests_total"
 INFLIGHT = "attnserve_inflight_requests"
@@ -58,7 +58,7 @@ def metrics_urls(specs: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Scrape:
-    requests: dict[tuple[str, str], float]  # (api, code) -> calls, summed over models and endpoints
+    requests: dict[tuple[str, str], float]  # (protocol, code) -> gRPC calls, summed over models and endpoints
     inflight: float
 
 
@@ -66,15 +66,12 @@ def scrape(urls: Sequence[str], timeout: float = 10.0) -> Scrape:
     requests: dict[tuple[str, str], float] = {}
     inflight = 0.0
     for url in urls:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == REQUESTS:
-                    key = (sample.labels["api"], sample.labels["code"])
-                    requests[key] = requests.get(key, 0.0) + sample.value
-                elif sample.name == INFLIGHT:
-                    inflight += sample.value
+        for sample in samples(metrics.scrape(url, timeout)):
+            if sample.name == REQUESTS and sample.labels.get("transport") == "grpc":  # what a load test sends
+                key = (sample.labels["protocol"], sample.labels["code"])
+                requests[key] = requests.get(key, 0.0) + sample.value
+            elif sample.name == INFLIGHT:
+                inflight += sample.value
     return Scrape(requests, inflight)
 
 

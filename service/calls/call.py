@@ -6,7 +6,7 @@ with `CallLayer.serve` and converts what that returns (a result, or the `Service
 answer) to its wire form. `serve` is the one way in and out: it applies the route (the
 permit first, UNAVAILABLE while starting or draining, engine/admission.py; then the body's
 size limit and bytes), runs the work, and ends the call: the status it ended with, its
-permit released, its duration and texts counted under the API's label. Errors are returned,
+permit released, its duration and texts counted under its protocol and transport. Errors are returned,
 never raised to the transport, detached from their tracebacks, so a refused body is freed at
 once (see errors.detached); CancelledError propagates after the call is counted.
 """
@@ -115,19 +115,19 @@ def too_large(route: Route, size: int) -> ResourceExhausted | None:
 
 
 class CallLayer:
-    """Starts, serves and ends the calls of one API (`api` is its metrics label) on one
-    transport ("grpc" or "http", in access lines)."""
+    """Starts, serves and ends the calls of one protocol ("native" or "v2") on one transport
+    ("grpc" or "http"): the two labels of its request metrics."""
 
-    def __init__(self, core: Core, api: str, transport: str) -> None:
+    def __init__(self, core: Core, protocol: str, transport: str) -> None:
         self.core = core
-        self.api = api
+        self.protocol = protocol
         self.transport = transport
         self.tracing = core.tracing  # None while tracing is off: a call pays one test
         sample = core.settings.access_log_sample
         self._access = AccessLog(sample) if sample > 0.0 else None
         # Whether adapters name their calls (span name, access line's method).
         self.observed = self.tracing is not None or self._access is not None
-        self._metrics = core.metrics.api(api)
+        self._metrics = core.metrics.api(protocol, transport)
 
     def received(self) -> None:
         """Count an inference call handed over by the transport (before it is served)."""
@@ -142,7 +142,9 @@ class CallLayer:
             self._metrics.inflight.inc()
         call = Call(route, deadline, name)
         if route.counted and self.tracing is not None and name:
-            call.trace = self.tracing.start_call(name, api=self.api, parent=parent, started=call.started)
+            call.trace = self.tracing.start_call(
+                name, protocol=self.protocol, transport=self.transport, parent=parent, started=call.started
+            )
             if call.trace is not None:
                 call.log_token = bind_call("", call.trace.ids)
         return call
@@ -195,7 +197,7 @@ class CallLayer:
             self._metrics.finished(model.name if model else UNKNOWN_MODEL, status.name, call.texts)
             ended = time.perf_counter()
             if model is not None:
-                model.request_duration[self.api].observe(ended - call.started)
+                model.request_duration[(self.protocol, self.transport)].observe(ended - call.started)
             if self._access is not None and self._access.enabled:
                 access_line(self._access, self.transport, call, status, ended)
             if call.trace is not None:

@@ -20,7 +20,10 @@ from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.observe.drift import DriftMetrics, ModelDrift
 
 UNKNOWN_MODEL = "_unknown"
-APIS = ("native", "v2", "http")
+# Every front end: a protocol (native: attnserve.v1 and the JSON API; v2: KServe V2) over a
+# transport (grpc, http). The request metrics carry both labels.
+ENDPOINTS = (("native", "grpc"), ("v2", "grpc"), ("native", "http"), ("v2", "http"))
+Endpoint = tuple[str, str]
 CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
 GRAPHS = ("explain", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
 LATENCY_BUCKETS = (
@@ -55,7 +58,7 @@ class Metrics:
         self.request_duration = Histogram(
             "attnserve_request_duration_seconds",
             "Server time per call, receipt to reply.",
-            ("api", "model", "version"),
+            ("protocol", "transport", "model", "version"),
             registry=registry,
             buckets=LATENCY_BUCKETS,
         )
@@ -103,15 +106,16 @@ class Metrics:
         )
         self.requests = Counter(
             "attnserve_requests",
-            "Calls by API, model and gRPC status.",
-            ("api", "model", "code"),
+            "Calls by protocol, transport, model and gRPC status.",
+            ("protocol", "transport", "model", "code"),
             registry=registry,
         )
         self.received = Counter(
             "attnserve_requests_received",
-            "Inference calls grpc handed to the server, by API; the ones missing from "
-            "attnserve_requests_total ended (cancelled, or their deadline passed) before their handler ran.",
-            ("api",),
+            "Inference calls the transport handed to the server, by protocol and transport; the ones "
+            "missing from attnserve_requests_total ended (cancelled, or their deadline passed) before "
+            "their handler ran.",
+            ("protocol", "transport"),
             registry=registry,
         )
         self.texts = Counter(
@@ -127,7 +131,7 @@ class Metrics:
         self.inflight = Gauge(
             "attnserve_inflight_requests",
             "Calls being served.",
-            ("api",),
+            ("protocol", "transport"),
             registry=registry,
             multiprocess_mode="livesum",
         )
@@ -184,12 +188,12 @@ class Metrics:
             registry=registry,
         )
         self.drift = DriftMetrics(registry)
-        self._api = {api: ApiMetrics(self, api) for api in APIS}
+        self._api = {endpoint: ApiMetrics(self, *endpoint) for endpoint in ENDPOINTS}
         self._bound: dict[tuple[str, ...], int] = {}
         self.cpu_fallback.inc(0)
 
-    def api(self, name: str) -> ApiMetrics:
-        return self._api[name]
+    def api(self, protocol: str, transport: str) -> ApiMetrics:
+        return self._api[(protocol, transport)]
 
     def bind_model(
         self,
@@ -219,7 +223,7 @@ class Metrics:
             family=family,
             provider=provider,
             metrics=self,
-            request_duration={api: self.request_duration.labels(api, name, v) for api in APIS},
+            request_duration={e: self.request_duration.labels(*e, name, v) for e in ENDPOINTS},
             tokenize=self.tokenize_duration.labels(name, v),
             queue_wait=self.queue_wait.labels(name, v),
             inference=self.inference_duration.labels(name, v),
@@ -247,26 +251,29 @@ class Metrics:
 
 @dataclass(eq=False)
 class ApiMetrics:
-    """Per-API children; request counters are bound on first use per (model, code)."""
+    """One front end's children; request counters are bound on first use per (model, code)."""
 
     metrics: Metrics
-    api: str
+    protocol: str
+    transport: str
     inflight: Gauge = field(init=False)
     received: Counter = field(init=False)
     _requests: dict[tuple[str, str], Counter] = field(default_factory=dict, init=False)
     _texts: dict[tuple[str, str], Counter] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.inflight = self.metrics.inflight.labels(self.api)
+        self.inflight = self.metrics.inflight.labels(self.protocol, self.transport)
         self.inflight.set(0)
-        self.received = self.metrics.received.labels(self.api)
+        self.received = self.metrics.received.labels(self.protocol, self.transport)
 
     def finished(self, model: str, code: str, texts: int) -> None:
         """Count one finished call (`model` must be a loaded name or UNKNOWN_MODEL)."""
         key = (model, code)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self.metrics.requests.labels(self.api, model, code)
+            child = self._requests[key] = self.metrics.requests.labels(
+                self.protocol, self.transport, model, code
+            )
         child.inc()
         if texts:
             text_child = self._texts.get(key)
@@ -282,7 +289,7 @@ class ModelMetrics:
     family: str
     provider: str
     metrics: Metrics
-    request_duration: dict[str, Histogram]
+    request_duration: dict[Endpoint, Histogram]
     tokenize: Histogram
     queue_wait: Histogram
     inference: Histogram
@@ -302,8 +309,8 @@ class ModelMetrics:
             m.model_info.remove(self.name, self.version, self.family, self.provider)
         if not m.release(self.name, self.version):
             return
-        for api in APIS:
-            m.request_duration.remove(api, self.name, self.version)
+        for endpoint in ENDPOINTS:
+            m.request_duration.remove(*endpoint, self.name, self.version)
         for family in (
             m.tokenize_duration,
             m.queue_wait,

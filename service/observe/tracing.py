@@ -1,7 +1,7 @@
 """OpenTelemetry traces of the server: a span per call, child spans per stage, one per batch.
 
     tracing = Tracing.from_settings(settings)          # None while --tracing is off
-    call = tracing.start_call("attnserve.v1.Classifier/Classify", api="native",
+    call = tracing.start_call("attnserve.v1.Classifier/Classify", protocol="native", transport="grpc",
                               parent=extract_metadata(metadata))   # None when not sampled
     call.stage("tokenize", started, ended)                # perf_counter seconds
     call.finish("OK", {"attnserve.texts": 2})
@@ -172,7 +172,8 @@ class Tracing:
         self,
         name: str,
         *,
-        api: str,
+        protocol: str,
+        transport: str,
         parent: Context | None = None,
         attributes: Attributes | None = None,
         started: float | None = None,
@@ -182,7 +183,11 @@ class Tracing:
             name,
             context=parent,
             kind=SpanKind.SERVER,
-            attributes={"attnserve.api": api, **(attributes or {})},
+            attributes={
+                "attnserve.protocol": protocol,
+                "attnserve.transport": transport,
+                **(attributes or {}),
+            },
             start_time=None if started is None else epoch_ns(started),
         )
         if not span.is_recording():

@@ -25,7 +25,7 @@ GRAFANA_VARIABLES = {
     "$__interval": "15s",
     "$model": ".*",
     "$instance": ".*",
-    "$api": ".*",
+    "$protocol": ".*",
 }
 # Labels Prometheus itself attaches to every scraped series.
 TARGET_LABELS = {"instance", "job", "stack"}

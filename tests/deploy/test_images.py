@@ -193,8 +193,8 @@ def test_host_clients_get_answers(plaintext: Served) -> None:
     with urllib.request.urlopen(plaintext.metrics_url, timeout=10) as page:
         metrics = page.read().decode()
     served = [line for line in metrics.splitlines() if line.startswith("attnserve_requests_total{")]
-    assert any('api="native"' in line and 'code="OK"' in line for line in served), served
-    assert any('api="v2"' in line and 'code="OK"' in line for line in served), served
+    assert any('protocol="native"' in line and 'code="OK"' in line for line in served), served
+    assert any('protocol="v2"' in line and 'code="OK"' in line for line in served), served
 
 
 def test_start_is_free_of_warnings(container_engine: Engine, plaintext: Served) -> None:

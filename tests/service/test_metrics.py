@@ -9,17 +9,17 @@ from attnserve.service.client import Client, ClientError
 from tests.support.servers import RunningServer
 
 FAMILIES = {
-    "attnserve_request_duration_seconds": ("histogram", {"api", "model", "version"}),
+    "attnserve_request_duration_seconds": ("histogram", {"protocol", "transport", "model", "version"}),
     "attnserve_tokenize_duration_seconds": ("histogram", {"model", "version"}),
     "attnserve_queue_wait_seconds": ("histogram", {"model", "version"}),
     "attnserve_inference_duration_seconds": ("histogram", {"model", "version"}),
     "attnserve_batch_size": ("histogram", {"model", "version"}),
     "attnserve_batch_tokens": ("histogram", {"model", "version"}),
     "attnserve_padding_ratio": ("histogram", {"model", "version"}),
-    "attnserve_requests": ("counter", {"api", "model", "code"}),
+    "attnserve_requests": ("counter", {"protocol", "transport", "model", "code"}),
     "attnserve_texts": ("counter", {"model", "code"}),
     "attnserve_queue_depth": ("gauge", {"model"}),
-    "attnserve_inflight_requests": ("gauge", {"api"}),
+    "attnserve_inflight_requests": ("gauge", {"protocol", "transport"}),
     "attnserve_model_info": ("gauge", {"model", "version", "family", "provider"}),
     "attnserve_model_intra_op_threads": ("gauge", {"model", "version"}),
     "attnserve_graph_batches": ("counter", {"model", "version", "graph"}),
@@ -56,4 +56,9 @@ def test_every_family_is_exposed_with_its_labels(client: Client, server: Running
         "attnserve_batch_tokens",
     ):
         assert server.value(f"{histogram}_count", model="car") >= 1, histogram
-    assert server.value("attnserve_request_duration_seconds_count", api="native", model="car") >= 1
+    assert (
+        server.value(
+            "attnserve_request_duration_seconds_count", protocol="native", transport="grpc", model="car"
+        )
+        >= 1
+    )

@@ -31,14 +31,13 @@ from attnserve.service.observe.propagation import extract_metadata
 
 
 class Handlers:
-    """Builds the method handlers of one API (`api` is its metrics label)."""
+    """Builds the method handlers of one protocol's gRPC service ("native" or "v2")."""
 
-    def __init__(self, core: Core, api: str) -> None:
+    def __init__(self, core: Core, protocol: str) -> None:
         self.core = core
-        self.api = api
-        self.layer = CallLayer(core, api, "grpc")
+        self.layer = CallLayer(core, protocol, "grpc")
         self.routes = grpc_routes(core.settings)
-        self._received = core.metrics.api(api).received
+        self._received = core.metrics.api(protocol, "grpc").received
         self._counted: set[int] = set()  # id() of the handlers of inference methods
         self._names: dict[int, list[str]] = {}  # id() of a handler -> its span name, set by service()
 

@@ -96,7 +96,6 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def build_app(core: Core, tokens: Tokens | None, classify: NativePlane, v2: V2Plane) -> ASGIApp:
     """The HTTP port's application over the planes the server built, shared with gRPC (so
     both transports count into one set of V2 statistics)."""
-    handlers = Handlers(core, tokens)
     schema = openapi_schema(package_version("attnserve"))
 
     async def index(request: Request) -> Response:
@@ -113,8 +112,8 @@ def build_app(core: Core, tokens: Tokens | None, classify: NativePlane, v2: V2Pl
         Route("/docs", docs),
         Route("/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        *V2Rest(handlers, v2).routes(),
-        *NativeRest(handlers, classify).routes(),
+        *V2Rest(Handlers(core, tokens, "v2"), v2).routes(),
+        *NativeRest(Handlers(core, tokens, "native"), classify).routes(),
     ]
     app = Starlette(
         routes=routes,

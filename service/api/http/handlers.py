@@ -5,7 +5,7 @@ takes the permit (health routes take none), the bearer token is checked where th
 for it (the same tokens and failure counter as gRPC), the deadline comes from a `timeout`
 header or query parameter, the body is read within the route's size limit and read timeout
 and held against `max_inflight_bytes` by the call's permit, and every outcome is counted
-with `api="http"`.
+under its protocol with `transport="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -29,7 +29,6 @@ from attnserve.service.engine.core import Core
 from attnserve.service.errors import InvalidArgument, ServiceError, Status
 from attnserve.service.observe.propagation import extract_headers
 
-API = "http"
 WHERE = "header 'Authorization"
 ErrorStyle = Callable[[ServiceError], Response]
 Handler = Callable[[Request, Call], Awaitable[Response]]
@@ -51,10 +50,12 @@ def parse_timeout(request: Request) -> float | None:
 
 
 class Handlers:
-    def __init__(self, core: Core, tokens: Tokens | None) -> None:
+    """The route handlers of one protocol on the HTTP port ("native": the JSON API; "v2")."""
+
+    def __init__(self, core: Core, tokens: Tokens | None, protocol: str) -> None:
         self.core = core
         self.settings = core.settings
-        self.layer = CallLayer(core, API, "http")
+        self.layer = CallLayer(core, protocol, "http")
         self.routes = http_routes(core.settings)
         self._auth = None if tokens is None else Authenticator(tokens, core.metrics, WHERE)
 

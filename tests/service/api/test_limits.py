@@ -79,7 +79,7 @@ def test_metadata_methods_take_small_bodies_only(model_repository: Path) -> None
 
 
 def _answered(server: RunningServer) -> float:
-    return server.value("attnserve_requests_total", api="native", code="OK")
+    return server.value("attnserve_requests_total", protocol="native", transport="grpc", code="OK")
 
 
 def _answered_at_least(server: RunningServer, count: float) -> bool:
@@ -108,5 +108,8 @@ def test_cancelling_a_stream_whose_client_stopped_reading_logs_no_traceback(
             wait_until(lambda: server.pending_tasks() <= settled, 30, what="the cancelled streams to end")
             code, _ = call(server.target, CLASSIFY, _classify(1, POOLED), channel=channel)
         assert code == "OK"
-        assert server.value("attnserve_requests_total", api="native", code="INTERNAL") == 0
+        assert (
+            server.value("attnserve_requests_total", protocol="native", transport="grpc", code="INTERNAL")
+            == 0
+        )
     assert not errors.messages, errors.messages

@@ -36,14 +36,15 @@ def core(tmp_path: Path, **overrides: object) -> Core:
 
 def requests(built: Core, code: str) -> float:
     value = built.metrics.registry.get_sample_value(
-        "attnserve_requests_total", {"api": "http", "model": "_unknown", "code": code}
+        "attnserve_requests_total",
+        {"protocol": "native", "transport": "http", "model": "_unknown", "code": code},
     )
     return value or 0.0
 
 
 def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path) -> None:
     built = core(tmp_path, max_inflight_bytes=4096, max_message_bytes=1024)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
 
     async def refuse(call: Call) -> bytes:
         assert built.gate.inflight_bytes == 80 and built.gate.active == 1  # the route applied first
@@ -61,7 +62,7 @@ def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path)
 
 def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
 
     async def fail(call: Call) -> bytes:
         raise KeyError("/secret/path")
@@ -74,7 +75,7 @@ def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) 
 
 def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
 
     async def run() -> None:
         async def wait(call: Call) -> bytes:
@@ -93,7 +94,7 @@ def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
 
 def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
     stream = built.gate.try_acquire_permit()
     built.gate.drain()
     refusals = []
@@ -114,7 +115,7 @@ def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: 
 
 def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
     call = layer.start(METADATA)
     with pytest.raises(ServiceError):
         call.context  # noqa: B018  # not admitted yet
@@ -129,7 +130,7 @@ def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
 def test_a_starting_server_refuses_gated_routes_and_answers_health(tmp_path: Path) -> None:
     built = core(tmp_path)
     built.gate.state = State.STARTING
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
 
     async def answer(call: Call) -> bytes:
         return b"ok"
@@ -145,7 +146,7 @@ def test_a_starting_server_refuses_gated_routes_and_answers_health(tmp_path: Pat
 
 def test_a_body_over_the_routes_limit_is_refused_before_the_work_runs(tmp_path: Path) -> None:
     built = core(tmp_path)
-    layer = CallLayer(built, "http", "http")
+    layer = CallLayer(built, "native", "http")
     ran: list[Call] = []
 
     async def work(call: Call) -> bytes:

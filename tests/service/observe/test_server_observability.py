@@ -90,7 +90,7 @@ def _served(receiver: OtlpReceiver, trace_id: str, name: str) -> tuple[ReceivedS
 
 
 def _check_call(
-    receiver: OtlpReceiver, caller: SpanContext, name: str, api: str, texts: int = len(TEXTS)
+    receiver: OtlpReceiver, caller: SpanContext, name: str, api: tuple[str, str], texts: int = len(TEXTS)
 ) -> ReceivedSpan:
     trace_id = f"{caller.trace_id:032x}"
     call, children = _served(receiver, trace_id, name)
@@ -98,7 +98,7 @@ def _check_call(
     assert call.kind == "SPAN_KIND_SERVER"
     assert call.resource["service.name"] == "attnserve"
     attributes = call.attributes
-    assert attributes["attnserve.api"] == api
+    assert (attributes["attnserve.protocol"], attributes["attnserve.transport"]) == api
     assert attributes["attnserve.model"] == MODEL and attributes["attnserve.model.version"] == 1
     assert attributes["attnserve.texts"] == texts and attributes["attnserve.status"] == "OK"
     assert set(children) >= STAGES, sorted(children)
@@ -117,7 +117,7 @@ def test_native_classify_continues_the_callers_trace(traced: tuple[RunningServer
     server, receiver, _ = traced
     with Client(server.target) as client, TRACER.start_as_current_span("caller") as caller:
         client.classify(TEXTS, model=MODEL)
-    _check_call(receiver, caller.get_span_context(), "attnserve.v1.Classifier/Classify", "native")
+    _check_call(receiver, caller.get_span_context(), "attnserve.v1.Classifier/Classify", ("native", "grpc"))
 
 
 def test_v2_model_infer_continues_the_callers_trace(traced: tuple[RunningServer, OtlpReceiver, int]) -> None:
@@ -131,7 +131,9 @@ def test_v2_model_infer_continues_the_callers_trace(traced: tuple[RunningServer,
         infer(
             text_request(MODEL, TEXTS), metadata=(("traceparent", _traceparent(caller.get_span_context())),)
         )
-    _check_call(receiver, caller.get_span_context(), "inference.GRPCInferenceService/ModelInfer", "v2")
+    _check_call(
+        receiver, caller.get_span_context(), "inference.GRPCInferenceService/ModelInfer", ("v2", "grpc")
+    )
 
 
 @pytest.mark.parametrize(
@@ -153,7 +155,9 @@ def test_http_calls_continue_the_callers_trace(
     with TRACER.start_as_current_span("caller") as caller:
         reply = http.call(port, "POST", path, body, {"traceparent": _traceparent(caller.get_span_context())})
     assert reply.status == 200, reply.body
-    _check_call(receiver, caller.get_span_context(), name, "http")
+    _check_call(
+        receiver, caller.get_span_context(), name, ("native" if path.endswith(":classify") else "v2", "http")
+    )
 
 
 def test_each_request_of_a_stream_is_a_call_span_of_the_callers_trace(
@@ -190,7 +194,10 @@ def test_concurrent_calls_share_a_batch_span_that_links_them_all(
 
     with ThreadPoolExecutor(8) as pool:
         callers = list(pool.map(one, range(8)))
-    calls = [_check_call(receiver, c, "attnserve.v1.Classifier/Classify", "native", texts=1) for c in callers]
+    calls = [
+        _check_call(receiver, c, "attnserve.v1.Classifier/Classify", ("native", "grpc"), texts=1)
+        for c in callers
+    ]
     shared = [s for s in receiver.spans if s.name == "attnserve.batch" and len(s.links) >= 2]
     assert shared, "calls 50 ms apart at most were batched together"
     linked = {span_id for batch in shared for _, span_id in batch.links}
@@ -207,7 +214,9 @@ def test_an_attribution_is_a_stage_of_its_call_linked_to_the_batches_of_its_rows
                           {"traceparent": _traceparent(caller.get_span_context())})  # fmt: skip
     assert reply.status == 200, reply.body
     rows = sum(result["attribution_rows"] for result in reply.json()["results"])
-    call = _check_call(receiver, caller.get_span_context(), "POST /v1/models/{name}:classify", "http")
+    call = _check_call(
+        receiver, caller.get_span_context(), "POST /v1/models/{name}:classify", ("native", "http")
+    )
     (attribution,) = [
         s for s in receiver.spans if s.name == "attnserve.attribution" and s.parent_span_id == call.span_id
     ]

@@ -44,12 +44,13 @@ def test_a_call_its_stages_and_its_batch_reach_the_receiver(receiver: OtlpReceiv
         t0 = time.perf_counter()
         first = tracing.start_call(
             "attnserve.v1.Classifier/Classify",
-            api="native",
+            protocol="native",
+            transport="grpc",
             parent=extract_metadata([("authorization", "Bearer x"), ("traceparent", SAMPLED)]),
             attributes={"attnserve.model": "car", "attnserve.model.version": 1},
             started=t0,
         )
-        second = tracing.start_call("POST /v2/models/car/infer", api="http", started=t0)
+        second = tracing.start_call("POST /v2/models/car/infer", protocol="v2", transport="http", started=t0)
         assert first is not None and second is not None
         first.stage("parse", t0, t0 + 0.0001)
         first.stage("tokenize", t0 + 0.0001, t0 + 0.0002, {"attnserve.tokens": 12})
@@ -88,7 +89,8 @@ def test_a_call_its_stages_and_its_batch_reach_the_receiver(receiver: OtlpReceiv
     assert served.parent_span_id == CLIENT_SPAN, "the call continues the caller's trace"
     assert served.kind == "SPAN_KIND_SERVER"
     assert served.attributes == {
-        "attnserve.api": "native",
+        "attnserve.protocol": "native",
+        "attnserve.transport": "grpc",
         "attnserve.model": "car",
         "attnserve.model.version": 1,
         "attnserve.status": "OK",
@@ -124,13 +126,16 @@ def test_a_call_its_stages_and_its_batch_reach_the_receiver(receiver: OtlpReceiv
 def test_sampling_ratio_applies_to_new_traces_and_callers_decide_their_own(receiver: OtlpReceiver) -> None:
     tracing = _tracing(receiver, "grpc", ratio=0.0)
     try:
-        assert tracing.start_call("c", api="native") is None, (
+        assert tracing.start_call("c", protocol="native", transport="grpc") is None, (
             "ratio 0: a call without traceparent is not traced"
         )
         unsampled = extract_headers([(b"traceparent", UNSAMPLED.encode())])
-        assert tracing.start_call("c", api="http", parent=unsampled) is None
+        assert tracing.start_call("c", protocol="v2", transport="http", parent=unsampled) is None
         sampled = tracing.start_call(
-            "sampled-by-caller", api="http", parent=extract_headers({"traceparent": SAMPLED})
+            "sampled-by-caller",
+            protocol="v2",
+            transport="http",
+            parent=extract_headers({"traceparent": SAMPLED}),
         )
         assert sampled is not None
         assert sampled.ids == (CLIENT_TRACE, sampled.ids[1])
@@ -146,7 +151,9 @@ def test_sampling_ratio_applies_to_new_traces_and_callers_decide_their_own(recei
 def test_half_sampling_traces_about_half_the_calls(receiver: OtlpReceiver) -> None:
     tracing = _tracing(receiver, "grpc", ratio=0.5)
     try:
-        traced = sum(tracing.start_call("ratio", api="native") is not None for _ in range(2000))
+        traced = sum(
+            tracing.start_call("ratio", protocol="native", transport="grpc") is not None for _ in range(2000)
+        )
     finally:
         tracing.shutdown()
     assert 800 < traced < 1200  # binomial(2000, 0.5): 1000 +- 9 standard deviations
@@ -156,7 +163,7 @@ def test_malformed_traceparent_starts_a_new_trace(receiver: OtlpReceiver) -> Non
     tracing = _tracing(receiver, "grpc")
     try:
         parent = extract_metadata([("traceparent", "00-zz-not-a-trace-01")])
-        call = tracing.start_call("malformed", api="native", parent=parent)
+        call = tracing.start_call("malformed", protocol="native", transport="grpc", parent=parent)
         assert call is not None and call.ids[0] != CLIENT_TRACE
         call.finish("OK")
     finally:
@@ -177,7 +184,7 @@ def test_settings_default_to_the_standard_otel_variables(
     assert tracing is not None
     assert tracing.config == TracingConfig(protocol="http/protobuf", endpoint=None, sample_ratio=1.0)
     try:
-        call = tracing.start_call("from-environment", api="native")
+        call = tracing.start_call("from-environment", protocol="native", transport="grpc")
         assert call is not None
         call.finish("OK")
     finally:
@@ -222,7 +229,7 @@ def test_stage_and_batch_times_may_come_from_the_monotonic_clock(receiver: OtlpR
     tracing = _tracing(receiver, "grpc")
     try:
         p0, m0 = time.perf_counter(), time.monotonic()
-        call = tracing.start_call("clocks", api="native", started=p0)
+        call = tracing.start_call("clocks", protocol="native", transport="grpc", started=p0)
         assert call is not None
         batch = trace_batch(tracing, [call.span_context], m0 + 0.001, m0 + 0.002, clock=time.monotonic)
         assert batch is not None

@@ -31,7 +31,10 @@ MISREAD_SHARE = 0.1
 
 
 def _counted(server: RunningServer) -> dict[str, float]:
-    return {code: server.value("attnserve_requests_total", api="native", code=code) for code in CODES}
+    return {
+        code: server.value("attnserve_requests_total", protocol="native", transport="grpc", code=code)
+        for code in CODES
+    }
 
 
 def _settled(server: RunningServer, received: float, timeout: float = 10.0) -> dict[str, float]:
@@ -39,8 +42,8 @@ def _settled(server: RunningServer, received: float, timeout: float = 10.0) -> d
 
     def done() -> bool:
         return (
-            server.value("attnserve_requests_received_total", api="native") >= received
-            and server.value("attnserve_inflight_requests", api="native") == 0
+            server.value("attnserve_requests_received_total", protocol="native", transport="grpc") >= received
+            and server.value("attnserve_inflight_requests", protocol="native", transport="grpc") == 0
         )
 
     assert eventually(done, timeout), "calls still in flight 10 s after the client saw them end"
@@ -106,11 +109,11 @@ def test_deadline_and_cancellation_are_told_apart_and_counted(model_repository: 
         after_expiry = _settled(server, CALLS)
 
         def in_progress() -> bool:
-            return server.value("attnserve_inflight_requests", api="native") >= CALLS
+            return server.value("attnserve_inflight_requests", protocol="native", transport="grpc") >= CALLS
 
         cancelled = asyncio.run(_cancel(server.target, in_progress))
         after_cancel = _settled(server, 2 * CALLS)
-        received = server.value("attnserve_requests_received_total", api="native")
+        received = server.value("attnserve_requests_received_total", protocol="native", transport="grpc")
     by_cancel = _minus(after_cancel, after_expiry)
     record_figures(
         "deadline 1 s, then cancel once all are in progress (40 calls each, queued)",
@@ -153,7 +156,7 @@ def test_short_deadlines_under_load_are_counted_as_far_as_grpc_lets_the_server_s
 ) -> None:
     with RunningServer(make_settings(model_repository, max_delay_ms=2)) as server:
         client = asyncio.run(_short_deadlines(server.target))
-        received = server.value("attnserve_requests_received_total", api="native")
+        received = server.value("attnserve_requests_received_total", protocol="native", transport="grpc")
         counted = _settled(server, received)
     total = sum(client.values())
     ended_early = counted["DEADLINE_EXCEEDED"] + counted["CANCELLED"]

@@ -89,14 +89,27 @@ def test_the_explorer_is_served_from_the_package_without_a_cdn(port: int) -> Non
 
 
 def test_http_calls_are_counted_with_api_http(server: RunningServer, port: int) -> None:
-    before = server.value("attnserve_requests_total", api="http", model="car", code="OK")
+    before = server.value(
+        "attnserve_requests_total", protocol="native", transport="http", model="car", code="OK"
+    )
     texts_before = server.value("attnserve_texts_total", model="car", code="OK")
     assert classify(port, "car", {"texts": TEXTS}).status == 200
     assert classify(port, "car", {"texts": TEXTS, "attention": "bogus"}).status == 400
-    assert server.value("attnserve_requests_total", api="http", model="car", code="OK") == before + 1
-    assert server.value("attnserve_requests_total", api="http", code="INVALID_ARGUMENT") >= 1
+    assert (
+        server.value("attnserve_requests_total", protocol="native", transport="http", model="car", code="OK")
+        == before + 1
+    )
+    assert (
+        server.value("attnserve_requests_total", protocol="native", transport="http", code="INVALID_ARGUMENT")
+        >= 1
+    )
     assert server.value("attnserve_texts_total", model="car", code="OK") == texts_before + len(TEXTS)
-    assert server.value("attnserve_request_duration_seconds_count", api="http", model="car") >= 1
+    assert (
+        server.value(
+            "attnserve_request_duration_seconds_count", protocol="native", transport="http", model="car"
+        )
+        >= 1
+    )
 
 
 def test_a_timeout_header_or_parameter_sets_the_deadline(port: int) -> None:

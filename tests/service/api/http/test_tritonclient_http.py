@@ -120,11 +120,19 @@ def test_perf_analyzer_over_http(
         "--concurrency-range", "2", "--measurement-interval", "1000",
         "--stability-percentage", "999", "--max-trials", "10", "-f", str(report),
     ]  # fmt: skip
-    before = server.value("attnserve_requests_total", api="http", model=MODEL, code="OK")
+    before = server.value("attnserve_requests_total", protocol="v2", transport="http", model=MODEL, code="OK")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     with report.open(newline="") as handle:
         (row,) = list(csv.DictReader(handle))
     assert float(row["Inferences/Second"]) > 0
-    assert server.value("attnserve_requests_total", api="http", model=MODEL, code="OK") > before
-    assert server.value("attnserve_requests_total", api="http", model=MODEL, code="INTERNAL") == 0
+    assert (
+        server.value("attnserve_requests_total", protocol="v2", transport="http", model=MODEL, code="OK")
+        > before
+    )
+    assert (
+        server.value(
+            "attnserve_requests_total", protocol="v2", transport="http", model=MODEL, code="INTERNAL"
+        )
+        == 0
+    )

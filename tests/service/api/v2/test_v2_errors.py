@@ -206,7 +206,9 @@ def test_stream_errors_come_in_band_and_the_stream_goes_on(v2: V2Calls) -> None:
 
 def test_errors_are_counted_for_the_v2_api(server: RunningServer, v2: V2Calls) -> None:
     def count(model: str, code: str) -> float:
-        return server.value("attnserve_requests_total", api="v2", model=model, code=code)
+        return server.value(
+            "attnserve_requests_total", protocol="v2", transport="grpc", model=model, code=code
+        )
 
     before_bad, before_unknown = count("car", "INVALID_ARGUMENT"), count("_unknown", "NOT_FOUND")
     build: Callable[[], pb.ModelInferRequest]

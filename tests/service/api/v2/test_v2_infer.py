@@ -72,7 +72,9 @@ def test_a_model_without_attention_declares_and_sends_none(v2: V2Calls) -> None:
 
 def test_successful_calls_are_counted_for_the_v2_api(server: RunningServer, v2: V2Calls) -> None:
     def count() -> float:
-        return server.value("attnserve_requests_total", api="v2", model="car", code="OK")
+        return server.value(
+            "attnserve_requests_total", protocol="v2", transport="grpc", model="car", code="OK"
+        )
 
     before = count()
     v2.infer(text_request("car", TEXTS[:1]))

@@ -42,8 +42,11 @@ def test_300_concurrent_requests_from_many_clients_all_succeed_in_shared_batches
     singles = server.value("attnserve_batch_size_bucket", model="car", le="1.0") - singles_before
     assert 0 < batches < 300, "300 texts must have been merged into fewer model calls"
     assert singles < batches, "some batch must hold more than one text"
-    assert server.value("attnserve_requests_total", api="native", model="car", code="OK") >= 300
-    assert server.value("attnserve_inflight_requests", api="native") == 0
+    assert (
+        server.value("attnserve_requests_total", protocol="native", transport="grpc", model="car", code="OK")
+        >= 300
+    )
+    assert server.value("attnserve_inflight_requests", protocol="native", transport="grpc") == 0
 
 
 def test_expired_deadline_is_dropped_before_the_model_runs(model_repository: Path) -> None:
@@ -58,7 +61,9 @@ def test_expired_deadline_is_dropped_before_the_model_runs(model_repository: Pat
 
         asyncio.run(scenario())
         # The client sees its deadline pass before the server has ended the call.
-        assert eventually(lambda: server.value("attnserve_inflight_requests", api="native") == 0)
+        assert eventually(
+            lambda: server.value("attnserve_inflight_requests", protocol="native", transport="grpc") == 0
+        )
         assert server.value("attnserve_deadline_dropped_total", model="car") == 2
         assert server.value("attnserve_queue_depth", model="car") == 0
         assert server.value("attnserve_batch_size_count", model="car") == 0, "the model ran for dropped texts"
