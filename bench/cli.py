@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from bench.harness import Stopped, stop_on_sigterm
 from bench.sections import BY_NAME, expand_tiny, listing
+from kit.launch import Stopped, stop_on_sigterm
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,8 +39,9 @@ from locust.env import Environment  # noqa: E402
 if __package__ in (None, ""):  # run by locust as a file: make the `loadtest` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kit.v2 import MODEL_INFER  # noqa: E402
 from loadtest.options import add_options  # noqa: E402
-from loadtest.protocol import NATIVE_METHOD, V2_METHOD, WireProtocol  # noqa: E402
+from loadtest.protocol import NATIVE_METHOD, WireProtocol  # noqa: E402
 from loadtest.session import LoadRun  # noqa: E402
 from loadtest.workload import Call  # noqa: E402
 
@@ -179,4 +180,4 @@ class V2User(GrpcUser):
     """inference.GRPCInferenceService/ModelInfer with a TEXT input."""
 
     api = "v2"
-    method = V2_METHOD
+    method = MODEL_INFER

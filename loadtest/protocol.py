@@ -19,10 +19,10 @@ from google.protobuf.message import DecodeError
 from attnserve.service.api.v2.tensors import encode_bytes
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from attnserve.service.proto.inference import grpc_service_pb2 as vpb
+from kit.v2 import MODEL_INFER, text_request
 from loadtest.workload import Call, ModelLimits
 
 NATIVE_METHOD = "/attnserve.v1.Classifier/Classify"
-V2_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 GET_MODEL_METHOD = "/attnserve.v1.Classifier/GetModel"
 UNKNOWN_MODEL = "no-such-model-for-load-test"
 
@@ -113,7 +113,7 @@ class NativeProtocol:
 
 class V2Protocol:
     api = "v2"
-    method = V2_METHOD
+    method = MODEL_INFER
     bad_kinds: tuple[str, ...] = (
         "unknown-model",
         "wrong-datatype",
@@ -131,12 +131,8 @@ class V2Protocol:
         self.outputs = tuple(outputs)
 
     def request(self, texts: Sequence[str], attention: bool, request_id: str = "") -> vpb.ModelInferRequest:
-        request = vpb.ModelInferRequest(model_name=self.model, id=request_id)
-        request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
-        request.raw_input_contents.append(encode_bytes([text.encode() for text in texts]))
-        for name in (*self.outputs, "ATTENTION", "LENGTHS") if attention else self.outputs:
-            request.outputs.add(name=name)
-        return request
+        outputs = (*self.outputs, "ATTENTION", "LENGTHS") if attention else self.outputs
+        return text_request(self.model, texts, request_id=request_id, outputs=outputs)
 
     def prepare(self, call: Call) -> Prepared:
         request = self.request(call.texts, call.attention, request_id=call.name)

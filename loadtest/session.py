@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
-from loadtest.ledger import Ledger
+from loadtest.ledger import LoadLedger
 from loadtest.protocol import GET_MODEL_METHOD, NativeProtocol, V2Protocol, WireProtocol, limits_of
 from loadtest.reconcile import Reconciliation, Scrape, delta, dump, metrics_urls, reconcile, scrape, settle
 from loadtest.workload import Mix, ModelLimits, Workload
@@ -56,7 +56,7 @@ def mix_of(options: argparse.Namespace) -> Mix:
 class LoadRun:
     options: argparse.Namespace
     target: str
-    ledger: Ledger = field(default_factory=Ledger)
+    ledger: LoadLedger = field(default_factory=LoadLedger)
     model: str = ""
     limits: ModelLimits = field(default_factory=lambda: ModelLimits(max_len=64))
     has_attention: bool = True

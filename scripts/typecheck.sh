@@ -7,4 +7,4 @@ TYPING=build/typing/attnserve
 mkdir -p "$TYPING"
 for stage in service export training; do ln -sfn "../../../$stage" "$TYPING/$stage"; done
 MYPYPATH=build/typing exec "${MYPY:-.venv/bin/mypy}" -p attnserve.service -p attnserve.export -p attnserve.training \
-    -p bench -p loadtest -p tests "$@"
+    -p bench -p kit -p loadtest -p tests "$@"

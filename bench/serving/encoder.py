@@ -43,20 +43,21 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import onnx.utils
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from attnserve.service.bundle import BundleError, read_bundle
 from attnserve.service.bundle.layout import RepositoryError
-from bench.harness import attnserve
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, encode, session_for, tokenizer_for
-from bench.serving.loadgen import Measurement, run_closed
 from bench.serving.memory import MB, Sampler
 from bench.serving.texts import mixed_texts, prepared
+from kit.launch import attnserve
+from kit.ledger import percentile
+from kit.load import run_closed
+from kit.results import Point
 
 TEXTS = 256
 
@@ -66,17 +67,6 @@ class Raw:
     model: str
     single_p50_ms: float
     batch_texts_per_s: float
-
-
-@dataclass(frozen=True)
-class Served:
-    model: str
-    texts_per_call: int
-    concurrency: int
-    texts_per_s: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
 
 
 @dataclass(frozen=True)
@@ -124,20 +114,15 @@ def measure_raw(bundle_path: Path, model: str, texts: Sequence[str], per_call: i
         start = done % len(texts)
         run([texts[(start + j) % len(texts)] for j in range(per_call)])
         done += per_call
-    return Raw(model, float(np.percentile(latencies, 50)), done / (time.perf_counter() - started))
-
-
-def _served(model: str, texts_per_call: int, concurrency: int, m: Measurement) -> Served:
-    return Served(model, texts_per_call, concurrency, m.texts_per_s, m.percentile(50), m.percentile(99),
-                  sum(m.errors.values()))  # fmt: skip
+    return Raw(model, percentile(latencies, 50), done / (time.perf_counter() - started))
 
 
 def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: Sequence[int], per_call: int,
-                   seconds: float, warmup: float) -> tuple[list[Served], Memory]:  # fmt: skip
+                   seconds: float, warmup: float) -> tuple[list[Point], Memory]:  # fmt: skip
     """Serve this one model version alone (a private copy of the repository), so the RSS is its own."""
     single = prepared("native", model, texts, 1, False)
     batch = prepared("native", model, texts, per_call, False)
-    points: list[Served] = []
+    points: list[Point] = []
     with contextlib.ExitStack() as stack:
         repository = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-encoder-")))
         shutil.copytree(version_dir, repository / model / version_dir.name)
@@ -145,10 +130,10 @@ def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: 
         sampler = stack.enter_context(Sampler(server.pid, 0.1))
         for concurrency in levels:
             m = run_closed(server.target, single, concurrency, seconds, warmup=warmup)
-            points.append(_served(model, 1, concurrency, m))
+            points.append(Point.of(m, system=model, concurrency=concurrency))
             print(_line(points[-1]), flush=True)
         m = run_closed(server.target, batch, 1, seconds, warmup=warmup)
-        points.append(_served(model, per_call, 1, m))
+        points.append(Point.of(m, system=model, concurrency=1))
         print(_line(points[-1]), flush=True)
         sampler.sample()
     peak = max(sample.rss_mb for sample in sampler.samples)
@@ -167,9 +152,9 @@ def _print_raw(r: Raw, per_call: int) -> None:
           f"{per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
 
 
-def _line(p: Served) -> str:
+def _line(p: Point) -> str:
     return (
-        f"  serve {p.model:<20s} {p.texts_per_call:>2d} text(s)/call c={p.concurrency:<3d} "
+        f"  serve {p.system:<20s} {p.texts:>2d} text(s)/call c={p.concurrency:<3d} "
         f"{p.texts_per_s:8.1f} texts/s  p50 {p.p50_ms:7.2f} ms  p99 {p.p99_ms:7.2f} ms"
         + (f"  errors {p.errors}" if p.errors else "")
     )
@@ -201,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--concurrency needs positive integers, e.g. 1,8,32")
     models = [args.model] + ([args.int8_model] if args.int8_model else [])
     raw: list[Raw] = []
-    served: list[Served] = []
+    served: list[Point] = []
     memory: list[Memory] = []
     try:
         for model in models:
@@ -236,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         document = {
             "raw": [asdict(r) for r in raw],
-            "served": [asdict(s) for s in served],
+            "served": [s.as_dict() for s in served],
             "memory": [asdict(m) for m in memory],
             "rss_unit": f"{MB} bytes",
         }

@@ -50,18 +50,18 @@ from typing import Any
 import numpy as np
 
 from attnserve.service.bundle import read_bundle
+from attnserve.service.common.weights import importance
 from attnserve.service.engine.models.runtime import pad_ids
-from attnserve.service.engine.models.tokenization import TextEncoder
-from attnserve.service.engine.request.attention import importance
+from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.engine.request.attribution import without, words
-from bench.harness import attnserve, free_port, run_async
+from bench.render import markdown_table, num, ratio, write_between
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, session_for
 from bench.serving.http import HttpConnection
 from bench.serving.machine import describe, one_line
-from bench.serving.publish import write_between
-from bench.serving.report import num, ratio, table
+from kit.launch import attnserve, run_async
+from kit.ports import free_port
 
 KS = (1, 5, 10, 20, 50)  # percent of a text's words
 RANDOM, OCCLUSION, SHAPLEY, IG = "random", "occlusion", "shapley", "integrated gradients"
@@ -242,25 +242,25 @@ def measure(
     for model, _ in models:
         bundle = read_bundle(bundle_dir(repository, model))
         manifest = bundle.manifest
-        encoder = TextEncoder(
+        tokenizer = TextTokenizer(
             bundle.tokenizer_path, manifest.max_len, reject_long=False, max_text_chars=10**6,
             truncation=manifest.truncation,
         )  # fmt: skip
-        encoded, special = encoder.encode(raw), encoder.special_ids
+        encoded, special = tokenizer.encode(raw), tokenizer.special_ids
         assert encoded.encodings is not None
         texts = [Text(raw[i], np.asarray(e.ids, dtype=np.int64), words(e, e.ids, special))
                  for i, e in enumerate(encoded.encodings)]  # fmt: skip
         texts = [text for text in texts if text.units]
         kind = manifest.attention.kind
         names = [POOLED] if kind == "pool" else [] if kind == "none" else [POOLED, CLS, ROLLOUT]
-        prepared.append((bundle, encoder, texts, [Method(name) for name in [*names, OCCLUSION, SHAPLEY]]))
+        prepared.append((bundle, tokenizer, texts, [Method(name) for name in [*names, OCCLUSION, SHAPLEY]]))
     http_port = free_port()
     with attnserve(repository, ["--http-port", str(http_port)]):
         for (model, _), (_, _, texts, methods) in zip(models, prepared, strict=True):
             print(f"  {model}: {len(texts)} texts through the server", file=sys.stderr, flush=True)
             run_async(served(http_port, model, texts, methods, args.budget))
     results = []
-    for (model, run_dir), (bundle, encoder, texts, methods) in zip(models, prepared, strict=True):
+    for (model, run_dir), (bundle, tokenizer, texts, methods) in zip(models, prepared, strict=True):
         manifest, session = bundle.manifest, session_for(bundle, len(os.sched_getaffinity(0)))
         full_p = probabilities(session, [text.ids for text in texts], manifest.pad_id)
         classes = full_p.argmax(axis=1)
@@ -269,8 +269,8 @@ def measure(
         chosen = [Method(RANDOM, [rng.random(len(text.units)) for text in texts]), *methods]
         if run_dir is not None:
             print(f"  {model}: integrated gradients, {args.steps} steps", file=sys.stderr, flush=True)
-            chosen.append(integrated_gradients(run_dir, texts, classes, args.steps, encoder.special_ids))
-        filler = encoder.unk_id if encoder.unk_id is not None else manifest.pad_id
+            chosen.append(integrated_gradients(run_dir, texts, classes, args.steps, tokenizer.special_ids))
+        filler = tokenizer.unk_id if tokenizer.unk_id is not None else manifest.pad_id
         rows = faithfulness(session, texts, full, classes, chosen, filler, manifest.pad_id)
         graph = manifest.label_graph
         form = "float32" if graph is None or graph.quantization is None else "int8"
@@ -298,7 +298,7 @@ def render(results: list[ModelResult], started: str, machine: dict[str, Any], co
         by = {row.method: row for row in r.rows}
         note = f"Attribution rows served by {r.label_graph}"
         note += f"; integrated gradients: {r.ig_steps} steps." if IG in by else "; no training run given."
-        out += ["", title, "", *table(header, body, "lrrrrrrr"), "", note]
+        out += ["", title, "", *markdown_table(header, body, "lrrrrrrr"), "", note]
         occ, ig = by.get(OCCLUSION), by.get(IG)
         if occ is not None and ig is not None and occ.ms and ig.ms:
             share = occ.ms / ig.ms

@@ -21,13 +21,14 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from attnserve.service.client import AsyncClient
-from bench.harness import ROOT, attnserve, free_port, run_async
+from bench.render import markdown_table
+from kit.launch import ROOT, attnserve, run_async
+from kit.load import Measurement, callers
+from kit.ports import free_port
+from kit.results import Point
 
 PATHS = ("grpc native", "http json", "http v2 rest")
 SENTENCES = [
@@ -73,33 +74,14 @@ class HttpConnection:
             self._writer.close()
 
 
-@dataclass
-class Row:
-    path: str
-    per_call: int
-    concurrency: int
-    texts_per_s: float
-    p50_ms: float
-    p99_ms: float
-    latencies: list[float]
-    seconds: float
-
-
-def combine(rounds: list[Row]) -> Row:
-    """One row from a path's rounds: texts over the summed time, percentiles over every call."""
-    first = rounds[0]
-    latencies = [x for r in rounds for x in r.latencies]
-    seconds = sum(r.seconds for r in rounds)
-    return Row(
-        first.path,
-        first.per_call,
-        first.concurrency,
-        first.per_call * len(latencies) / seconds,
-        1e3 * float(np.percentile(latencies, 50)),
-        1e3 * float(np.percentile(latencies, 99)),
-        latencies,
-        seconds,
-    )
+def combine(rounds: list[Measurement]) -> Measurement:
+    """One measurement from a path's rounds: calls over the summed time, percentiles over every call."""
+    total = Measurement(sum(m.seconds for m in rounds), rounds[0].texts_per_request)
+    for m in rounds:
+        total.ledger.sent.update(m.ledger.sent)
+        total.ledger.closed.update(m.ledger.closed)
+        total.ledger.seconds.setdefault("OK", []).extend(m.ledger.seconds.get("OK", []))
+    return total
 
 
 Call = Callable[[int, list[str]], Awaitable[object]]
@@ -153,51 +135,33 @@ def _callers(
 
 async def measure(
     target: str, http_port: int, model: str, path: str, concurrency: int, per_call: int, seconds: float
-) -> Row:
+) -> Measurement:
     call, close = _callers(target, http_port, model, path, concurrency)
-    latencies: list[float] = []
     for index in range(concurrency):  # connect and warm up before measuring
         await call(index, SENTENCES[:per_call])
     stop = time.perf_counter() + seconds
+    sent = [0] * concurrency
+    measured = Measurement(seconds, per_call)
 
-    async def caller(index: int) -> None:
-        i = index
-        while time.perf_counter() < stop:
-            texts = [SENTENCES[(i + j) % len(SENTENCES)] for j in range(per_call)]
-            started = time.perf_counter()
-            await call(index, texts)
-            latencies.append(time.perf_counter() - started)
-            i += 1
+    async def step(index: int) -> None:
+        texts = [SENTENCES[(index + sent[index] + j) % len(SENTENCES)] for j in range(per_call)]
+        sent[index] += 1
+        await measured.ledger.call(lambda: call(index, texts))
 
     began = time.perf_counter()
-    await asyncio.gather(*(caller(i) for i in range(concurrency)))
-    elapsed = time.perf_counter() - began
+    await callers(concurrency, step, lambda: time.perf_counter() < stop)
+    measured.seconds = time.perf_counter() - began
     await close()
-    return Row(
-        path,
-        per_call,
-        concurrency,
-        per_call * len(latencies) / elapsed,
-        1e3 * float(np.percentile(latencies, 50)),
-        1e3 * float(np.percentile(latencies, 99)),
-        latencies,
-        elapsed,
-    )
+    return measured
 
 
-def table(rows: list[Row]) -> str:
-    grpc = {(r.per_call, r.concurrency): r.texts_per_s for r in rows if r.path == "grpc native"}
-    lines = [
-        "| path | texts per call | callers | texts/s | p50 ms | p99 ms | throughput vs gRPC |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        ratio = r.texts_per_s / grpc[(r.per_call, r.concurrency)]
-        lines.append(
-            f"| {r.path} | {r.per_call} | {r.concurrency} | {r.texts_per_s:.0f} | {r.p50_ms:.2f} | "
-            f"{r.p99_ms:.2f} | {ratio:.2f} |"
-        )
-    return "\n".join(lines)
+def table(points: list[Point]) -> str:
+    grpc = {(p.texts, p.concurrency): p.texts_per_s for p in points if p.system == "grpc native"}
+    rows = [[p.system, str(p.texts), str(p.concurrency), f"{p.texts_per_s:.0f}", f"{p.p50_ms:.2f}",
+             f"{p.p99_ms:.2f}", f"{p.texts_per_s / grpc[(p.texts, p.concurrency)]:.2f}"]
+            for p in points]  # fmt: skip
+    header = ["path", "texts per call", "callers", "texts/s", "p50 ms", "p99 ms", "throughput vs gRPC"]
+    return "\n".join(markdown_table(header, rows))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,32 +176,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     http_port = free_port()
-    rows = []
+    points = []
     with attnserve(args.repository, ["--http-port", str(http_port)]) as server:
         for per_call in args.per_call:
             for concurrency in args.concurrency:
-                turns: dict[str, list[Row]] = {path: [] for path in PATHS}
+                turns: dict[str, list[Measurement]] = {path: [] for path in PATHS}
                 for _ in range(args.rounds):
                     for path in PATHS:
-                        turns[path].append(
-                            run_async(
-                                measure(
-                                    server.target,
-                                    http_port,
-                                    args.model,
-                                    path,
-                                    concurrency,
-                                    per_call,
-                                    args.seconds,
-                                )
-                            )
+                        run = measure(
+                            server.target, http_port, args.model, path, concurrency, per_call, args.seconds
                         )
+                        turns[path].append(run_async(run))
                 for path in PATHS:
-                    row = combine(turns[path])
-                    rows.append(row)
+                    points.append(Point.of(combine(turns[path]), system=path, concurrency=concurrency))
                     print(
-                        f"  {path} x{per_call} c={concurrency}: {row.texts_per_s:.0f} texts/s",
+                        f"  {path} x{per_call} c={concurrency}: {points[-1].texts_per_s:.0f} texts/s",
                         file=sys.stderr,
                     )
-    print(table(rows))
+    print(table(points))
     return 0

@@ -33,52 +33,36 @@ engine layer makes no call spans.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import math
 import os
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import grpc
 
 from attnserve.service.bundle.layout import RepositoryError
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.errors import ServiceError
-from attnserve.service.proto.inference import grpc_service_pb2 as pb
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
-from bench.harness import ROOT, run_async
 from bench.serving.model_cost import model_cpu_per_text
 from bench.serving.otlp_sink import OtlpSink
 from bench.serving.profiling import thread_cpu
 from bench.serving.texts import exact_length_texts
+from kit.launch import ROOT, run_async
+from kit.load import callers
+from kit.results import Point
+from kit.v2 import MODEL_INFER, text_request
 
-MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 TEXTS = 32
 TOKENS = 16
 Call = Callable[[int], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Point:
-    layer: str
-    concurrency: int
-    calls: int
-    calls_per_s: float
-    loop_ms: float  # event-loop thread, CPU ms per call
-    others_ms: float  # every other thread (the batcher's run the model)
-    model_ms: float  # the model's share of it, at the mean batch
-    mean_batch: float
-    tracing: str = "off"  # off, or the sampling ratio spans were exported at
-
-    @property
-    def total_ms(self) -> float:
-        return self.loop_ms + self.others_ms
 
 
 class _Context:
@@ -100,15 +84,6 @@ class _Context:
 class _Details:
     method = MODEL_INFER
     invocation_metadata = ()
-
-
-def infer_request(model: str, text: str) -> bytes:
-    request = pb.ModelInferRequest(model_name=model)
-    tensor = request.inputs.add(name="TEXT", datatype="BYTES")
-    tensor.shape.extend([1, 1])
-    tensor.contents.bytes_contents.append(text.encode())
-    data: bytes = request.SerializeToString()
-    return data
 
 
 def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
@@ -163,13 +138,13 @@ async def measure(
             raise RuntimeError("the V2 API has no unary ModelInfer handler")
         # grpc's stubs type the sync signature; grpc.aio calls the same handler and awaits it
         handler = cast(Callable[[bytes, object], Awaitable[bytes]], method.unary_unary)
-        raws = [infer_request(name, text) for text in texts]
+        raws = [text_request(name, [text]).SerializeToString() for text in texts]
         context = _Context()
 
         async def engine_call(index: int) -> None:
             permit = server.core.gate.try_acquire_permit()
             try:
-                await server.core.classify(model, Inputs(texts=[texts[index % TEXTS]]), permit)
+                await server.core.classify(model, Inputs(texts=[texts[index % TEXTS]]), CallContext(permit))
             finally:
                 permit.release()
 
@@ -192,13 +167,13 @@ async def measure(
 
 
 async def _run(call: Call, concurrency: int, calls: int) -> None:
-    counter = iter(range(calls))  # shared: each caller takes the next call's index
+    left = [calls]  # shared: each caller takes the next call's index
 
-    async def caller() -> None:
-        for index in counter:
-            await call(index)
+    async def step(_: int) -> None:
+        left[0] -= 1
+        await call(calls - 1 - left[0])
 
-    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    await callers(concurrency, step, lambda: left[0] > 0)
 
 
 async def _point(
@@ -216,25 +191,19 @@ async def _point(
     others = sum(v - before.get(tid, 0.0) for tid, v in after.items() if tid != loop_thread)
     mean = (rows1 - rows0) / max(batches1 - batches0, 1.0)
     model_s = model_cpu_per_text(model.bundle.root, tuple(texts), max(round(mean), 1))
-    return Point(
-        layer,
-        concurrency,
-        calls,
-        calls / elapsed,
-        1e3 * loop / calls,
-        1e3 * others / calls,
-        1e3 * model_s,
-        mean,
-        "off" if server.tracing is None else f"{server.tracing.config.sample_ratio:g}",
-    )
+    cpu_ms = 1e3 * (loop + others) / calls
+    tracing = "off" if server.tracing is None else f"{server.tracing.config.sample_ratio:g}"
+    return Point(layer, concurrency, calls / elapsed, math.nan, math.nan, mean_batch=mean,
+                 cpu_ms_per_call=cpu_ms, cpu_ms_per_call_no_model=cpu_ms - 1e3 * model_s,
+                 cpu_ms_event_loop=1e3 * loop / calls, calls=calls, tracing=tracing)  # fmt: skip
 
 
 def _line(p: Point) -> str:
+    loop, model = p.cpu_ms_event_loop or 0.0, p.cpu_ms_per_call - (p.cpu_ms_per_call_no_model or 0.0)
     return (
-        f"  {p.layer:6s} c={p.concurrency:<3d} tracing {p.tracing:<5s} {p.calls_per_s:7.0f} calls/s  "
-        f"cpu {p.total_ms:.3f} ms/call "
-        f"(event loop {p.loop_ms:.3f}, other threads {p.others_ms:.3f}; model {p.model_ms:.3f} "
-        f"at a mean batch of {p.mean_batch:.1f})"
+        f"  {p.system:6s} c={p.concurrency:<3d} tracing {p.tracing:<5s} {p.rps:7.0f} calls/s  "
+        f"cpu {p.cpu_ms_per_call:.3f} ms/call (event loop {loop:.3f}, other threads "
+        f"{p.cpu_ms_per_call - loop:.3f}; model {model:.3f} at a mean batch of {p.mean_batch or 0:.1f})"
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 
-from bench.harness import ROOT
+from kit.launch import ROOT
 
 PACKAGES = ("onnxruntime", "grpcio", "tokenizers", "numpy", "protobuf", "locust")
 

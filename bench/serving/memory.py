@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import attnserve, rss_bytes
-from bench.serving.loadgen import run_closed, run_open
 from bench.serving.plan import Plan
 from bench.serving.results import Memory, RssSample
 from bench.serving.texts import prepared
+from kit.launch import attnserve, rss_bytes
+from kit.load import run_closed, run_open
 
 SOAK_SHARE = 0.7
 MB = 1024 * 1024

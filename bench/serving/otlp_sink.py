@@ -4,8 +4,8 @@
     ... export to sink.endpoint ...
     spans = sink.stop()              # the spans it received
 
-It decodes every export request (opentelemetry-proto's TraceService, as a collector does) and
-counts the spans; running apart, its CPU is not charged to the process being measured.
+It is kit's receiver, which decodes every export request as a collector does; running apart,
+its CPU is not charged to the process being measured.
 """
 
 from __future__ import annotations
@@ -13,40 +13,18 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import threading
-from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
 
-import grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-
-from bench.harness import ROOT
-
-
-class _Counting(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self) -> None:
-        self.spans = 0
-        self._lock = threading.Lock()
-
-    def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any) -> Any:
-        count = sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
-        with self._lock:
-            self.spans += count
-        return trace_service_pb2.ExportTraceServiceResponse()
+from kit.launch import ROOT
+from kit.otlp import OtlpReceiver
 
 
 def serve() -> None:
     """Print the port, serve until stdin closes, then print the spans received."""
-    counting = _Counting()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(counting, server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    print(port, flush=True)
-    sys.stdin.read()
-    server.stop(None)
-    print(counting.spans, flush=True)
+    with OtlpReceiver() as receiver:
+        print(receiver.grpc_port, flush=True)
+        sys.stdin.read()
+        print(len(receiver.spans), flush=True)
 
 
 @dataclass

@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.harness import Launched, cpu_seconds
 from bench.serving import perf_analyzer
-from bench.serving.loadgen import run_closed
 from bench.serving.model_cost import model_cpu_per_text
-from bench.serving.results import Point
 from bench.serving.sweep import batch_totals
 from bench.serving.texts import prepared
+from kit.launch import Launched, cpu_seconds
+from kit.load import run_closed
+from kit.results import Point
 
 PERF_TRIALS = 3
 
@@ -87,13 +87,9 @@ def perf_point(
                                  count_calls=True, timeout=300)  # fmt: skip
         if done.row is not None:
             cpu, without, mean = meter.per_call(done.calls)
-            rps = float(done.row["Inferences/Second"])
-            point = Point(
-                system.name, concurrency, rps, done.ms("p50 latency"), done.ms("p99 latency"),
-                texts_per_s=rps, p95_ms=done.ms("p95 latency"), mean_batch=mean, api="v2",
-                generator="perf_analyzer", workload=workload, mode=mode, cpu_ms_per_call=cpu,
-                cpu_ms_per_call_no_model=without,
-            )  # fmt: skip
+            point = done.point(system=system.name, concurrency=concurrency, mean_batch=mean, api="v2",
+                               generator="perf_analyzer", workload=workload, mode=mode, cpu_ms_per_call=cpu,
+                               cpu_ms_per_call_no_model=without)  # fmt: skip
             log(point)
             return point
         print(

@@ -1,6 +1,5 @@
 """The peer comparison as markdown (tables and the goal ratios) and a PNG, from its peers.json
-(`python -m bench peers --from RUN/peers.json [--before EARLIER/peers.json]`); bench/serving/publish.py
-puts it into the docs."""
+(`python -m bench peers --from RUN/peers.json [--before EARLIER/peers.json]`), and into the docs."""
 
 from __future__ import annotations
 
@@ -10,10 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.serving.results import Point
+from bench.render import figure, markdown_table, save, write_between
+from bench.serving.report import PREFIX, copy_images
+from kit.results import Point
 
 Results = dict[str, Any]  # peers.json, its "points" read back as `Point`s (see `load`)
 W1, W2, FLOOR, TRITON, MLSERVER = "attnserve w1", "attnserve w2", "floor", "PyTriton", "MLServer"
+PEERS_BEGIN, PEERS_END = "<!-- peers:begin -->", "<!-- peers:end -->"
+PEERS_PAGE = Path("results") / "peers.md"
 
 
 def find(
@@ -115,25 +118,15 @@ def tables(results: Results) -> str:
         ("calls/s (p50 / p99 ms)", _cell),
         ("server CPU ms per call (without the model)", _cpu),
     ):
-        lines += [
-            f"**{title}**",
-            "",
-            "| api | generator | workload | mode | c | " + " | ".join(systems) + " |",
-            "|---|---|---|---|---:|" + "---:|" * len(systems),
-        ]
+        rows = []
         for api, generator, workload, mode in keys:
             for c in sorted({*results["levels"], *([1, 4] if workload == "text16x32" else [])}):
-                row = [
-                    find(results, s, api=api, generator=generator, workload=workload, mode=mode, c=c)
-                    for s in systems
-                ]
+                row = [find(results, s, api=api, generator=generator, workload=workload, mode=mode, c=c)
+                       for s in systems]  # fmt: skip
                 if any(row):
-                    lines.append(
-                        f"| {api} | {generator} | {workload} | {mode} | {c} | "
-                        + " | ".join(cell(p) for p in row)
-                        + " |"
-                    )
-        lines.append("")
+                    rows.append([api, generator, workload, mode, str(c), *(cell(p) for p in row)])
+        header = ["api", "generator", "workload", "mode", "c", *systems]
+        lines += [f"**{title}**", "", *markdown_table(header, rows, "llllr" + "r" * len(systems)), ""]
     if results.get("raw_32_texts_per_s"):
         lines += [
             f"Raw onnxruntime in-process, 32 texts per run, tokenization included: "
@@ -145,31 +138,16 @@ def tables(results: Results) -> str:
 
 
 def goal_table(results: Results, before: Results | None = None) -> str:
-    now = goals(results)
     earlier = {goal: figure for goal, figure, _ in goals(before)} if before else {}
-    head = (
-        "| goal | before | after | met |\n|---|---:|---:|:-:|"
-        if before
-        else "| goal | figure | met |\n|---|---:|:-:|"
-    )
-    lines = [head]
-    for goal, figure, met in now:
-        mark = "–" if met is None else ("yes" if met else "**no**")
-        lines.append(
-            f"| {goal} | {earlier.get(goal, '–')} | {figure} | {mark} |"
-            if before
-            else f"| {goal} | {figure} | {mark} |"
-        )
-    return "\n".join(lines) + "\n"
+    rows = [[goal, *([earlier.get(goal, "–")] if before else []), figure,
+             "–" if met is None else ("yes" if met else "**no**")]
+            for goal, figure, met in goals(results)]  # fmt: skip
+    header = ["goal", "before", "after", "met"] if before else ["goal", "figure", "met"]
+    return "\n".join(markdown_table(header, rows, "lrrc" if before else "lrc")) + "\n"
 
 
 def plot(results: Results, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, panes = plt.subplots(1, 2, figsize=(11, 4.2))
+    made, panes = figure(2, (11, 4.2))
     for pane, mode in zip(panes, ("unary", "streaming"), strict=True):
         for system in dict.fromkeys(p.system for p in results["points"]):
             series = [(c, find(results, system, mode=mode, c=c)) for c in results["levels"]]
@@ -177,15 +155,12 @@ def plot(results: Results, path: Path) -> None:
             if xs:
                 pane.plot(xs, [p.rps for _, p in series if p], marker="o", label=system)
         pane.set_xscale("log", base=2)
-        pane.set_xlabel("concurrency")
-        pane.set_ylabel("calls/s (one 16-token TEXT per call)")
+        pane.set(xlabel="concurrency", ylabel="calls/s (one 16-token TEXT per call)")
         pane.set_title(f"V2 ModelInfer, perf_analyzer, {mode}", fontsize=10)
         pane.grid(alpha=0.3)
         if pane.lines:  # a mode no system was measured in has nothing to name
             pane.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(made, path)
 
 
 INTRO = """\
@@ -226,3 +201,12 @@ def render(results: Results, out: Path, before: Results | None = None) -> str:
     (out / "peers.md").write_text(text)
     plot(results, out / "peers.png")
     return text
+
+
+def publish(results: Results, run_dir: Path, docs: Path, before: Results | None = None) -> Path:
+    """Replace the generated part of `docs/results/peers.md` with this run's report and plot."""
+    text = render(results, run_dir, before)
+    copy_images(docs, {run_dir / "peers.png": f"{PREFIX}peers.png"})
+    body = f"![peers](../img/{PREFIX}peers.png)\n\n{text}"
+    title = "attnserve beside its peers: latest published run"
+    return write_between(docs / PEERS_PAGE, PEERS_BEGIN, PEERS_END, body, title)

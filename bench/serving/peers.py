@@ -29,16 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.service.bundle import read_bundle
-from bench.harness import ROOT, attnserve
 from bench.serving import ceiling, tools
 from bench.serving.peer_points import System, loadgen_point, perf_point
-from bench.serving.peer_report import dump, load, render
-from bench.serving.publish import publish_peers
-from bench.serving.results import Point
+from bench.serving.peer_report import dump, load, publish, render
 from bench.serving.systems.floor_server import floor_server
 from bench.serving.systems.mlserver import Unavailable, mlserver, mlserver_env
 from bench.serving.systems.pytriton_env import pytriton_python, pytriton_server
 from bench.serving.texts import exact_length_texts
+from kit.launch import ROOT, attnserve
+from kit.results import Point
 
 SYSTEMS = ("floor", "pytriton", "mlserver", "v2-w1", "v2-w2", "native-w1", "native-w2")
 WORKLOADS = ("text16", "text64", "ids16")
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.source is not None:
         earlier = load(args.source)
         if args.publish is not None:
-            publish_peers(earlier, args.source.parent, args.publish, before)
+            publish(earlier, args.source.parent, args.publish, before)
         else:
             print(render(earlier, args.source.parent, before))
         return 0
@@ -132,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     dump(results, out / "peers.json")
     render(results, out, before)
     if args.publish is not None:
-        publish_peers(results, out, args.publish, before)
+        publish(results, out, args.publish, before)
     print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
     return 0
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.harness import ROOT
+from kit.launch import ROOT
+from kit.results import Point
 
 PERF_ANALYZER = ROOT / "tools" / "perf-analyzer.sh"
 
@@ -32,6 +35,17 @@ class Run:
         """A latency column of the row (perf_analyzer writes microseconds) in milliseconds."""
         assert self.row is not None
         return float(self.row[column]) / 1000
+
+    def point(self, texts: int = 1, **setup: Any) -> Point:
+        """The row as a point (perf_analyzer counts inferences: texts, not calls); a failed run's
+        has no throughput."""
+        if self.row is None:
+            nan = math.nan
+            return Point(rps=nan, p50_ms=nan, p99_ms=nan, texts=texts, texts_per_s=nan, error_share=1.0,
+                         errors={"perf_analyzer": 1}, **setup)  # fmt: skip
+        per_s = float(self.row["Inferences/Second"])
+        return Point(rps=per_s / texts, texts=texts, texts_per_s=per_s, p50_ms=self.ms("p50 latency"),
+                     p95_ms=self.ms("p95 latency"), p99_ms=self.ms("p99 latency"), **setup)  # fmt: skip
 
     @property
     def problem(self) -> str:

@@ -26,10 +26,11 @@ from typing import Any
 
 import psutil
 
-from bench.harness import attnserve
-from bench.serving.loadgen import Measurement, Requests, run_closed
+from bench.render import markdown_table
 from bench.serving.plan import Plan
 from bench.serving.texts import prepared
+from kit.launch import attnserve
+from kit.load import Measurement, Requests, run_closed
 
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
@@ -56,7 +57,7 @@ def frame_name(frame: str) -> str:
 
 KINDS = (  # (kind, test on (thread, frame names)); the first that matches wins
     ("onnxruntime Session.run (inference thread)", lambda t, f: f[-1].startswith("Session.run ")),
-    ("tokenization (tokenizers, Rust)", lambda t, f: any(n.startswith("TextEncoder.encode ") for n in f)),
+    ("tokenization (tokenizers, Rust)", lambda t, f: any(n.startswith("TextTokenizer.encode ") for n in f)),
     ("gRPC poller thread", lambda t, f: "_poll_wrapper" in t),
     ("grpc.aio call handling (Cython) and asyncio task steps", lambda t, f: f[-1].startswith("Handle._run ")),
     ("event loop waiting in epoll", lambda t, f: f[-1].startswith("EpollSelector.select ")),
@@ -143,24 +144,21 @@ def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
     }
 
 
-def markdown(summary: dict[str, Any], title: str, cpu: dict[str, float] | None = None, calls: int = 0) -> str:
-    lines = [f"### {title}", ""]
-    if cpu:
-        busy = sorted(((n, s) for n, s in cpu.items() if s > 0), key=lambda item: -item[1])
-        lines += [f"{calls:,} calls answered during the recording.", ""]
-        lines += ["| thread | CPU seconds during the recording | CPU ms per call |", "|---|---:|---:|"]
-        for name, seconds in busy:
-            per_call = f"{1000 * seconds / calls:.3f}" if calls else "n/a"
-            lines.append(f"| {name} | {seconds:.2f} | {per_call} |")
-        lines.append("")
-    lines += [f"{summary['samples']} samples.", "", "| kind of work | share |", "|---|---:|"]
-    lines += [f"| {name} | {value:.1%} |" for name, value in summary["kinds"].items()]
-    lines += ["", "| thread | share |", "|---|---:|"]
-    lines += [f"| {name} | {value:.1%} |" for name, value in summary["threads"].items()]
-    for key, heading in (("self", "on top of the stack (self)"), ("inclusive", "anywhere in the stack")):
-        lines += ["", f"| function, {heading} | share |", "|---|---:|"]
-        lines += [f"| `{name}` | {value:.1%} |" for name, value in summary[key]]
-    return "\n".join(lines) + "\n"
+def tables(summary: dict[str, Any], cpu: dict[str, float], calls: int, *, full: bool = True) -> list[str]:
+    """The profile as markdown tables: the threads' CPU, the kinds of work, the functions (the
+    report's summary, `full=False`, keeps the busiest threads and the self time only)."""
+    busy = sorted(((n, s) for n, s in cpu.items() if s > 0), key=lambda item: -item[1])[: None if full else 6]
+    rows = [[f"`{n}`", f"{s:.2f}", f"{1000 * s / calls:.3f}" if calls else "n/a"] for n, s in busy]
+    lines = [f"{calls:,} single-text calls answered while py-spy recorded.", ""]
+    lines += [*markdown_table(["thread", "CPU seconds", "CPU ms per call"], rows), ""]
+    functions = (("self", "self time"), ("inclusive", "anywhere in the stack"))[: 2 if full else 1]
+    shares: list[tuple[str, Any]] = [("kind of work", summary["kinds"].items())]
+    shares += [("thread", summary["threads"].items())] if full else []
+    shares += [(f"function, {heading}", [(f"`{n}`", v) for n, v in summary[key][: None if full else 10]])
+               for key, heading in functions]  # fmt: skip
+    for header, pairs in shares:
+        lines += [*markdown_table([header, "share of samples"], [[n, f"{v:.1%}"] for n, v in pairs]), ""]
+    return [*lines, f"{summary['samples']} samples."]
 
 
 def _drive(
@@ -204,5 +202,5 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
         cpu = named_cpu(server.pid, *readings, thread_names(collapsed))
     summary = summarize(collapsed)
     title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
-    (out / "profile.md").write_text(markdown(summary, title, cpu, calls))
+    (out / "profile.md").write_text("\n".join([f"### {title}", "", *tables(summary, cpu, calls)]) + "\n")
     return {**results, "summary": summary, "title": title, "thread_cpu_s": cpu, "calls": calls}

@@ -1,44 +1,29 @@
-"""The benchmark report: key ratios first, then every measured table, as markdown."""
+"""The serving suite's report: key ratios first, then every measured table, as markdown; its
+plots; and both put into the docs (`--publish`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
-from bench.serving.compare import MLSERVER, NAIVE
+from bench.render import empty, figure, num, ratio, save, write_between
+from bench.render import markdown_table as table
+from bench.serving import profiling
 from bench.serving.machine import one_line
-from bench.serving.results import Memory, Point, Results, SeqLen
-from bench.serving.sweep import NATIVE, PERF, V2
+from bench.serving.results import Memory, Results, SeqLen
+from bench.serving.sweep import MLSERVER, NAIVE, NATIVE, PERF, V2
+from kit.results import Point
 
-PLOTS = {
-    "throughput_vs_concurrency.png": "Throughput against concurrency",
-    "latency_vs_concurrency.png": "Latency percentiles against concurrency",
-    "rss_over_time.png": "Server memory over time",
-    "throughput_vs_seqlen.png": "Throughput and latency against text length",
-}
+BEGIN, END = "<!-- bench:results:begin -->", "<!-- bench:results:end -->"
+PAGE = Path("results") / "serving.md"
+PREFIX = "bench_"  # of the plots' names in docs/img/
+PROFILE_FILES = ("profile.md", "profile.svg", "profile.txt")
 POINT_COLUMNS = ["system", "workers", "batching", "attention", "texts/call", "c", "texts/s", "calls/s",
                  "p50 ms", "p95 ms", "p99 ms", "errors", "mean batch"]  # fmt: skip
-
-
-def num(value: float | None, digits: int = 0) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:,.{digits}f}"
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None or math.isnan(a) or math.isnan(b) or b == 0:
-        return "n/a"
-    return f"{a / b:.2f}x"
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
-    """A markdown table; `align` has an l or r per column (default: the first l, the rest r)."""
-    align = align or "l" + "r" * (len(header) - 1)
-    rules = ["---" if a == "l" else "---:" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rules) + "|"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def best(points: Iterable[Point]) -> Point | None:
@@ -131,20 +116,6 @@ def seqlen_lines(s: SeqLen) -> list[str]:
     return lines
 
 
-def profile_lines(profile: dict[str, Any]) -> list[str]:
-    summary = profile["summary"]
-    cpu = sorted(profile.get("thread_cpu_s", {}).items(), key=lambda item: -item[1])
-    calls = int(profile.get("calls", 0))
-    rows = [[f"`{name}`", f"{sec:.2f}", f"{1000 * sec / calls:.3f}" if calls else "n/a"]
-            for name, sec in cpu[:6] if sec > 0]  # fmt: skip
-    lines = [f"{calls:,} single-text calls answered while py-spy recorded.", ""]
-    lines += table(["thread", "CPU seconds", "CPU ms per call"], rows)
-    kinds = [[name, f"{share:.1%}"] for name, share in summary["kinds"].items()]
-    top = [[f"`{name}`", f"{share:.1%}"] for name, share in summary["self"][:10]]
-    lines += ["", *table(["kind of work (py-spy samples)", "share"], kinds)]
-    return [*lines, "", *table(["function (self time)", "share of samples"], top)]
-
-
 def render(results: Results, saturation: int, images: str = "") -> str:
     r = results
     model = r.model
@@ -185,9 +156,163 @@ def render(results: Results, saturation: int, images: str = "") -> str:
     if r.seqlen is not None:
         out += ["", "## 7. Text length", "", *seqlen_lines(r.seqlen)]
     if r.profile is not None:
-        out += ["", f"## Profile: {r.profile['title']}", "", *profile_lines(r.profile)]
+        out += [
+            "",
+            f"## Profile: {r.profile['title']}",
+            "",
+            *profiling.tables(
+                r.profile["summary"],
+                r.profile.get("thread_cpu_s", {}),
+                int(r.profile.get("calls", 0)),
+                full=False,
+            ),
+        ]
     if r.skipped:
         out += ["", "## Not measured in this run", "", *(f"- **{k}**: {v}" for k, v in r.skipped.items())]
-    out += ["", "## Plots", "", *(f"![{title}]({images}{name})" for name, title in PLOTS.items())]
+    out += ["", "## Plots", "", *(f"![{title}]({images}{name})" for name, (title, _) in PLOTS.items())]
     out += ["", "Wall time per section: " + ", ".join(f"{k} {v:.0f} s" for k, v in r.seconds.items()) + "."]
     return "\n".join(out) + "\n"
+
+
+# (label, selection) of the lines drawn against concurrency
+SERIES: list[tuple[str, dict[str, Any]]] = [
+    ("native, batching on", {"system": NATIVE, "workers": 1, "batching": True, "attention": False}),
+    ("native, batching off", {"system": NATIVE, "workers": 1, "batching": False, "attention": False}),
+    ("native, attention on", {"system": NATIVE, "workers": 1, "batching": True, "attention": True}),
+    ("native, --workers 2", {"system": NATIVE, "workers": 2, "batching": True, "attention": False}),
+    ("V2 (own generator)", {"system": V2, "workers": 1, "batching": True}),
+    ("V2 (perf_analyzer)", {"system": PERF, "workers": 1, "batching": True}),
+    ("naive server", {"system": NAIVE, "attention": False}),
+    ("MLServer", {"system": MLSERVER}),
+]
+
+
+def _series(results: Results, texts: int, selection: dict[str, Any]) -> list[Point]:
+    points = [p for p in results.select(texts=texts, **selection) if not math.isnan(p.texts_per_s)]
+    return sorted(points, key=lambda p: p.concurrency)
+
+
+def _line(axis: Any, points: list[Point], key: str, *style: str, **kw: Any) -> None:
+    axis.plot([p.concurrency for p in points], [getattr(p, key) for p in points], *style, **kw)
+
+
+def _concurrency(axis: Any, ylabel: str, texts: int, log_y: bool = False) -> None:
+    axis.set_xscale("log", base=2)
+    if log_y:
+        axis.set_yscale("log")
+    axis.set(xlabel="concurrent calls", ylabel=ylabel, title=f"{texts} text(s) per call")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=7)
+
+
+def throughput(results: Results, path: Path) -> None:
+    sizes = sorted({p.texts for p in results.points}) or [1]
+    made, axes = figure(len(sizes), (6.5 * len(sizes), 4.5))
+    ceiling = max((row.included for row in results.ceiling), default=None)
+    for axis, texts in zip(axes, sizes, strict=True):
+        drawn = [(label, _series(results, texts, selection)) for label, selection in SERIES]
+        for label, points in drawn:
+            if points:
+                _line(axis, points, "texts_per_s", marker="o", label=label)
+        if not any(points for _, points in drawn):
+            empty(axis, "throughput")
+            continue
+        if ceiling:
+            axis.axhline(ceiling, color="black", linestyle="--", linewidth=1, label="ceiling (onnxruntime)")
+        _concurrency(axis, "texts per second", texts)
+    save(made, path)
+
+
+def latency(results: Results, path: Path) -> None:
+    sizes = sorted({p.texts for p in results.points}) or [1]
+    made, axes = figure(len(sizes), (6.5 * len(sizes), 4.5))
+    for axis, texts in zip(axes, sizes, strict=True):
+        native = _series(results, texts, SERIES[0][1])
+        if not native:
+            empty(axis, "latency")
+            continue
+        for key, style in (("p50_ms", ":"), ("p95_ms", "--"), ("p99_ms", "-")):
+            _line(axis, native, key, style, marker="o", color="C0", label=f"native {key[:3]}")
+        for index, (label, selection) in enumerate((SERIES[1], SERIES[6], SERIES[7]), start=1):
+            points = _series(results, texts, selection)
+            if points:
+                _line(axis, points, "p99_ms", marker="s", color=f"C{index}", label=f"{label} p99")
+        _concurrency(axis, "latency (ms)", texts, log_y=True)
+    save(made, path)
+
+
+def memory(results: Results, path: Path) -> None:
+    made, (axis,) = figure()
+    m = results.memory
+    if m is None or not m.samples:
+        empty(axis, "memory")
+    else:
+        for phase in dict.fromkeys(s.phase for s in m.samples):
+            chosen = [s for s in m.samples if s.phase == phase]
+            axis.plot([s.seconds for s in chosen], [s.rss_mb for s in chosen], marker=".", label=phase)
+        axis.set(xlabel="seconds since the server was ready", ylabel="RSS (MB)")
+        axis.set_title(f"attnserve RSS: {m.requests:,} calls, then a {m.soak_seconds:.0f} s soak at "
+                       f"{m.soak_rate:.0f} calls/s (70% of capacity)", fontsize=9)  # fmt: skip
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    save(made, path)
+
+
+def seqlen(results: Results, path: Path) -> None:
+    made, axes = figure(3, (16, 4.2))
+    s = results.seqlen
+    if s is None or not s.raw_texts_per_s:
+        for axis in axes:
+            empty(axis, "text length")
+        return save(made, path)
+    lengths = sorted(s.raw_texts_per_s)
+    served = [t for t in lengths if t in s.service]
+    axes[0].plot(lengths, [s.raw_texts_per_s[t] for t in lengths], marker="o", label="onnxruntime, batch 32")
+    axes[0].plot(served, [s.service[t].texts_per_s for t in served], marker="s", label="attnserve native")
+    axes[0].set(xlabel="tokens per text", ylabel="texts per second", yscale="log")
+    for key, style in (("p50_ms", ":"), ("p99_ms", "-")):
+        axes[1].plot(served, [getattr(s.service[t], key) for t in served], style, marker="o", label=key[:3])
+    axes[1].set(xlabel="tokens per text", ylabel="attnserve latency (ms)")
+    names = list(s.padding)
+    axes[2].barh(range(len(names)), [s.padding[n] for n in names])
+    axes[2].set_yticks(range(len(names)), [n.replace(", ", ",\n") for n in names], fontsize=7)
+    axes[2].set_xlabel("texts per second (mixed lengths, batches of 32)")
+    for axis in axes:
+        axis.grid(alpha=0.3)
+    for axis in axes[:2]:
+        axis.legend(fontsize=8)
+    save(made, path)
+
+
+PLOTS: dict[str, tuple[str, Callable[[Results, Path], None]]] = {
+    "throughput_vs_concurrency.png": ("Throughput against concurrency", throughput),
+    "latency_vs_concurrency.png": ("Latency percentiles against concurrency", latency),
+    "rss_over_time.png": ("Server memory over time", memory),
+    "throughput_vs_seqlen.png": ("Throughput and latency against text length", seqlen),
+}
+
+
+def write(results: Results, out: Path, saturation: int, docs: Path | None) -> None:
+    """results.json, report.md and the plots into `out`; with `docs`, the report into
+    docs/results/serving.md, the plots into docs/img/, a profile into docs/profile/."""
+    results.write(out / "results.json")
+    for name, (_, draw) in PLOTS.items():
+        draw(results, out / name)
+    (out / "report.md").write_text(render(results, saturation))
+    if docs is not None:
+        copy_images(docs, {out / name: f"{PREFIX}{name}" for name in PLOTS})
+        for name in PROFILE_FILES:
+            if (out / name).is_file():
+                (docs / "profile").mkdir(exist_ok=True)
+                shutil.copyfile(out / name, docs / "profile" / f"server-under-load{Path(name).suffix}")
+        body = render(results, saturation, images=f"../img/{PREFIX}")
+        demoted = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
+        write_between(docs / PAGE, BEGIN, END, demoted, "Serving suite: latest published run")
+    print(f"wrote {out / 'report.md'}, results.json and {len(PLOTS)} PNGs", file=sys.stderr)
+
+
+def copy_images(docs: Path, pairs: dict[Path, str]) -> None:
+    """Copy each run file to docs/img/ under its published name."""
+    (docs / "img").mkdir(parents=True, exist_ok=True)
+    for source, name in pairs.items():
+        shutil.copyfile(source, docs / "img" / name)

@@ -1,5 +1,4 @@
-"""What a serving benchmark measured, as plain dataclasses: one `Point` per measurement, for
-the suite's results.json and the peer comparison's peers.json alike."""
+"""What the serving suite measured (results.json): kit's `Point`s and the sections' own figures."""
 
 from __future__ import annotations
 
@@ -10,53 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.ceiling import CeilingRow
-from bench.serving.loadgen import Measurement
-
-
-@dataclass(frozen=True)
-class Point:
-    """One closed-loop measurement of one server setup at one concurrency: the serving suite's
-    (results.json) and the peer comparison's (peers.json, which also fills api, generator,
-    workload, mode and the server tree's CPU per call)."""
-
-    system: str  # attnserve native | attnserve V2 | ... | naive | MLServer | floor | PyTriton | attnserve w1
-    concurrency: int
-    rps: float  # successful calls per second
-    p50_ms: float
-    p99_ms: float
-    texts: int = 1  # per call
-    texts_per_s: float = math.nan
-    p95_ms: float = math.nan
-    error_share: float = 0.0
-    errors: dict[str, int] = field(default_factory=dict)
-    mean_batch: float | None = None  # texts per model call on the server, when it reports it
-    batching: bool = True
-    attention: bool = False
-    workers: int = 1
-    api: str = "native"  # "native" or "v2"
-    generator: str = "own"  # "own" (bench/serving/loadgen.py) or "perf_analyzer"
-    workload: str = ""  # peers: text16, text64, ids16, or text16x32 (32 texts per call)
-    mode: str = "unary"  # or "streaming"
-    cpu_ms_per_call: float = math.nan  # the server's whole process tree
-    cpu_ms_per_call_no_model: float | None = None  # the same with the model's share taken out
-
-    @classmethod
-    def of(cls, m: Measurement, mean_batch: float | None = None, **setup: Any) -> Point:
-        return cls(
-            rps=m.rps, texts_per_s=m.texts_per_s, p50_ms=m.percentile(50), p95_ms=m.percentile(95),
-            p99_ms=m.percentile(99), error_share=m.error_share, errors=dict(m.errors), mean_batch=mean_batch,
-            **setup,
-        )  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Point:
-        """A point as results.json or peers.json hold it (peers.json from before the two kinds of
-        point were one: `calls_per_s` and `texts_per_call`)."""
-        renamed = {"calls_per_s": "rps", "texts_per_call": "texts"}
-        return cls(**{renamed.get(key, key): value for key, value in data.items()})
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+from kit.results import Point
 
 
 @dataclass(frozen=True)

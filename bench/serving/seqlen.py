@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnserve.service.bundle import read_bundle
-from bench.harness import attnserve
 from bench.serving import ceiling
 from bench.serving.plan import Plan, lengths
 from bench.serving.results import SeqLen
 from bench.serving.sweep import NATIVE, closed_point, log_point
 from bench.serving.texts import exact_length_texts
+from kit.launch import attnserve
 
 BATCH = 32
 

@@ -20,14 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.service.bundle import read_bundle
-from bench.harness import ROOT
 from bench.sections import SERVING_SECTIONS as SECTIONS
 from bench.serving import (
     ceiling,
-    compare,
     machine,
     memory,
-    plots,
     profiling,
     report,
     seqlen,
@@ -35,10 +32,11 @@ from bench.serving import (
     tools,
 )
 from bench.serving.plan import PLANS, Plan
-from bench.serving.publish import publish
 from bench.serving.results import Results
-from bench.serving.systems.mlserver import Unavailable, mlserver_env
+from bench.serving.systems.mlserver import Unavailable, mlserver, mlserver_env
+from bench.serving.systems.naive_server import naive
 from bench.serving.texts import mixed_texts
+from kit.launch import ROOT
 
 
 class Skip(Exception):
@@ -94,20 +92,11 @@ def model_facts(bundle_dir: Path) -> dict[str, Any]:
             "attention": attention, "max_len": manifest.max_len, "kind": spec.kind}  # fmt: skip
 
 
-def render(results: Results, out: Path, saturation: int, docs: Path | None) -> None:
-    results.write(out / "results.json")
-    plots.draw_all(results, out)
-    (out / "report.md").write_text(report.render(results, saturation))
-    if docs is not None:
-        publish(results, out, docs, saturation)
-    print(f"wrote {out / 'report.md'}, results.json and {len(report.PLOTS)} PNGs", file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.source is not None:
         earlier = Results.read(args.source / "results.json")
-        render(earlier, args.source, PLANS[earlier.mode].saturation, args.publish)
+        report.write(earlier, args.source, PLANS[earlier.mode].saturation, args.publish)
         return 0
     plan: Plan = PLANS[args.mode]
     wanted = [s for s in SECTIONS if s in args.sections.split(",")]
@@ -152,7 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             python = mlserver_env(create=not args.no_mlserver_setup)
         except Unavailable as exc:
             raise Skip(str(exc)) from None
-        results.points += compare.mlserver_points(python, bundle_dir, model, texts, plan)
+        with mlserver(python, bundle_dir, model) as server:
+            results.points += sweep.others(server, "v2", model, texts, plan, (False,), system=sweep.MLSERVER)
+
+    def run_naive() -> None:
+        with naive(bundle_dir) as server:
+            attentions = (False, True) if has_attention else (False,)
+            naive_setup = {"system": sweep.NAIVE, "batching": False}
+            results.points += sweep.others(server, "native", model, texts, plan, attentions, **naive_setup)
 
     threads = sorted({1, int(results.machine["cores"] or 1)})
     steps: dict[str, Callable[[], None]] = {
@@ -160,9 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ceiling.measure(bundle, texts, plan.ceiling_batches, threads, plan.ceiling_seconds)
         ),
         "native": run_sweep,
-        "naive": lambda: results.points.extend(
-            compare.naive_points(bundle_dir, model, texts, plan, has_attention=has_attention)
-        ),
+        "naive": run_naive,
         "mlserver": run_mlserver,
         "memory": lambda: setattr(results, "memory", memory.measure(repo, model, texts, plan)),
         "seqlen": lambda: setattr(results, "seqlen", seqlen.measure(repo, model, texts, plan)),
@@ -191,5 +185,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.skipped[section] = f"failed: {type(exc).__name__}: {exc}"
             failed = True
         results.seconds[section] = time.monotonic() - started
-    render(results, out, plan.saturation, args.publish)
+    report.write(results, out, plan.saturation, args.publish)
     return 1 if failed else 0

@@ -11,38 +11,29 @@ The queue is sized to the sweep's largest offered load (`--max-queue`), so no ca
 from __future__ import annotations
 
 import json
-import math
 import sys
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from bench.harness import Launched, attnserve
 from bench.serving import perf_analyzer
-from bench.serving.loadgen import run_closed
 from bench.serving.plan import Plan
-from bench.serving.results import Point
 from bench.serving.texts import prepared
+from kit.launch import Launched, attnserve
+from kit.load import run_closed
+from kit.metrics import scrape, values
+from kit.results import Point
 
 NATIVE, V2, PERF = "attnserve native", "attnserve V2", "attnserve V2 (perf_analyzer)"
+NAIVE, MLSERVER = "naive", "MLServer"
 
 
 def batch_totals(url: str | None) -> tuple[float, float]:
     """(texts, model calls) so far, from the server's attnserve_batch_size histogram."""
     if url is None:
         return (0.0, 0.0)
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    total = count = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "attnserve_batch_size_sum":
-                total += sample.value
-            elif sample.name == "attnserve_batch_size_count":
-                count += sample.value
-    return total, count
+    text = scrape(url)
+    return sum(values(text, "attnserve_batch_size_sum")), sum(values(text, "attnserve_batch_size_count"))
 
 
 def _mean_batch(before: tuple[float, float], after: tuple[float, float]) -> float | None:
@@ -63,23 +54,14 @@ def closed_point(
 
 
 def perf_point(
-    target: str, model: str, data: Path, n: int, concurrency: int, plan: Plan, **setup: object
+    target: str, model: str, data: Path, n: int, concurrency: int, plan: Plan, **setup: Any
 ) -> Point:
     """One perf_analyzer run (--async, C++ client); a failed run is a point with no throughput."""
     done = perf_analyzer.run(target, model, data, concurrency, interval_ms=plan.perf_interval_ms,
                              trials=max(3, plan.perf_trials), flags=("--async", "-b", str(n)))  # fmt: skip
     if done.row is None:
         print(f"perf_analyzer failed at b={n} c={concurrency}: {done.output[-600:]}", file=sys.stderr)
-        nan = math.nan
-        return Point(texts=n, concurrency=concurrency, rps=nan, texts_per_s=nan,
-                     p50_ms=nan, p95_ms=nan, p99_ms=nan, error_share=1.0, errors={"perf_analyzer": 1},
-                     **setup)  # type: ignore[arg-type]  # fmt: skip
-    texts_per_s = float(done.row["Inferences/Second"])
-    return Point(
-        texts=n, concurrency=concurrency, rps=texts_per_s / n, texts_per_s=texts_per_s,
-        p50_ms=done.ms("p50 latency"), p95_ms=done.ms("p95 latency"), p99_ms=done.ms("p99 latency"),
-        error_share=0.0, **setup,  # type: ignore[arg-type]
-    )  # fmt: skip
+    return done.point(n, concurrency=concurrency, **setup)
 
 
 def run(
@@ -130,3 +112,26 @@ def log_point(point: Point) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def others(
+    server: Launched,
+    api: str,
+    model: str,
+    texts: Sequence[str],
+    plan: Plan,
+    attentions: Sequence[bool],
+    **setup: Any,
+) -> list[Point]:
+    """The alternatives a user would pick instead under the same closed-loop load: the naive
+    baseline server (systems/naive_server.py, native API) and MLServer (systems/mlserver.py,
+    V2 with TEXT in, LABEL and PROBABILITIES out, adaptive batching up to 32 texts)."""
+    points = []
+    for n in plan.texts_per_request:
+        for c in plan.concurrencies:
+            for attention in attentions:
+                points.append(
+                    closed_point(server, api, model, texts, n, attention, c, plan, workers=1, **setup)
+                )
+                log_point(points[-1])
+    return points

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from bench.serving.loadgen import Requests
+from kit.load import Requests
 from loadtest.protocol import NativeProtocol, V2Protocol, WireProtocol
 from loadtest.workload import Call, Mix, ModelLimits, Workload
 

@@ -40,7 +40,8 @@ from attnserve.training.models import build_model
 from attnserve.training.run.pipeline import encode
 from attnserve.training.text.tokenizer import UNK_ID, build_tokenizer
 from bench import sections
-from bench.harness import free_port
+from bench.render import markdown_table
+from kit.ports import free_port
 
 TASK = "car-order"
 MAX_LEN = 64  # the transformer's default, which car-order's recipe keeps: the ids' width and the model's
@@ -153,13 +154,12 @@ def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: Sequence[mp.proc
 
 def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:
     one = statistics.median(result[1][0])
+    rows = [[str(n), f"{statistics.median(rates):.1f}", ", ".join(f"{r:.1f}" for r in rates),
+             f"{statistics.median(rates) / one:.2f}x", f"{apart:.1e}"]
+            for n, (rates, apart) in result.items()]  # fmt: skip
+    header = ["processes", "steps/s (median)", "rounds", "speed-up", "weights apart from 1 process"]
     lines = [f"car-order's recipe, {steps} steps of 128 texts per round, one torch thread a process.", "",
-             "| processes | steps/s (median) | rounds | speed-up | weights apart from 1 process |",
-             "|---:|---:|---|---:|---:|"]  # fmt: skip
-    for n, (rates, apart) in result.items():
-        median = statistics.median(rates)
-        rounds = ", ".join(f"{r:.1f}" for r in rates)
-        lines.append(f"| {n} | {median:.1f} | {rounds} | {median / one:.2f}x | {apart:.1e} |")
+             *markdown_table(header, rows, "rrlrr")]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -22,6 +22,7 @@ from tokenizers import Tokenizer
 from attnserve.training.data import Example, load_task
 from attnserve.training.run.checkpoint import LoadedRun, load_run
 from attnserve.training.text.tokenizer import encode_batch, load_tokenizer
+from bench.render import markdown_table
 
 
 def probabilities(run: LoadedRun, tokenizer: Tokenizer, texts: list[str]) -> torch.Tensor:
@@ -79,8 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit > 0:
         splits = {name: examples[: args.limit] for name, examples in splits.items()}
     names = [path.name for path in args.runs]
-    print("| split | " + " | ".join(names) + " | mean of probabilities |")
-    print("|---" * (len(names) + 2) + "|")
-    for split, row in scores(runs, splits).items():
-        print(f"| {split} ({len(splits[split])}) | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+    rows = [
+        [f"{split} ({len(splits[split])})", *(f"{v:.3f}" for v in row)]
+        for split, row in scores(runs, splits).items()
+    ]
+    print("\n".join(markdown_table(["split", *names, "mean of probabilities"], rows, "l" * (len(names) + 2))))
     return 0

@@ -32,6 +32,7 @@ from attnserve.training.loop.trainer import TrainConfig, make_optimizer, train_s
 from attnserve.training.models import build_model
 from attnserve.training.text.tokenizer import UNK_ID, build_tokenizer
 from bench import sections
+from bench.render import markdown_table
 from bench.training.long_texts import long_texts
 
 NEW = TrainConfig()  # the defaults: grouped by length, fused attention, micro-batches, timed threads
@@ -166,15 +167,20 @@ def render(result: dict[str, object]) -> str:
         f"{result['max_len']} ({result['truncated_share']:.0%} truncated); batch 64, "
         f"{result['steps']} steps x {result['rounds']} rounds per variant, torch {result['torch']}.",
         "",
-        "| path | threads | texts/s | texts per CPU s | padded tokens | speed-up | 32,000-text epoch |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for v in variants:
-        rate = v["texts_per_s"]
-        lines.append(
-            f"| {v['name']} | {v['threads']} | {rate:.1f} | {v['texts_per_cpu_s']:.1f} | "
-            f"{v['padded_tokens']:.0f} | {rate / old['texts_per_s']:.2f}x | {32_000 / rate:.0f} s |"
-        )
+    header = [
+        "path",
+        "threads",
+        "texts/s",
+        "texts per CPU s",
+        "padded tokens",
+        "speed-up",
+        "32,000-text epoch",
+    ]
+    rows = [[v["name"], str(v["threads"]), f"{v['texts_per_s']:.1f}", f"{v['texts_per_cpu_s']:.1f}",
+             f"{v['padded_tokens']:.0f}", f"{v['texts_per_s'] / old['texts_per_s']:.2f}x",
+             f"{32_000 / v['texts_per_s']:.0f} s"] for v in variants]  # fmt: skip
+    lines += markdown_table(header, rows)
     return "\n".join(lines) + "\n"
 
 

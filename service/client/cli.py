@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from pydantic import TypeAdapter
 
 from attnserve.service.client.attribution import add_arguments as attribution_flags
 from attnserve.service.client.channels import Security
@@ -24,7 +25,10 @@ from attnserve.service.client.files.cli import add_arguments as file_flags
 from attnserve.service.client.messages import ClientError
 from attnserve.service.client.tracecontext import environment_trace
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
+from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode
+
+MODEL_LIST = TypeAdapter(list[ModelInfo])
 
 TOKEN_ENV = "ATTNSERVE_TOKEN"
 TARGET_ENV = "ATTNSERVE_TARGET"
@@ -203,7 +207,7 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
 def _models(client: Any, args: argparse.Namespace) -> int:
     infos = client.models()
     if args.json:
-        print(json.dumps([info.__dict__ for info in infos], indent=2))
+        print(MODEL_LIST.dump_json(infos, indent=2).decode())  # as GET /v1/models writes each one
     else:
         from attnserve.service.client.render import print_models
 

@@ -12,11 +12,11 @@ from bench.cli import main
 from bench.serving import perf_analyzer
 from bench.serving.http import PATHS
 from bench.serving.inprocess import measure
+from bench.serving.peer_report import PEERS_BEGIN as BEGIN
+from bench.serving.peer_report import PEERS_END as END
+from bench.serving.peer_report import PEERS_PAGE as PAGE
 from bench.serving.peer_report import dump, load, render
-from bench.serving.publish import PEERS_BEGIN as BEGIN
-from bench.serving.publish import PEERS_END as END
-from bench.serving.publish import PEERS_PAGE as PAGE
-from bench.serving.results import Point
+from kit.results import Point
 from tests.bench.conftest import MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,11 +70,12 @@ def test_inprocess_measures_both_layers_at_every_level(bench_repository: Path) -
     # /proc counts CPU in 10 ms ticks: 400 calls of about 0.1 ms each span several of them,
     # where 60 could fall between two ticks and read 0.
     points = asyncio.run(measure(bench_repository, MODEL, [1, 4], 400, ["engine", "v2"]))
-    assert [(p.layer, p.concurrency) for p in points] == [("engine", 1), ("engine", 4), ("v2", 1), ("v2", 4)]
+    assert [(p.system, p.concurrency) for p in points] == [("engine", 1), ("engine", 4), ("v2", 1), ("v2", 4)]
     for point in points:
-        assert point.calls == 400 and point.calls_per_s > 0
-        assert point.total_ms > 0 and point.model_ms > 0
-        assert 1.0 <= point.mean_batch <= point.concurrency  # one text per call, at most c in flight
+        assert point.calls == 400 and point.rps > 0
+        assert point.cpu_ms_per_call > 0 and point.cpu_ms_per_call_no_model is not None
+        assert point.cpu_ms_per_call_no_model < point.cpu_ms_per_call  # the model's share taken out
+        assert point.mean_batch is not None and 1.0 <= point.mean_batch <= point.concurrency
     assert all(p.mean_batch == 1.0 for p in points if p.concurrency == 1)
 
 

@@ -12,7 +12,7 @@ from attnserve.service.bundle import read_bundle
 from bench.cli import main
 from bench.serving import perf_analyzer
 from bench.serving.profiling import py_spy
-from bench.serving.publish import BEGIN, END, PAGE
+from bench.serving.report import BEGIN, END, PAGE
 from tests.bench.conftest import MODEL, docs_copy, missing_tool, points, run_suite
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from bench.cli import main
-from bench.harness import health_serving
+from kit.launch import health_serving
 from tests.bench.conftest import MODEL
 from tests.support.waits import eventually
 

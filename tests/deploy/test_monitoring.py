@@ -29,7 +29,9 @@ REQUIRED_PANELS = {
         "attnserve_queue_wait_seconds_bucket",
         "attnserve_inference_duration_seconds_bucket",
     ],
-    "latency by front end": ["sum by (le, protocol, transport) (rate(attnserve_request_duration_seconds_bucket"],
+    "latency by front end": [
+        "sum by (le, protocol, transport) (rate(attnserve_request_duration_seconds_bucket"
+    ],
     "requests by front end": ["sum by (protocol, transport, code) (rate(attnserve_requests_total"],
     "batch size": ["attnserve_batch_size_"],
     "padding ratio": ["attnserve_padding_ratio_"],

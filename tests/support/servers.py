@@ -5,41 +5,25 @@ channels from the main thread, with sync or asyncio clients."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
-import urllib.request
 from collections.abc import Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
+from kit import metrics
+from kit.ports import free_port as free_port  # the tests' one way to pick a port
 
 T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def scrape(metrics_port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
-        return str(response.read().decode())
+    return metrics.scrape(f"http://127.0.0.1:{metrics_port}/metrics")
 
 
-def metric_samples(text: str, name: str, **labels: str) -> list[float]:
-    """Values of the samples called `name` whose labels include `labels`."""
-    return [
-        float(sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    ]
+metric_samples = metrics.values
 
 
 def make_settings(repository: Path, **overrides: Any) -> Settings:

@@ -1,4 +1,5 @@
-"""Build V2 inference requests the way a client library would (raw little-endian tensors)."""
+"""V2 inference requests the way a client library builds them (raw little-endian tensors; TEXT
+requests are kit/v2.py's), their outputs decoded, and raw V2 calls."""
 
 from __future__ import annotations
 
@@ -13,19 +14,9 @@ import numpy as np
 from google.protobuf.message import Message
 from tokenizers import Tokenizer
 
-from attnserve.service.api.v2.tensors import encode_bytes, split_bytes
+from attnserve.service.api.v2.tensors import split_bytes
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
-
-
-def text_request(
-    model: str, texts: Sequence[str], *, request_id: str = "", outputs: Sequence[str] = (), version: str = ""
-) -> pb.ModelInferRequest:
-    request = pb.ModelInferRequest(model_name=model, model_version=version, id=request_id)
-    request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
-    request.raw_input_contents.append(encode_bytes([text.encode() for text in texts]))
-    for name in outputs:
-        request.outputs.add(name=name)
-    return request
+from kit.v2 import text_request as text_request  # the one TEXT request builder
 
 
 def ids_request(

@@ -27,7 +27,9 @@ import grpc
 import numpy as np
 
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
-from bench.harness import Launched, free_port, launched, v2_ready
+from kit.launch import Launched, launched, v2_ready
+from kit.ports import free_port
+from kit.v2 import text_request
 
 SERVICE = "inference.GRPCInferenceService"
 Key = tuple[bytes, ...]
@@ -37,16 +39,11 @@ def requests_of(model: str, data: Path) -> list[pb.ModelInferRequest]:
     """The ModelInfer requests perf_analyzer builds from its --input-data file (batch 1)."""
     built = []
     for entry in json.loads(data.read_text())["data"]:
-        request = pb.ModelInferRequest(model_name=model)
-        for name, value in entry.items():
-            if name == "TEXT":
-                raw = b"".join(len(t.encode()).to_bytes(4, "little") + t.encode() for t in value)
-                request.inputs.add(name=name, datatype="BYTES", shape=[1, len(value)])
-            else:
-                content, shape = value["content"], value["shape"]
-                raw = np.asarray(content, dtype="<i8").tobytes()
-                request.inputs.add(name=name, datatype="INT64", shape=[1, *shape])
-            request.raw_input_contents.append(raw)
+        request = text_request(model, entry.pop("TEXT")) if "TEXT" in entry else pb.ModelInferRequest()
+        request.model_name = model
+        for name, value in entry.items():  # the ids inputs
+            request.inputs.add(name=name, datatype="INT64", shape=[1, *value["shape"]])
+            request.raw_input_contents.append(np.asarray(value["content"], dtype="<i8").tobytes())
         built.append(request)
     return built
 

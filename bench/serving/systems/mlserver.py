@@ -17,7 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.harness import ROOT, Launched, free_port, launched, v2_ready
+from kit.launch import ROOT, Launched, launched, v2_ready
+from kit.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 ENV_SCRIPT = HERE / "mlserver-env.sh"

@@ -30,7 +30,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tokenizers import Tokenizer
 
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
-from bench.harness import Launched, free_port, health_serving, launched
+from kit.launch import Launched, health_serving, launched
+from kit.ports import free_port
 
 SERVICE = "attnserve.v1.Classifier"
 

@@ -9,8 +9,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.harness import ROOT, Launched, free_port, launched, v2_ready
 from bench.serving.systems.mlserver import Unavailable
+from kit.launch import ROOT, Launched, launched, v2_ready
+from kit.ports import free_port
 
 SERVER = Path(__file__).resolve().parent / "pytriton_server.py"
 

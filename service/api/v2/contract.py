@@ -11,7 +11,7 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
     outputs  LOGITS          FP32   [-1, C]
              PROBABILITIES   FP32   [-1, C]
              LABEL           BYTES  [-1, 1]
-             ATTENTION       FP32   [-1, -1] (pooling models) or [-1, -1, -1] (encoders: the
+             ATTENTION       FP32   [-1, -1] (kind pool) or [-1, -1, -1] (self and layers: the
                                     last layer averaged over heads), padded with zeros to the
                                     request's longest text; absent for models without attention
              LENGTHS         INT64  [-1]          tokens per text (the unpadded extent of ATTENTION)

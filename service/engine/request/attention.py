@@ -93,7 +93,8 @@ def rollout(layers: np.ndarray) -> np.ndarray:
 
 
 def extract(attention: np.ndarray, attention_kind: str, row: int, n: int, mode: AttentionMode) -> np.ndarray:
-    """One text's attention in `mode` from the batch output (already `as_layers` for encoders)."""
+    """One text's attention in `mode` from the batch output (already `as_layers` for the kinds
+    "self" and "layers")."""
     if attention_kind == "pool":
         return attention[row, :n]
     text = attention[row, :, :, :n, :n]  # [L, H, n, n]

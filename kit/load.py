@@ -1,15 +1,12 @@
-"""The benchmark's load generator: asyncio gRPC callers sending prepared request bytes.
+"""The load generator: asyncio callers, closed loop or open loop, every call in a `Ledger`.
 
-Requests are serialized once up front (loadtest/protocol.py builds them) and replies are
-kept as bytes, so the client spends its CPU on gRPC alone: on a 2-core machine the client
-shares the cores with the server, as a client on the same host would. One generator serves
-attnserve.v1 `Classify` (attnserve and the naive baseline) and V2 `ModelInfer` (attnserve
-and MLServer).
-
-Closed loop: `concurrency` callers, each sending its next request when the previous reply
-arrives. Open loop: a fixed arrival rate whatever the latency, with a cap on calls in
-flight (arrivals over it are counted as `not_sent`). Only calls that complete inside the
-measuring window count; a warm-up precedes it.
+`callers` is the closed loop for any call (a client's method, an HTTP post, a raw gRPC
+call): `concurrency` callers, each sending its next call when the previous one ended.
+`closed_loop` and `open_loop` drive gRPC with prepared request bytes, and keep replies as
+bytes, so the client spends its CPU on gRPC alone: on a 2-core machine the client shares
+the cores with the server, as a client on the same host would. Open loop: a fixed arrival
+rate whatever the latency, with a cap on calls in flight (arrivals over it are counted as
+`not_sent`). Only calls that complete inside the measuring window count; a warm-up precedes it.
 """
 
 from __future__ import annotations
@@ -18,16 +15,35 @@ import asyncio
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-import numpy as np
 
-from bench.harness import run_async
+from kit.launch import run_async
+from kit.ledger import Ledger, percentile
 
 Check = Callable[[bytes], "str | None"]
+
+
+async def callers(
+    concurrency: int, step: Callable[[int], Awaitable[object]], go_on: Callable[[], bool]
+) -> None:
+    """`concurrency` callers (numbered from 0), each awaiting `step(number)` while `go_on()`."""
+
+    async def caller(index: int) -> None:
+        while go_on():
+            await step(index)
+
+    await asyncio.gather(*(caller(index) for index in range(concurrency)))
+
+
+async def keep_calling(
+    ledger: Ledger, make: Callable[[], Awaitable[Any]], *, workers: int, stop: asyncio.Event
+) -> None:
+    """`workers` callers making `make()` back to back, each call in `ledger`, until `stop` is set."""
+    await callers(workers, lambda _: ledger.call(make), lambda: not stop.is_set())
 
 
 @dataclass(frozen=True)
@@ -42,17 +58,25 @@ class Requests:
 
 @dataclass
 class Measurement:
+    """The calls that ended inside the measuring window, in a ledger timing each."""
+
     seconds: float
-    ok: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    not_sent: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
     texts_per_request: int = 1
+    ledger: Ledger = field(default_factory=Ledger)
+    not_sent: int = 0
     completed: int = 0  # every call that ended, warm-up included (for CPU per call)
 
     @property
+    def ok(self) -> int:
+        return self.ledger.ended["OK"]
+
+    @property
+    def errors(self) -> Counter[str]:
+        return Counter({code: n for code, n in self.ledger.ended.items() if code != "OK"})
+
+    @property
     def calls(self) -> int:
-        return self.ok + sum(self.errors.values())
+        return sum(self.ledger.ended.values())
 
     @property
     def rps(self) -> float:
@@ -64,10 +88,11 @@ class Measurement:
 
     @property
     def error_share(self) -> float:
-        return sum(self.errors.values()) / self.calls if self.calls else 0.0
+        return (self.calls - self.ok) / self.calls if self.calls else 0.0
 
     def percentile(self, q: float) -> float:
-        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
+        """The `q`-th percentile (0 to 100) of the successful calls' latency, in ms."""
+        return 1000 * percentile(self.ledger.seconds.get("OK", []), q)
 
 
 def _channels(target: str, count: int) -> list[grpc.aio.Channel]:
@@ -76,7 +101,7 @@ def _channels(target: str, count: int) -> list[grpc.aio.Channel]:
         ("grpc.use_local_subchannel_pool", 1),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ]
-    return [grpc.aio.insecure_channel(target, options=[*options, ("bench.channel", i)]) for i in range(count)]
+    return [grpc.aio.insecure_channel(target, options=[*options, ("kit.channel", i)]) for i in range(count)]
 
 
 class _Window:
@@ -94,11 +119,8 @@ class _Window:
             if problem:
                 raise RuntimeError(f"the server's reply is wrong: {problem}")
         if self.start <= done <= self.end:  # completions in the window, whenever they started
-            if code == "OK":
-                self.result.ok += 1
-                self.result.latencies_ms.append((done - began) * 1000)
-            else:
-                self.result.errors[code] += 1
+            self.result.ledger.open()
+            self.result.ledger.close("", code, done - began if code == "OK" else None)
 
 
 async def _call(
@@ -111,29 +133,37 @@ async def _call(
     return "OK", reply
 
 
+def _stubs(pool: list[grpc.aio.Channel], method: str) -> list[grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]]:
+    return [
+        channel.unary_unary(method, request_serializer=None, response_deserializer=None) for channel in pool
+    ]
+
+
 async def closed_loop(
     target: str, requests: Requests, concurrency: int, seconds: float, *, warmup: float = 0.5,
     channels: int = 4, timeout: float = 30.0, calls: int | None = None,
 ) -> Measurement:  # fmt: skip
     """`concurrency` callers for `warmup` + `seconds`, or until `calls` calls were started."""
     pool = _channels(target, max(1, min(channels, concurrency)))
-    stubs = [
-        channel.unary_unary(requests.method, request_serializer=None, response_deserializer=None)
-        for channel in pool
-    ]
+    stubs = _stubs(pool, requests.method)
     window = _Window(requests, warmup, seconds)
     started = itertools.count(1)
+    bodies = [
+        itertools.islice(itertools.cycle(requests.bodies), index % len(requests.bodies), None)
+        for index in range(concurrency)
+    ]
 
-    async def caller(index: int) -> None:
-        stub = stubs[index % len(stubs)]
-        bodies = itertools.islice(itertools.cycle(requests.bodies), index % len(requests.bodies), None)
-        while time.perf_counter() < window.end and (calls is None or next(started) <= calls):
-            began = time.perf_counter()
-            code, reply = await _call(stub, next(bodies), timeout)
-            window.record(began, code, reply)
+    async def step(index: int) -> None:
+        began = time.perf_counter()
+        code, reply = await _call(stubs[index % len(stubs)], next(bodies[index]), timeout)
+        window.record(began, code, reply)
 
     try:
-        await asyncio.gather(*(caller(i) for i in range(concurrency)))
+        await callers(
+            concurrency,
+            step,
+            lambda: time.perf_counter() < window.end and (calls is None or next(started) <= calls),
+        )
     finally:
         for channel in pool:
             await channel.close(None)
@@ -145,12 +175,7 @@ async def open_loop(
     max_inflight: int = 2048, channels: int = 4, timeout: float = 30.0,
 ) -> Measurement:  # fmt: skip
     pool = _channels(target, channels)
-    stubs = itertools.cycle(
-        [
-            channel.unary_unary(requests.method, request_serializer=None, response_deserializer=None)
-            for channel in pool
-        ]
-    )
+    stubs = itertools.cycle(_stubs(pool, requests.method))
     bodies = itertools.cycle(requests.bodies)
     window = _Window(requests, warmup, seconds)
     inflight: set[asyncio.Task[None]] = set()

@@ -1,4 +1,4 @@
-"""The harness that starts every benchmarked server: ports, readiness, failures that say why."""
+"""kit/launch.py, which starts every driven server: ports, readiness, failures that say why."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import free_port, health_serving, launched, v2_ready
+from kit.launch import health_serving, launched, v2_ready
+from kit.ports import free_port
 
 
 def test_a_free_port_can_be_bound() -> None:

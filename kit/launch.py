@@ -1,9 +1,9 @@
-"""What every benchmark that starts a server shares: free ports, launching, readiness, stopping,
-and the CPU and memory of a server's process tree.
+"""Servers as subprocesses: launching, readiness, stopping, and the CPU and memory of a
+server's process tree; `run_async` for loads that SIGTERM must be able to stop.
 
-Every server is a subprocess on 127.0.0.1 whose output goes to a log file, quoted when it
-exits or is not ready in time. attnserve is started one way only (`attnserve()`: the
-`attnserve-serve` entry point with metrics on a free port); the other systems start through
+Every server is a subprocess on 127.0.0.1 in a process group of its own, whose output goes to
+a log file, quoted when it exits or is not ready in time. attnserve starts through
+`attnserve_command()` (the `attnserve-serve` entry point); other systems start through
 `spawn()` and wait with a probe of their protocol (`health_serving`, `v2_ready`).
 """
 
@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,17 +28,11 @@ import psutil
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attnserve.service.proto.inference import grpc_service_pb2 as v2_pb
+from kit.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_S = 120.0
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on at this moment (the kernel's pick for port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _process_tree(pid: int) -> list[psutil.Process]:
@@ -74,7 +67,7 @@ def health_serving(target: str, connections: int = 1, timeout: float = 2.0) -> b
     """True when `connections` fresh connections all report SERVING (grpc.health.v1). With
     SO_REUSEPORT each lands on one worker, so several probes make it likely every worker answered."""
     for index in range(connections):
-        options = [("grpc.use_local_subchannel_pool", 1), ("bench.probe", index)]
+        options = [("grpc.use_local_subchannel_pool", 1), ("kit.probe", index)]
         with grpc.insecure_channel(target, options=options) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -160,7 +153,7 @@ def spawn(
 ) -> Launched:  # fmt: skip
     """Start `command` with its output in `log` (quoted if it fails to start), in a process
     group of its own: `stop()` ends the group, and a Ctrl-C at the terminal reaches only the
-    bench, which then stops its servers in order."""
+    driver, which then stops its servers in order."""
     with log.open("wb") as sink:
         process = subprocess.Popen(
             list(command), cwd=cwd, env={**os.environ, **(env or {})}, stdout=sink, stderr=subprocess.STDOUT,
@@ -170,7 +163,7 @@ def spawn(
 
 
 class Stopped(BaseException):
-    """SIGTERM reached the bench: unwinds every `with` that started a server (a BaseException,
+    """SIGTERM reached the driver: unwinds every `with` that started a server (a BaseException,
     so no section's `except Exception` takes it for a failed measurement)."""
 
 
@@ -231,13 +224,21 @@ def launched(
     """Start `command`, wait until `probe(target)` holds, stop it (SIGTERM) on the way out."""
     with contextlib.ExitStack() as cleanup:
         if log is None:
-            log = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-bench-"))) / "log"
+            log = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-kit-"))) / "log"
         server = spawn(command, target, log, env=env, cwd=cwd, metrics_url=metrics_url)
         try:
             server.wait_ready(lambda: probe(target), what, timeout)
             yield server
         finally:
             server.stop()
+
+
+def attnserve_command(
+    repository: Path, port: int, metrics_port: int, *flags: str, python: str = sys.executable
+) -> list[str]:
+    """attnserve-serve's command line with `flags` (later flags win), metrics on `metrics_port`."""
+    return [python, "-m", "attnserve.service.cli", "--repository", str(repository), "--port", str(port),
+            "--metrics-port", str(metrics_port), *flags]  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -247,12 +248,10 @@ def attnserve(
     """attnserve-serve on a free port with `flags` (later flags win), metrics on another free
     port, HTTP off unless `flags` turn it on; every worker ready on return."""
     port, metrics_port = free_port(), free_port()
-    command = [
-        sys.executable, "-m", "attnserve.service.cli", "--repository", str(repository),
-        "--host", "127.0.0.1", "--port", str(port), "--http-port", "0", "--log-level", "warning",
-        "--metrics", "--metrics-host", "127.0.0.1", "--metrics-port", str(metrics_port),
-        "--workers", str(workers), *flags,
-    ]  # fmt: skip
+    command = attnserve_command(
+        repository, port, metrics_port, "--host", "127.0.0.1", "--metrics-host", "127.0.0.1",
+        "--http-port", "0", "--log-level", "warning", "--metrics", "--workers", str(workers), *flags,
+    )  # fmt: skip
     probes = 4 * workers if workers > 1 else 1
     with launched(
         command, f"127.0.0.1:{port}", lambda target: health_serving(target, probes), "attnserve",

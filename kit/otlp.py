@@ -1,4 +1,5 @@
-"""A real OTLP trace receiver for tests: the collector's gRPC TraceService and HTTP /v1/traces.
+"""A real OTLP trace receiver: the collector's gRPC TraceService and HTTP /v1/traces, for tests
+that check the spans and for benchmarks that measure the cost of exporting them.
 
     with OtlpReceiver() as receiver:           # both transports on unused 127.0.0.1 ports
         ... export to receiver.grpc_endpoint or receiver.http_endpoint ...

@@ -1,0 +1,72 @@
+"""The one way every section writes what it measured: numbers, markdown tables, a results
+page's generated part between two markers, and matplotlib figures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or b == 0:
+        return "n/a"
+    return f"{a / b:.2f}x"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
+    """A markdown table; `align` has an l, r or c per column (default: the first l, the rest r)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    rules = [{"l": "---", "r": "---:", "c": ":-:"}[a] for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rules) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def write_between(page: Path, begin: str, end: str, body: str, title: str) -> Path:
+    """Replace what lies between `begin` and `end` in `page` with `body` (the text outside is
+    written by hand and kept; a missing page or missing markers are created)."""
+    text = page.read_text() if page.is_file() else f"# {title}\n"
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(text)
+    return page
+
+
+def figure(columns: int = 1, size: tuple[float, float] = (8, 4.2)) -> tuple[Any, Any]:
+    """A matplotlib figure (Agg: no display) and its row of `columns` axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made, axes = plt.subplots(1, columns, figsize=size, squeeze=False)
+    return made, axes[0]
+
+
+def empty(axis: Any, what: str) -> None:
+    """An axis that says its data was not measured."""
+    axis.text(
+        0.5, 0.5, f"{what}: not measured in this run", ha="center", va="center", transform=axis.transAxes
+    )
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def save(made: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    made.tight_layout()
+    made.savefig(path, dpi=110)
+    plt.close(made)
