@@ -11,8 +11,11 @@ each section this way); flags given after it override them.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from kit.launch import ROOT
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,30 @@ def listing() -> str:
     return "\n".join(lines)
 
 
-def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
-    """`python -m bench NAME`'s parser: the module docstring's first paragraph, defaults in --help."""
-    return argparse.ArgumentParser(
+def parser(name: str, doc: str | None, served: bool = False) -> argparse.ArgumentParser:
+    """`python -m bench NAME`'s parser: the module docstring's first paragraph, defaults in --help;
+    `served` adds the --repository and --model every serving section reads."""
+    made = argparse.ArgumentParser(
         prog=f"python -m bench {name}", description=(doc or "").split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )  # fmt: skip
+    if served:
+        made.add_argument("--repository", type=Path, default=ROOT / "models", help="model repository")
+        made.add_argument("--model", default="car-order", help="model name")
+    return made
+
+
+def ints(text: str) -> list[int]:
+    """`1,8,32` -> [1, 8, 32]: the argparse type of a comma-separated list of counts."""
+    return [int(item) for item in text.split(",") if item]
+
+
+def subset(parser: argparse.ArgumentParser, text: str, flag: str, allowed: Sequence[str]) -> list[str]:
+    """The comma-separated items of `text`, exiting with status 2 on one not in `allowed`."""
+    items = [item for item in text.split(",") if item]
+    if unknown := set(items) - set(allowed):
+        parser.error(f"--{flag}: unknown {', '.join(sorted(unknown))}; choose from {', '.join(allowed)}")
+    return items
 
 
 def require_at_least(

@@ -1,10 +1,7 @@
 """The ceiling: raw onnxruntime in this process on the same bundle and length mix, no gRPC.
 
-Texts from the load test's mix are sorted by token length and cut into batches (the best
-case of length bucketing), then run back to back for a fixed time per (threads, batch
-size): with tokenization excluded (ids prepared once), included (encode + pad + run each
-batch), and with the attention output fetched as well. The best of these is the physical
-limit a server on this machine can approach.
+Texts sorted by length in batches (length bucketing's best case), run back to back per
+(threads, batch size) without, with tokenization and with the attention output fetched.
 """
 
 from __future__ import annotations
@@ -37,10 +34,11 @@ def session_for(bundle: Bundle, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(str(bundle.model_path), options, providers=["CPUExecutionProvider"])
 
 
-def tokenizer_for(bundle: Bundle) -> Tokenizer:
+def tokenizer_for(bundle: Bundle, pad_to: int | None = None) -> Tokenizer:
+    """The bundle's tokenizer, truncating at max_len and padding to a batch's longest (or `pad_to`)."""
     tokenizer = Tokenizer.from_file(str(bundle.tokenizer_path))
     tokenizer.enable_truncation(max_length=bundle.manifest.max_len)
-    tokenizer.enable_padding(pad_id=bundle.manifest.pad_id)
+    tokenizer.enable_padding(pad_id=bundle.manifest.pad_id, length=pad_to)
     return tokenizer
 
 
@@ -54,13 +52,10 @@ def encode(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.n
 def rate(work: Callable[[int], int], seconds: float) -> float:
     """Texts per second of `work(i)` (returns texts done) run back to back for `seconds`."""
     work(0)  # warm-up: first-run allocations stay out of the figure
-    done, i = 0, 0
-    started = time.perf_counter()
+    done, i, started = 0, 0, time.perf_counter()
     while True:
-        done += work(i)
-        i += 1
-        elapsed = time.perf_counter() - started
-        if elapsed >= seconds:
+        done, i = done + work(i), i + 1
+        if (elapsed := time.perf_counter() - started) >= seconds:
             return done / elapsed
 
 
@@ -122,9 +117,7 @@ def padding_rows(
     tokenizer = tokenizer_for(bundle)
     session = session_for(bundle, threads)
     arrival = [list(texts[i : i + batch]) for i in range(0, len(texts) - batch + 1, batch)]
-    fixed = Tokenizer.from_file(str(bundle.tokenizer_path))
-    fixed.enable_truncation(max_length=bundle.manifest.max_len)
-    fixed.enable_padding(pad_id=bundle.manifest.pad_id, length=bundle.manifest.max_len)
+    fixed = tokenizer_for(bundle, pad_to=bundle.manifest.max_len)
     plans = {
         "length buckets": [encode(tokenizer, g) for g in sorted_batches(tokenizer, texts, batch)],
         "arrival order, pad to batch's longest": [encode(tokenizer, g) for g in arrival],

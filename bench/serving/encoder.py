@@ -4,29 +4,10 @@
         --serve-also sst2-cascade --concurrency 1
     .venv/bin/python -m bench encoder --tiny --repository models --model minilm   # seconds
 
-For each model given (the float bundle, and with `--int8-model` its int8 form), on texts of
-the load test's length mix:
-
-- `raw`: the bundle's model.onnx in this process through onnxruntime with the server's
-  thread setting, tokenization included (encode, pad, run): the p50 latency of one text and
-  texts/s of `--per-call`-text batches. It is the floor a server on this machine approaches.
-- `expert`: what an engineer who tunes BERT serving on CPUs deploys from the same checkpoint,
-  built here from the float model.onnx without any of attnserve's export code: the graph cut
-  to its logits and dynamically quantized to int8 with one scale per output channel
-  (onnxruntime's quantize_dynamic), run raw like `raw` (spinning at more than one thread, as
-  the server runs a model it gives every core).
-- `serve`: attnserve-serve in its own process, attnserve.v1 Classify over gRPC without
-  attention: single-text calls at each `--concurrency` (texts/s, p50 and p99 latency) and
-  `--per-call`-text calls at concurrency 1, with the peak RSS of the server process (the
-  model loaded and serving) sampled throughout. `--serve-also` serves more models the same way
-  (a cascade, which has no single graph to run raw; a baseline bundle).
-
-Texts: the load test's length mix, or `--texts FILE` (a CSV's `--text-column`, in file order,
-as the published figures use SST-2's dev sentences). Raw sessions run on `--threads` intra-op
-threads, by default every core this process may use, as the server measures and chooses.
-
-Each line is printed as it is measured; `--out FILE` writes every figure as JSON too. The
-figures are only as quiet as the machine: run it alone.
+Per model: `raw` (model.onnx in this process with the server's thread setting, tokenization
+included), `expert` (the float graph cut to its logits and quantized per channel with
+onnxruntime's quantize_dynamic, none of attnserve's export code) and `serve` (attnserve-serve,
+Classify over gRPC without attention, with the server's peak RSS); docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -49,8 +30,8 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from attnserve.service.bundle import BundleError, read_bundle
 from attnserve.service.bundle.layout import RepositoryError
+from bench.sections import ints, require_at_least
 from bench.sections import parser as section_parser
-from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, encode, session_for, tokenizer_for
 from bench.serving.memory import MB, Sampler
 from bench.serving.texts import mixed_texts, prepared
@@ -114,7 +95,10 @@ def measure_raw(bundle_path: Path, model: str, texts: Sequence[str], per_call: i
         start = done % len(texts)
         run([texts[(start + j) % len(texts)] for j in range(per_call)])
         done += per_call
-    return Raw(model, percentile(latencies, 50), done / (time.perf_counter() - started))
+    r = Raw(model, percentile(latencies, 50), done / (time.perf_counter() - started))
+    print(f"  raw   {r.model:<20s} single text p50 {r.single_p50_ms:.2f} ms, "
+          f"{per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
+    return r
 
 
 def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: Sequence[int], per_call: int,
@@ -128,13 +112,10 @@ def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: 
         shutil.copytree(version_dir, repository / model / version_dir.name)
         server = stack.enter_context(attnserve(repository))
         sampler = stack.enter_context(Sampler(server.pid, 0.1))
-        for concurrency in levels:
-            m = run_closed(server.target, single, concurrency, seconds, warmup=warmup)
+        for requests, concurrency in [*((single, c) for c in levels), (batch, 1)]:
+            m = run_closed(server.target, requests, concurrency, seconds, warmup=warmup)
             points.append(Point.of(m, system=model, concurrency=concurrency))
             print(_line(points[-1]), flush=True)
-        m = run_closed(server.target, batch, 1, seconds, warmup=warmup)
-        points.append(Point.of(m, system=model, concurrency=1))
-        print(_line(points[-1]), flush=True)
         sampler.sample()
     peak = max(sample.rss_mb for sample in sampler.samples)
     return points, Memory(model, peak)
@@ -145,11 +126,6 @@ def _texts(path: Path | None, column: str) -> list[str]:
         return []
     with path.open(newline="", encoding="utf-8") as handle:
         return [row[column] for row in csv.DictReader(handle)]
-
-
-def _print_raw(r: Raw, per_call: int) -> None:
-    print(f"  raw   {r.model:<20s} single text p50 {r.single_p50_ms:.2f} ms, "
-          f"{per_call} texts a run {r.batch_texts_per_s:.1f} texts/s", flush=True)  # fmt: skip
 
 
 def _line(p: Point) -> str:
@@ -165,56 +141,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--model", required=True, help="the float bundle's model name")
     parser.add_argument("--int8-model", default=None, help="the same model exported with --quantize int8")
-    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated, single-text calls")
+    parser.add_argument("--concurrency", default="1,8,32", type=ints, help="single-text callers")
     parser.add_argument("--per-call", type=int, default=32, help="texts per call of the batch point")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per point")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per point")
-    parser.add_argument(
-        "--serve-also", action="append", default=[], help="another model, served only (a cascade, a baseline)"
-    )
+    also = "another model, served only (a cascade, a baseline)"
+    parser.add_argument("--serve-also", action="append", default=[], help=also)
     parser.add_argument("--texts", type=Path, default=None, help="a CSV of texts, in file order")
     parser.add_argument("--text-column", default="sentence", help="the text column of --texts")
     parser.add_argument("--no-expert", action="store_true", help="skip the expert's int8 graph")
-    parser.add_argument(
-        "--threads", type=int, default=len(os.sched_getaffinity(0)), help="intra-op threads of raw sessions"
-    )
+    cores = len(os.sched_getaffinity(0))
+    parser.add_argument("--threads", type=int, default=cores, help="intra-op threads of raw sessions")
     parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = parser.parse_args(argv)
     require_at_least(parser, args, {"per_call": 1, "threads": 1})
-    levels = [int(level) for level in args.concurrency.split(",") if level]
-    if not levels or min(levels) < 1:
+    if not (levels := args.concurrency) or min(levels) < 1:
         parser.error("--concurrency needs positive integers, e.g. 1,8,32")
     models = [args.model] + ([args.int8_model] if args.int8_model else [])
     raw: list[Raw] = []
     served: list[Point] = []
     memory: list[Memory] = []
+    seconds, warmup = args.seconds, args.warmup
     try:
-        for model in models:
-            path = bundle_dir(args.repository, model)
-            max_len = read_bundle(path).manifest.max_len
+        for model in [*models, *args.serve_also]:  # --serve-also: served only, no single graph to run raw
+            path, alone = bundle_dir(args.repository, model), model in models
+            max_len = read_bundle(path).manifest.max_len if alone else 64
             texts = _texts(args.texts, args.text_column) or mixed_texts(TEXTS, max_len)
-            raw.append(measure_raw(path, model, texts, args.per_call, args.seconds, args.threads))
-            _print_raw(raw[-1], args.per_call)
-            if model == args.model and not args.no_expert:
-                with tempfile.TemporaryDirectory(prefix="attnserve-expert-") as folder:
-                    graph = expert_graph(path, Path(folder))
-                    expert = f"{model} expert int8"
-                    seconds, threads = args.seconds, args.threads
-                    raw.append(measure_raw(path, expert, texts, args.per_call, seconds, threads, graph))
-                    _print_raw(raw[-1], args.per_call)
-            points, peak = measure_served(
-                path, model, texts, levels, args.per_call, args.seconds, args.warmup
-            )
-            served += points
-            memory.append(peak)
-            print(f"  rss   {model:<20s} peak {peak.peak_rss_mb:.0f} MB", flush=True)
-        for model in args.serve_also:
-            path = bundle_dir(args.repository, model)
-            texts = _texts(args.texts, args.text_column) or mixed_texts(TEXTS, 64)
-            seconds, warmup = args.seconds, args.warmup
+            graphs: list[tuple[str, Path | None]] = [(model, None)] if alone else []
+            with tempfile.TemporaryDirectory(prefix="attnserve-expert-") as folder:
+                if model == args.model and not args.no_expert:
+                    graphs.append((f"{model} expert int8", expert_graph(path, Path(folder))))
+                for name, graph in graphs:
+                    raw.append(measure_raw(path, name, texts, args.per_call, seconds, args.threads, graph))
             points, peak = measure_served(path, model, texts, levels, args.per_call, seconds, warmup)
-            served += points
-            memory.append(peak)
+            served, memory = served + points, [*memory, peak]
+            if alone:
+                print(f"  rss   {model:<20s} peak {peak.peak_rss_mb:.0f} MB", flush=True)
     except (BundleError, RepositoryError, FileNotFoundError) as exc:
         print(f"bench encoder: {exc}", file=sys.stderr)
         return 2

@@ -4,33 +4,10 @@
         --texts test.csv --count 500 --out explain.json --publish docs
     python -m bench explain --tiny --repository models bert=runs/bert --texts dev.csv   # seconds
 
-Each argument is MODEL=RUN: a model in --repository and the training run it was exported
-from (MODEL alone leaves Integrated Gradients out). Explanations of the first --count texts,
-at the word level (a word's pieces merged as the server's attributions merge them; special
-tokens never scored, never removed):
-
-- random: seeded uniform scores, the floor.
-- attention, pooled: what a call asking POOLED returns, reduced per token as the served
-  top_tokens are (an encoder: its last layer, heads averaged, the attention each token
-  receives averaged over queries); a word's pieces summed. [CLS], last layer: the first
-  token's query row of LAST_LAYER, heads averaged. Rollout: the first row of ROLLOUT.
-- occlusion and shapley (--budget rows a text): the server's attributions.
-- integrated gradients: Captum's LayerIntegratedGradients over the PyTorch model's token
-  embedding table, baseline the same ids with every non-special token the pad id, --steps
-  interpolation steps in one batch, target the predicted class's probability; token scores
-  summed over the embedding and over a word's pieces. Run in this process, offline.
-
-For the class c the model predicts and k in 1, 5, 10, 20, 50 % of a text's words (rounded
-up, at least one), comprehensiveness is p(c|x) - p(c|x without its top-k words) and
-sufficiency p(c|x) - p(c|only its top-k words) (DeYoung et al., 2020, "ERASER"); each is
-reported per k and as AOPC, the mean over k. Higher comprehensiveness and lower sufficiency
-mean a more faithful ranking. Words are removed, not masked, as occlusion removes them; every
-row is scored by the bundle's float32 model.onnx in a raw onnxruntime session.
-
-Cost, one text at a time on this machine: served methods end to end at the client (a
-keep-alive HTTP call to the JSON API, reply parsed), the attention views as a call asking
-that attention; integrated gradients around its call. Forward rows per explanation: the
-reply's attribution_rows; --steps forward and backward passes for integrated gradients.
+Each argument is MODEL=RUN (MODEL alone leaves Integrated Gradients out). Per method, at the
+word level: comprehensiveness and sufficiency (DeYoung et al., 2020) at 1-50 % of the words
+and their mean (AOPC), scored by the bundle's float32 model.onnx, with ms and forward rows per
+explanation one text at a time; methods and definitions: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -169,7 +146,8 @@ async def served(port: int, model: str, texts: list[Text], methods: list[Method]
 
 def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, steps: int,
                          special_ids: frozenset[int]) -> Method:  # fmt: skip
-    """Captum's LayerIntegratedGradients over the token embedding table, one text at a time."""
+    """Captum's LayerIntegratedGradients over the token embedding table, one text at a time: baseline
+    the same ids with every non-special token the pad id, target the predicted class's probability."""
     import torch
     from captum.attr import LayerIntegratedGradients
 

@@ -2,30 +2,23 @@
 
     python -m bench http --repository models --model car-order
 
-Paths: the native gRPC API (attnserve.v1 Classify), the JSON API (POST
-/v1/models/{name}:classify) and KServe V2 REST (POST /v2/models/{name}/infer, JSON request,
-binary outputs as tritonclient asks for them). Each runs closed-loop at 1 and 8 concurrent
-callers, with 1 and 32 texts per call, attention off; the three paths take turns for
-`--rounds` rounds, so load from elsewhere on the host falls on all of them alike, and each
-row sums its rounds. The HTTP callers use a minimal
-keep-alive HTTP/1.1 client on asyncio streams, so the client's own cost stays near that of
-the gRPC client. Prints a markdown table with texts/s, p50/p99 latency and the HTTP/gRPC
-throughput ratio.
+Native gRPC, the JSON API and KServe V2 REST (binary outputs) take turns for `--rounds`
+rounds, closed loop, attention off; the HTTP client is a minimal keep-alive HTTP/1.1 client
+on asyncio streams, so its cost stays near the gRPC client's.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from attnserve.service.client import AsyncClient
 from bench.render import markdown_table
-from kit.launch import ROOT, attnserve, run_async
+from bench.sections import parser as section_parser
+from kit.launch import attnserve, run_async
 from kit.load import Measurement, callers
 from kit.ports import free_port
 from kit.results import Point
@@ -102,26 +95,15 @@ def _callers(
 
         return grpc_call, grpc_close
     connections = [HttpConnection(http_port) for _ in range(concurrency)]
-    if path == "http json":
-        url, headers = f"/v1/models/{model}:classify", {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json"}
+    url = f"/v1/models/{model}:classify" if path == "http json" else f"/v2/models/{model}/infer"
+    outputs = [{"name": name, "parameters": {"binary_data": True}} for name in ("LABEL", "PROBABILITIES")]
 
-        def body(texts: list[str]) -> bytes:
+    def body(texts: list[str]) -> bytes:
+        if path == "http json":
             return json.dumps({"texts": texts}).encode()
-    else:
-        url, headers = f"/v2/models/{model}/infer", {"Content-Type": "application/json"}
-
-        def body(texts: list[str]) -> bytes:
-            return json.dumps(
-                {
-                    "inputs": [
-                        {"name": "TEXT", "datatype": "BYTES", "shape": [len(texts), 1], "data": texts}
-                    ],
-                    "outputs": [
-                        {"name": name, "parameters": {"binary_data": True}}
-                        for name in ("LABEL", "PROBABILITIES")
-                    ],
-                }
-            ).encode()
+        tensor = {"name": "TEXT", "datatype": "BYTES", "shape": [len(texts), 1], "data": texts}
+        return json.dumps({"inputs": [tensor], "outputs": outputs}).encode()
 
     async def http_call(index: int, texts: list[str]) -> object:
         return await connections[index].post(url, body(texts), headers)
@@ -165,15 +147,11 @@ def table(points: list[Point]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench http", description=__doc__.splitlines()[0])
-    parser.add_argument("--repository", type=Path, default=ROOT / "models", help="model repository")
-    parser.add_argument("--model", default="car-order", help="model name (default: car-order)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="measurement per round (default: 3)")
-    parser.add_argument("--rounds", type=int, default=3, help="turns each path takes (default: 3)")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers (default: 1 8)")
-    parser.add_argument(
-        "--per-call", type=int, nargs="+", default=[1, 32], help="texts per call (default: 1 32)"
-    )
+    parser = section_parser("http", __doc__, served=True)
+    parser.add_argument("--seconds", type=float, default=3.0, help="measurement per round")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each path takes")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers")
+    parser.add_argument("--per-call", type=int, nargs="+", default=[1, 32], help="texts per call")
     args = parser.parse_args(argv)
     http_port = free_port()
     points = []

@@ -1,38 +1,17 @@
 """attnserve's own cost per single-text call with gRPC taken out: the engine and the V2 handler.
 
     .venv/bin/python -m bench inprocess --repository models --model car-order
-    .venv/bin/python -m bench inprocess --levels 8 --calls 2000        # seconds
     .venv/bin/python -m bench inprocess --layers v2 --levels 1 --tracing off,1,0.01
 
-The peer comparison (`python -m bench peers`) measures whole servers, where gRPC's per-call cost and
-attnserve's own are one figure. This serves the same bundle in this process through a
-`Server` that never listens, and drives two layers with `--levels` concurrent asyncio callers,
-one 16-token text per call:
-
-- `engine`: `Core.classify` (validation, tokenization, the batcher and its threads, the
-  model, the call's rows gathered back), the part every front end shares;
-- `v2`: the V2 `ModelInfer` method handler exactly as grpc.aio calls it, request bytes in and
-  reply bytes out, every output declared (as perf_analyzer asks): admission, parsing, the
-  engine, the reply and the call's metrics.
-
-Each point reports calls/s, the CPU milliseconds per call of the event-loop thread and of
-the other threads (the batcher's, which run the model) from /proc (psutil), the model's
-share at the mean batch the engine formed (bench/serving/model_cost.py, which fetches the attention
-output as the V2 layer does, so for the engine it is an upper bound), and that mean batch. Set
-beside the floor's CPU per call in a peers run, it bounds what a Python front end
-on grpc.aio can reach: gRPC's cost plus this one.
-
-`--tracing off,1,0.01` measures each point once per value, on a server of its own: tracing
-off, and tracing on at that sampling ratio, exporting over OTLP/gRPC to a receiver in another
-process (bench/serving/otlp_sink.py), so the CPU of building, batching and sending spans is
-in the figures and the receiver's is not (the spans still buffered are flushed before a
-point's CPU is read). Tracing starts at the call layer: use it with `--layers v2`; the
-engine layer makes no call spans.
+A `Server` that never listens serves the bundle in this process; `--levels` asyncio callers
+drive `Core.classify` (`engine`) or the V2 `ModelInfer` handler as grpc.aio calls it (`v2`).
+Per point: calls/s, CPU ms per call of the event loop and of the other threads, the model's
+share at the mean batch (docs/benchmarks.md). With `--tracing`, spans go over OTLP to a
+receiver in another process (bench/serving/otlp_sink.py), so only the sender's CPU counts.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -51,11 +30,13 @@ from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.errors import ServiceError
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
+from bench.sections import ints, subset
+from bench.sections import parser as section_parser
 from bench.serving.model_cost import model_cpu_per_text
 from bench.serving.otlp_sink import OtlpSink
 from bench.serving.profiling import thread_cpu
 from bench.serving.texts import exact_length_texts
-from kit.launch import ROOT, run_async
+from kit.launch import run_async
 from kit.load import callers
 from kit.results import Point
 from kit.v2 import MODEL_INFER, text_request
@@ -97,16 +78,10 @@ def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
 
 
 def tracing_values(text: str) -> list[float | None]:
-    """`off,1,0.01` -> [None, 1.0, 0.01]."""
-    values: list[float | None] = []
-    for item in text.split(","):
-        if item == "off":
-            values.append(None)
-            continue
-        ratio = float(item)  # ValueError: reported by argparse
-        if not 0.0 <= ratio <= 1.0:
-            raise ValueError(f"{item}: a sampling ratio is in [0, 1]")
-        values.append(ratio)
+    """`off,1,0.01` -> [None, 1.0, 0.01]; a ValueError (reported by argparse) for anything else."""
+    values = [None if item == "off" else float(item) for item in text.split(",")]
+    if any(value is not None and not 0.0 <= value <= 1.0 for value in values):
+        raise ValueError(f"{text}: a sampling ratio is in [0, 1]")
     return values
 
 
@@ -208,25 +183,14 @@ def _line(p: Point) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench inprocess", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repository", type=Path, default=ROOT / "models")
-    parser.add_argument("--model", default="car-order")
-    parser.add_argument("--levels", default="1,8,32", help="comma-separated concurrencies")
+    parser = section_parser("inprocess", __doc__, served=True)
+    parser.add_argument("--levels", default="1,8,32", type=ints, help="comma-separated concurrencies")
     parser.add_argument("--calls", type=int, default=5000, help="calls a point")
     parser.add_argument("--layers", default="engine,v2", help="subset of: engine, v2")
-    parser.add_argument(
-        "--tracing",
-        default="off",
-        type=tracing_values,
-        help="comma-separated: off, or a sampling ratio (1, 0.01) to trace at, exporting over OTLP/gRPC "
-        "to a receiver in another process; each value is a server of its own (default: off)",
-    )
+    tracing = "off, or sampling ratios (1,0.01): a server each"
+    parser.add_argument("--tracing", default="off", type=tracing_values, help=tracing)
     args = parser.parse_args(argv)
-    levels = [int(level) for level in args.levels.split(",")]
-    layers = [layer for layer in args.layers.split(",") if layer]
-    unknown = set(layers) - {"engine", "v2"}
-    if unknown:
-        parser.error(f"--layers: unknown {', '.join(sorted(unknown))} (engine, v2)")
+    levels, layers = args.levels, subset(parser, args.layers, "layers", ("engine", "v2"))
     sink = OtlpSink.start() if any(value is not None for value in args.tracing) else None
     try:
         for value in args.tracing:

@@ -1,11 +1,7 @@
 """Server memory: RSS at idle, after N single-text calls, and over a soak at 70% of capacity.
 
-One attnserve (default settings, one worker) is started and its resident memory (process
-and children) sampled every `plan.rss_every` seconds by a background thread while three
-phases run: idle; N closed-loop calls at concurrency 16; a short closed-loop burst at
-concurrency 64 to measure capacity; then an open-loop soak at 70% of that capacity.
-Growth is reported as the least-squares slope of RSS over the soak's second half, after
-the arenas and caches have had the first half to reach their working size.
+Growth is the least-squares slope of RSS over the soak's second half, after the arenas and
+caches have had the first half to reach their working size.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What the model itself costs per text, in CPU seconds, measured in this process.
 
-The peer comparison takes the model's share out of a server's CPU per call. On a shared
-machine the server's own batch timings are wall time and overstate it, so the share is
-measured here instead: the bundle's session (one intra-op thread, as the servers run it)
-on batches of the workload's texts at the mean batch size the server reported, with the
-attention output fetched as perf_analyzer's requests ask for it, timed with
-`time.process_time` (CPU only). Tokenization, padding and post-processing stay in the
-server's share.
+A shared machine makes the server's own batch timings (wall time) overstate it, so the bundle's
+session (one intra-op thread) runs the workload's texts at the server's mean batch size, with
+the attention output, timed by `time.process_time`; tokenization stays in the server's share.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Measuring one point of the peer comparison: a system, a workload, a mode and a concurrency.
 
-CPU per call is the server's whole process tree (user + system seconds from /proc) over the
-generator's whole run, divided by every call that ended in it (warm-up included). For
-attnserve the model's share is taken out: the mean batch size comes from the server's own
-`attnserve_batch_size` histogram, and the CPU the session needs per text at that batch
-size is measured in this process (bench/serving/model_cost.py).
+CPU per call is the server's process tree over the generator's whole run, over every call in
+it; for attnserve the model's share at its mean batch is taken out (bench/serving/model_cost.py).
 """
 
 from __future__ import annotations
@@ -60,11 +57,9 @@ class CpuMeter:
         cpu = cpu_seconds(self.launched.pid) - self.cpu
         if calls <= 0:
             return math.nan, None, None
-        if self.launched.metrics_url is None:
-            return cpu / calls * 1000, None, None
         after = batch_totals(self.launched.metrics_url)
         texts, batches = after[0] - self.batches[0], after[1] - self.batches[1]
-        if batches <= 0:
+        if batches <= 0:  # no metrics port (a peer), or no batch counted
             return cpu / calls * 1000, None, None
         mean = texts / batches
         model = model_cpu_per_text(self.bundle, self.texts, max(1, round(mean))) * texts_per_call
@@ -90,8 +85,7 @@ def perf_point(
             point = done.point(system=system.name, concurrency=concurrency, mean_batch=mean, api="v2",
                                generator="perf_analyzer", workload=workload, mode=mode, cpu_ms_per_call=cpu,
                                cpu_ms_per_call_no_model=without)  # fmt: skip
-            log(point)
-            return point
+            return log(point)
         print(
             f"  perf_analyzer failed on {system.name} {workload} {mode} c={concurrency} "
             f"({window:.1f} s windows): {done.problem}",
@@ -119,13 +113,9 @@ def loadgen_point(
 ) -> Point:
     requests = prepared(api, system.model, texts, per_call, False)
     meter = CpuMeter(system.launched, bundle, texts)
+    target, channels = system.launched.target, 8 if system.tag == "w2" else 4
     measured = run_closed(
-        system.launched.target,
-        requests,
-        concurrency,
-        seconds * PERF_TRIALS,
-        warmup=min(0.5, seconds),
-        channels=8 if system.tag == "w2" else 4,
+        target, requests, concurrency, seconds * PERF_TRIALS, warmup=min(0.5, seconds), channels=channels
     )
     cpu, without, mean = meter.per_call(measured.completed, per_call)
     if measured.error_share:
@@ -135,18 +125,17 @@ def loadgen_point(
         measured, mean, system=system.name, concurrency=concurrency, texts=per_call, api=api,
         workload=workload, cpu_ms_per_call=cpu, cpu_ms_per_call_no_model=without,
     )  # fmt: skip
-    log(point)
-    return point
+    return log(point)
 
 
-def log(point: Point) -> None:
-    without = (
-        "" if point.cpu_ms_per_call_no_model is None else f" ({point.cpu_ms_per_call_no_model:.3f} w/o model)"
-    )
+def log(point: Point) -> Point:
+    without = point.cpu_ms_per_call_no_model
+    without_text = "" if without is None else f" ({without:.3f} w/o model)"
     print(
         f"  {point.system:<14} {point.api:<6} {point.generator:<13} {point.workload:<10} {point.mode:<9} "
         f"c={point.concurrency:<3} {point.rps:8.0f} calls/s  p50 {point.p50_ms:6.2f} ms  "
-        f"p99 {point.p99_ms:6.2f} ms  cpu {point.cpu_ms_per_call:.3f} ms/call{without}",
+        f"p99 {point.p99_ms:6.2f} ms  cpu {point.cpu_ms_per_call:.3f} ms/call{without_text}",
         file=sys.stderr,
         flush=True,
     )
+    return point

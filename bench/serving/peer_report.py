@@ -19,23 +19,12 @@ PEERS_BEGIN, PEERS_END = "<!-- peers:begin -->", "<!-- peers:end -->"
 PEERS_PAGE = Path("results") / "peers.md"
 
 
-def find(
-    results: Results,
-    system: str,
-    *,
-    api: str = "v2",
-    generator: str = "perf_analyzer",
-    workload: str = "text16",
-    mode: str = "unary",
-    c: int,
-) -> Point | None:
-    for point in results["points"]:
-        if (point.system, point.api, point.generator, point.workload, point.mode, point.concurrency) == (
-            system, api, generator, workload, mode, c,
-        ):  # fmt: skip
-            found: Point = point
-            return found
-    return None
+def find(results: Results, system: str, *, c: int, **where: str) -> Point | None:
+    """`system`'s point at concurrency `c`; unless `where` says otherwise V2, perf_analyzer, text16, unary."""
+    want = {"api": "v2", "generator": "perf_analyzer", "workload": "text16", "mode": "unary"} | where
+    matches = (p for p in results["points"] if (p.system, p.concurrency) == (system, c))
+    found: Point | None = next((p for p in matches if all(getattr(p, k) == v for k, v in want.items())), None)
+    return found
 
 
 def ratio(a: Point | None, b: Point | None, key: str = "rps") -> float:
@@ -68,11 +57,8 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
         native = ratio(f(W1, api="native", generator="own", c=c), f(W1, generator="own", c=c))
         add(f"native / V2, w1, own generator, c={c} (>= 1)", native, lambda v: v >= 1)
     for c in results["levels"]:
-        add(
-            f"V2 TEXT w1 streaming / unary, c={c} (>= 1)",
-            ratio(f(W1, mode="streaming", c=c), f(W1, c=c)),
-            lambda v: v >= 1,
-        )
+        streaming = ratio(f(W1, mode="streaming", c=c), f(W1, c=c))
+        add(f"V2 TEXT w1 streaming / unary, c={c} (>= 1)", streaming, lambda v: v >= 1)
     add("V2 TEXT w2 / w1, c=64 (>= 1.6)", ratio(f(W2, c=64), f(W1, c=64)), lambda v: v >= 1.6)
     for c in results["levels"]:
         ours, floor = f(W1, c=c), f(FLOOR, c=c)  # the floor runs no model: all its CPU counts
@@ -81,12 +67,8 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
         add(f"CPU per call w/o model, V2 TEXT w1 / floor, c={c} (<= 1.5)", cpu, lambda v: v <= 1.5)
     multi = [p for p in results["points"] if p.workload == "text16x32" and p.system == W1]
     if multi and results.get("raw_32_texts_per_s"):
-        best = max(p.rps * p.texts for p in multi)
-        add(
-            "32 texts per call / raw onnxruntime + tokenization (>= 0.85)",
-            best / results["raw_32_texts_per_s"],
-            lambda v: v >= 0.85,
-        )
+        best = max(p.rps * p.texts for p in multi) / results["raw_32_texts_per_s"]
+        add("32 texts per call / raw onnxruntime + tokenization (>= 0.85)", best, lambda v: v >= 0.85)
     return rows
 
 
@@ -128,9 +110,9 @@ def tables(results: Results) -> str:
         header = ["api", "generator", "workload", "mode", "c", *systems]
         lines += [f"**{title}**", "", *markdown_table(header, rows, "llllr" + "r" * len(systems)), ""]
     if results.get("raw_32_texts_per_s"):
+        raw = results["raw_32_texts_per_s"]
         lines += [
-            f"Raw onnxruntime in-process, 32 texts per run, tokenization included: "
-            f"{results['raw_32_texts_per_s']:,.0f} texts/s.",
+            f"Raw onnxruntime in-process, 32 texts per run, tokenization included: {raw:,.0f} texts/s.",
             "",
         ]
     lines += [f"Not measured: {note}" for note in results["notes"]]

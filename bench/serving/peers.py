@@ -2,25 +2,17 @@
 
     python -m bench peers --repository models --model car-order            # about 10 minutes
     python -m bench peers --levels 8 --seconds 0.5 --systems floor,v2-w1    # seconds
-    python -m bench peers --publish docs                                    # also docs/results/peers.md
     python -m bench peers --from RUN/peers.json --before EARLIER/peers.json --publish docs
 
-Systems, all serving the same bundle at once on 127.0.0.1 and measured in turn at every
-point (interleaved, so machine noise hits them alike): `floor` (systems/floor_server.py, a
-grpc.aio server replaying attnserve's own replies), `pytriton` (Triton from the
-nvidia-pytriton wheel, systems/pytriton_server.py), `mlserver` (systems/mlserver.py), and
-attnserve with `--workers 1` and `2`. perf_analyzer drives every V2 point (unary `--async`
-and `--streaming`; TEXT of 16 and 64 tokens, INPUT_IDS of 16), one sentence per request.
-The project's own generator drives what perf_analyzer cannot: attnserve.v1 `Classify`, and
-MLServer (whose metadata declares no tensors), beside attnserve V2 under the same generator.
-Each point records throughput, p50/p99 and the server processes' CPU seconds per call
-(/proc, the whole process tree; for attnserve also with the model's time taken out).
+Every system serves the same bundle at once and is measured in turn at every point, so
+machine noise hits them alike; systems, workloads and figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -29,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.service.bundle import read_bundle
+from bench.sections import ints, subset
+from bench.sections import parser as section_parser
 from bench.serving import ceiling, tools
 from bench.serving.peer_points import System, loadgen_point, perf_point
 from bench.serving.peer_report import dump, load, publish, render
@@ -45,35 +39,24 @@ SENTENCES = 32  # distinct requests per workload
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench peers", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repository", type=Path, default=ROOT / "models")
-    parser.add_argument("--model", default="car-order")
+    parser = section_parser("peers", __doc__, served=True)
     parser.add_argument("--levels", default="1,8,32,64", help="comma-separated concurrencies")
     parser.add_argument("--seconds", type=float, default=1.0, help="perf_analyzer window (3 windows a point)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
-    parser.add_argument(
-        "--workloads",
-        default=",".join(WORKLOADS),
-        help="subset of: " + ", ".join(WORKLOADS) + " (empty: only the 32-text calls)",
-    )
+    workloads = "subset of: " + ", ".join(WORKLOADS) + " (empty: only the 32-text calls)"
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=workloads)
     parser.add_argument("--modes", default="unary,streaming")
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/peers-<time>)")
     parser.add_argument("--label", default="", help="a name for this run in the report (e.g. before/after)")
-    parser.add_argument(
-        "--publish", type=Path, metavar="DOCS", help="write the tables into DOCS/results/peers.md"
-    )
+    parser.add_argument("--publish", type=Path, metavar="DOCS", help="write DOCS/results/peers.md")
     parser.add_argument(
         "--from", dest="source", type=Path, metavar="PEERS_JSON",
         help="measure nothing: render (and --publish) the peers.json of an earlier run",
     )  # fmt: skip
-    parser.add_argument(
-        "--before", type=Path, metavar="PEERS_JSON", help="an earlier run of the same command"
-    )
+    parser.add_argument("--before", type=Path, metavar="PEERS_JSON", help="an earlier run of it")
     args = parser.parse_args(argv)
     for flag, allowed in (("systems", SYSTEMS), ("workloads", WORKLOADS), ("modes", ("unary", "streaming"))):
-        unknown = set(getattr(args, flag).split(",")) - set(allowed) - {""}
-        if unknown:
-            parser.error(f"--{flag}: unknown {sorted(unknown)}; choose from {', '.join(allowed)}")
+        subset(parser, getattr(args, flag), flag, allowed)
     return args
 
 
@@ -147,7 +130,7 @@ def needed_tools(args: argparse.Namespace) -> list[str]:
 def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[str] | None) -> dict[str, Any]:
     """Every wanted system at every point; the run as peers.json holds it."""
     wanted = args.systems.split(",")
-    levels = [int(level) for level in args.levels.split(",")]
+    levels = ints(args.levels)
     load = [round(x, 2) for x in os.getloadavg()]
     inputs = write_inputs(bundle_dir, out)
     texts16 = (out / "texts16.txt").read_text().splitlines()
@@ -162,23 +145,16 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         if "v2-w1" in wanted or "native-w1" in wanted or "floor" in wanted:
             systems.append(System.attnserve("w1", w1, args.model))
         if "v2-w2" in wanted or "native-w2" in wanted:
-            systems.append(
-                System.attnserve(
-                    "w2", stack.enter_context(attnserve(args.repository, flags, workers=2)), args.model
-                )
-            )
+            w2 = stack.enter_context(attnserve(args.repository, flags, workers=2))
+            systems.append(System.attnserve("w2", w2, args.model))
         if "floor" in wanted:
             floor = stack.enter_context(floor_server(w1.target, args.model, inputs, out / "floor.log"))
             systems.append(System.peer("floor", floor, args.model, f"{args.model}", streaming=True))
         if "pytriton" in wanted:
             try:
-                python = pytriton_python()
-                server = stack.enter_context(
-                    pytriton_server(python, bundle_dir, args.model, out / "pytriton.log")
-                )
-                systems.append(
-                    System.peer("PyTriton", server, args.model, f"{args.model}_ids", streaming=True)
-                )
+                triton = pytriton_server(pytriton_python(), bundle_dir, args.model, out / "pytriton.log")
+                ids_model, server = f"{args.model}_ids", stack.enter_context(triton)
+                systems.append(System.peer("PyTriton", server, args.model, ids_model, streaming=True))
             except (Unavailable, RuntimeError) as exc:
                 notes.append(f"PyTriton not measured: {exc}")
         mlserver_system = None
@@ -189,15 +165,10 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
             except (Unavailable, RuntimeError) as exc:
                 notes.append(f"MLServer not measured: {exc}")
         v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
-        for workload in [w for w in args.workloads.split(",") if w]:
-            for mode in args.modes.split(","):
-                for c in levels:
-                    for system in v2:
-                        point = perf_point(
-                            system, workload, mode, c, inputs[workload], args.seconds, bundle_dir
-                        )
-                        if point is not None:
-                            points.append(point)
+        workloads = [w for w in args.workloads.split(",") if w]
+        for workload, mode, c, system in itertools.product(workloads, args.modes.split(","), levels, v2):
+            point = perf_point(system, workload, mode, c, inputs[workload], args.seconds, bundle_dir)
+            points += [point] if point is not None else []
         # The own generator: native Classify, V2 and MLServer on the same 16-token sentences.
         own = [s for s in systems if s.tag is not None]
         for c in levels if args.workloads else []:
@@ -210,13 +181,10 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         # 32 texts per call against raw onnxruntime in this process (tokenization included),
         # measured right before and after them while the servers are idle.
         raw: list[float] = []
-        if "native-w1" in wanted:
-            for c in (1, 4):
-                raw.append(
-                    ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included
-                )
-                points.append(loadgen_point(systems[0], "native", texts16, 32, c, args.seconds, bundle_dir))
+        for at in (1, 4, None) if "native-w1" in wanted else ():
             raw.append(ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included)
+            if at is not None:
+                points.append(loadgen_point(systems[0], "native", texts16, 32, at, args.seconds, bundle_dir))
     return {
         "label": args.label,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -37,8 +37,7 @@ class Run:
         return float(self.row[column]) / 1000
 
     def point(self, texts: int = 1, **setup: Any) -> Point:
-        """The row as a point (perf_analyzer counts inferences: texts, not calls); a failed run's
-        has no throughput."""
+        """The row as a point (perf_analyzer counts inferences: texts, not calls); none in a failed run."""
         if self.row is None:
             nan = math.nan
             return Point(rps=nan, p50_ms=nan, p99_ms=nan, texts=texts, texts_per_s=nan, error_share=1.0,
@@ -68,10 +67,7 @@ def run(
     flags: Sequence[str] = ("--async",), count_calls: bool = False, timeout: float = 600,
 ) -> Run:  # fmt: skip
     """perf_analyzer against `target` at one concurrency, inputs from `data` (its JSON format).
-
-    Stability is not required (`--stability-percentage 999`): on a shared machine a run that
-    waits for stable windows may never end, and the benchmark reads ratios between systems
-    measured in turn instead."""
+    No stability required: on a shared machine a run waiting for stable windows may never end."""
     with tempfile.TemporaryDirectory() as folder:
         report, export = Path(folder) / "perf.csv", Path(folder) / "requests.json"
         command = [
@@ -86,7 +82,5 @@ def run(
             return Run(None, 0, output)
         with report.open(newline="") as handle:
             (row,) = list(csv.DictReader(handle))
-        calls = 0
-        if count_calls:
-            calls = sum(len(e["requests"]) for e in json.loads(export.read_text())["experiments"])
-    return Run(row, calls, output)
+        experiments = json.loads(export.read_text())["experiments"] if count_calls else []
+    return Run(row, sum(len(e["requests"]) for e in experiments), output)

@@ -1,15 +1,8 @@
 """Where the server's CPU goes under load: py-spy samples attnserve while the benchmark drives it.
 
-The server (one worker, default settings) takes closed-loop single-text calls at the
-saturation concurrency while `py-spy record` samples every thread of it, and the CPU time
-of each thread is read from /proc before and after. Written to the output folder: the
-collapsed stacks (`profile.txt`, the input of any flame-graph tool), a flame graph
-(`profile.svg`, from a second recording of the same load) and `profile.md`: CPU seconds by
-thread, samples by kind of work, and the functions with the most samples.
-
-py-spy sees Python frames only: time spent in a C extension shows as the Python frame that
-called it. grpc.aio's call handling is Cython code run by asyncio's task steps, so its
-time lands on `Handle._run` (asyncio/events.py) with no Python frame above it.
+Writes profile.txt (collapsed stacks), profile.svg (a flame graph from a second recording)
+and profile.md (CPU by thread, samples by kind of work, top functions). py-spy sees Python
+frames only: grpc.aio's Cython call handling lands on `Handle._run` (asyncio/events.py).
 """
 
 from __future__ import annotations
@@ -18,9 +11,9 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +23,7 @@ from bench.render import markdown_table
 from bench.serving.plan import Plan
 from bench.serving.texts import prepared
 from kit.launch import attnserve
-from kit.load import Measurement, Requests, run_closed
+from kit.load import run_closed
 
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
@@ -161,12 +154,6 @@ def tables(summary: dict[str, Any], cpu: dict[str, float], calls: int, *, full: 
     return [*lines, f"{summary['samples']} samples."]
 
 
-def _drive(
-    target: str, requests: Requests, concurrency: int, seconds: float, into: list[Measurement]
-) -> None:
-    into.append(run_closed(target, requests, concurrency, seconds, warmup=0.0))
-
-
 def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out: Path) -> dict[str, Any]:
     tool = py_spy()
     if tool is None:
@@ -174,29 +161,21 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
     single = prepared("native", model, texts, 1, False)
     results: dict[str, Any] = {}
     with attnserve(repository) as server:
-        formats = [("raw", out / "profile.txt")] + (
-            [("flamegraph", out / "profile.svg")] if plan.name != "tiny" else []
-        )
+        formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")]
         readings: tuple[dict[int, float], dict[int, float]] = ({}, {})
         calls = 0
-        for fmt, path in formats:
+        for fmt, path in formats[: 1 if plan.name == "tiny" else 2]:
             before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
-            measured: list[Measurement] = []
-            load = threading.Thread(
-                target=_drive,
-                args=(server.target, single, plan.saturation, plan.profile_seconds + 1.0, measured),
-            )
-            load.start()
-            _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
-            load.join()
+            with ThreadPoolExecutor(1) as pool:  # the load runs while py-spy records
+                seconds = plan.profile_seconds + 1.0
+                load = pool.submit(run_closed, server.target, single, plan.saturation, seconds, warmup=0.0)
+                _, errors = recorder.communicate(timeout=plan.profile_seconds + 60)
             if fmt == "raw":
-                readings = (before, thread_cpu(server.pid))
-                calls = measured[0].calls if measured else 0
+                readings, calls = (before, thread_cpu(server.pid)), load.result().calls
             if recorder.returncode != 0 or not path.is_file():
-                raise RuntimeError(
-                    f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
-                )
+                tail = errors.decode(errors="replace")[-600:]
+                raise RuntimeError(f"py-spy failed ({recorder.returncode}): {tail}")
             results[fmt] = str(path)
         collapsed = (out / "profile.txt").read_text()
         cpu = named_cpu(server.pid, *readings, thread_names(collapsed))

@@ -38,11 +38,8 @@ def tps(point: Point | None) -> float | None:
 def where(point: Point | None) -> str:
     if point is None:
         return "not measured"
-    batching = "on" if point.batching else "off"
-    return (
-        f"{point.system}, {point.texts} text(s)/call, c={point.concurrency}, "
-        f"workers {point.workers}, batching {batching}"
-    )
+    p, on = point, "on" if point.batching else "off"
+    return f"{p.system}, {p.texts} text(s)/call, c={p.concurrency}, workers {p.workers}, batching {on}"
 
 
 def versus(a: Point | None, b: Point | None) -> str:
@@ -56,10 +53,8 @@ def key_ratios(r: Results, c: int) -> list[str]:
     base = {"system": NATIVE, "texts": 1, "concurrency": c, "workers": 1}
     on, off = r.one(**base, batching=True, attention=False), r.one(**base, batching=False, attention=False)
     attention = r.one(**base, batching=True, attention=True)
-    naive_c, naive_best = (
-        r.one(system=NAIVE, texts=1, concurrency=c, attention=False),
-        best(r.select(system=NAIVE)),
-    )
+    naive_c = r.one(system=NAIVE, texts=1, concurrency=c, attention=False)
+    naive_best = best(r.select(system=NAIVE))
     v2_c, v2_best = r.one(system=V2, texts=1, concurrency=c), best(r.select(system=V2))
     ml_c, ml_best = r.one(system=MLSERVER, texts=1, concurrency=c), best(r.select(system=MLSERVER))
     single = {"system": NATIVE, "texts": 1, "batching": True, "attention": False}
@@ -79,9 +74,7 @@ def key_ratios(r: Results, c: int) -> list[str]:
         ["attnserve V2 ÷ MLServer, best of each", ratio(tps(v2_best), tps(ml_best)), where(ml_best)],
         [f"attnserve V2 ÷ native, c={c}, single text", ratio(tps(v2_c), tps(on)), versus(v2_c, on)],
     ]  # fmt: skip
-    return table(
-        ["ratio", "value", "figures"], [[name, f"**{value}**", detail] for name, value, detail in rows], "lrl"
-    )
+    return table(["ratio", "value", "figures"], [[name, f"**{value}**", d] for name, value, d in rows], "lrl")
 
 
 def point_row(p: Point) -> list[str]:
@@ -155,18 +148,10 @@ def render(results: Results, saturation: int, images: str = "") -> str:
         out += ["", "## 6. Memory (RSS of the server's process tree)", "", *memory_lines(r.memory)]
     if r.seqlen is not None:
         out += ["", "## 7. Text length", "", *seqlen_lines(r.seqlen)]
-    if r.profile is not None:
-        out += [
-            "",
-            f"## Profile: {r.profile['title']}",
-            "",
-            *profiling.tables(
-                r.profile["summary"],
-                r.profile.get("thread_cpu_s", {}),
-                int(r.profile.get("calls", 0)),
-                full=False,
-            ),
-        ]
+    if (p := r.profile) is not None:
+        calls = int(p.get("calls", 0))
+        summary = profiling.tables(p["summary"], p.get("thread_cpu_s", {}), calls, full=False)
+        out += ["", f"## Profile: {p['title']}", "", *summary]
     if r.skipped:
         out += ["", "## Not measured in this run", "", *(f"- **{k}**: {v}" for k, v in r.skipped.items())]
     out += ["", "## Plots", "", *(f"![{title}]({images}{name})" for name, (title, _) in PLOTS.items())]

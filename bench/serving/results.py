@@ -61,8 +61,7 @@ class Results:
         return [p for p in self.points if all(getattr(p, k) == v for k, v in setup.items())]
 
     def one(self, **setup: Any) -> Point | None:
-        found = self.select(**setup)
-        return found[0] if found else None
+        return next(iter(self.select(**setup)), None)
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1, default=str, allow_nan=True) + "\n")

@@ -1,11 +1,8 @@
 """Cost against text length: texts of exactly T tokens, T from 8 to max_len.
 
-Raw onnxruntime at batch 32 shows the model's own curve (attention grows with T^2); the
-service at a fixed concurrency shows what reaches a client. The padding comparison runs
-the load test's mixed lengths through onnxruntime in batches of 32 three ways: grouped by
-length (what the service's length buckets approximate), in arrival order padded to each
-batch's longest, and every batch padded to max_len. The service itself has no setting to
-turn its bucketing off, so that comparison is made in-process on the same bundle.
+Raw onnxruntime at batch 32 beside the service at a fixed concurrency; mixed lengths in
+batches of 32 grouped by length, padded to each batch's longest and padded to max_len, in
+process, since the service has no setting to turn its bucketing off.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from attnserve.service.bundle import read_bundle
 from bench.serving import ceiling
 from bench.serving.plan import Plan, lengths
 from bench.serving.results import SeqLen
-from bench.serving.sweep import NATIVE, closed_point, log_point
+from bench.serving.sweep import NATIVE, closed_point
 from bench.serving.texts import exact_length_texts
 from kit.launch import attnserve
 
@@ -35,8 +32,6 @@ def measure(repository: Path, model: str, mixed: Sequence[str], plan: Plan) -> S
     result.padding = ceiling.padding_rows(bundle, mixed, BATCH, plan.ceiling_seconds)
     with attnserve(repository) as server:
         for length, texts in by_length.items():
-            point = closed_point(server, "native", model, texts, 1, False, plan.seqlen_concurrency, plan,
-                                 system=NATIVE, batching=True, workers=1)  # fmt: skip
-            result.service[length] = point
-            log_point(point)
+            c, setup = plan.seqlen_concurrency, {"system": NATIVE, "batching": True, "workers": 1}
+            result.service[length] = closed_point(server, "native", model, texts, 1, False, c, plan, **setup)
     return result

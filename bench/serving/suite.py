@@ -1,12 +1,8 @@
 """The serving suite: attnserve beside its limits and the alternatives, measured in one run on
 the same machine, to a folder of markdown and PNGs (`python -m bench [--tiny|--quick]`).
 
-Sections (`--sections`): ceiling (raw onnxruntime), native (attnserve.v1 sweep), v2 (V2 via
-perf_analyzer and the own generator), naive (hand-written baseline server), mlserver
-(MLServer in its own environment), memory (RSS idle / after N calls / soak), seqlen (cost
-against text length), profile (py-spy). Every server runs on 127.0.0.1 and every load is
-bounded in time. Exit status 1 when a section failed (the report says which and why); 2 with
---strict when a tool is missing (one message, before anything runs, names each and its install).
+Every server runs on 127.0.0.1 and every load is bounded in time. Exit status 1 when a section
+failed (the report says why); 2 with --strict when a tool is missing, named before anything runs.
 """
 
 from __future__ import annotations
@@ -115,12 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     facts = model_facts(bundle_dir)
-    results = Results(
-        args.mode, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), machine.describe(), facts
-    )
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results = Results(args.mode, when, machine.describe(), facts)
     results.command = " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])
     texts = mixed_texts(512, facts["max_len"])
     has_attention = facts["kind"] != "none"
+    attentions = (False, True) if has_attention else (False,)
     bundle = read_bundle(bundle_dir)
     repo, model = args.repository, args.model
 
@@ -146,9 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run_naive() -> None:
         with naive(bundle_dir) as server:
-            attentions = (False, True) if has_attention else (False,)
-            naive_setup = {"system": sweep.NAIVE, "batching": False}
-            results.points += sweep.others(server, "native", model, texts, plan, attentions, **naive_setup)
+            results.points += sweep.others(
+                server, "native", model, texts, plan, attentions, system=sweep.NAIVE, batching=False
+            )
 
     threads = sorted({1, int(results.machine["cores"] or 1)})
     steps: dict[str, Callable[[], None]] = {
@@ -174,11 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             step()
         except Skip as exc:
-            if args.strict:
-                results.skipped[section] = f"failed: {exc}"
-                failed = True
-            else:
-                results.skipped[section] = str(exc)
+            results.skipped[section] = f"failed: {exc}" if args.strict else str(exc)
+            failed = failed or args.strict
             print(f"   {section}: {exc}", file=sys.stderr)
         except Exception as exc:  # one broken section must not hide the others' results
             traceback.print_exc()

@@ -1,15 +1,13 @@
 """attnserve under closed-loop load: the native API and V2 (own generator and perf_analyzer).
 
-One server is started per (workers, batching) setup; on it run, for each texts-per-request
-and concurrency: the native sweep (attention off and on), V2 ModelInfer from the project's
-own generator (attention off: the figure compared with MLServer), and V2 through NVIDIA's
-perf_analyzer (it asks for every declared output, ATTENTION included, so its sweep is the
-attention-on one). Batching off is `--max-batch-size 1`: every text is its own model call.
-The queue is sized to the sweep's largest offered load (`--max-queue`), so no call is shed.
+One server per (workers, batching) setup, each swept over texts per call and concurrency;
+batching off is `--max-batch-size 1`, and the queue holds the largest offered load so no call
+is shed. perf_analyzer asks for every output, ATTENTION included: its sweep is attention-on.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Sequence
@@ -50,18 +48,18 @@ def closed_point(
     measured = run_closed(server.target, requests, concurrency, plan.seconds, warmup=plan.warmup,
                           channels=8 if setup.get("workers", 1) != 1 else 4)  # fmt: skip
     mean = _mean_batch(before, batch_totals(server.metrics_url))
-    return Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup)
+    return log_point(Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup))
 
 
 def perf_point(
     target: str, model: str, data: Path, n: int, concurrency: int, plan: Plan, **setup: Any
 ) -> Point:
-    """One perf_analyzer run (--async, C++ client); a failed run is a point with no throughput."""
+    """One perf_analyzer run (--async, C++ client), logged; a failed run is a point with no throughput."""
     done = perf_analyzer.run(target, model, data, concurrency, interval_ms=plan.perf_interval_ms,
                              trials=max(3, plan.perf_trials), flags=("--async", "-b", str(n)))  # fmt: skip
     if done.row is None:
         print(f"perf_analyzer failed at b={n} c={concurrency}: {done.output[-600:]}", file=sys.stderr)
-    return done.point(n, concurrency=concurrency, **setup)
+    return log_point(done.point(n, concurrency=concurrency, **setup))
 
 
 def run(
@@ -81,29 +79,21 @@ def run(
             flags = queue if batching else [*queue, "--max-batch-size", "1"]
             setup = {"batching": batching, "workers": workers}
             with attnserve(repository, flags, workers=workers) as server:
-                for n in plan.texts_per_request:
-                    for c in plan.concurrencies:
-                        if native:
-                            for attention in attentions:
-                                point = closed_point(server, "native", model, texts, n, attention, c, plan,
-                                                     system=NATIVE, **setup)  # fmt: skip
-                                points.append(point)
-                                log_point(point)
-                        if v2 and workers == 1 and batching:
-                            point = closed_point(
-                                server, "v2", model, texts, n, False, c, plan, system=V2, **setup
-                            )
-                            points.append(point)
-                            log_point(point)
-                        if perf_analyzer and (plan.perf_every_setup or (workers, batching) == (1, True)):
-                            point = perf_point(server.target, model, data, n, c, plan, system=PERF,
-                                               attention=has_attention, **setup)  # fmt: skip
-                            points.append(point)
-                            log_point(point)
+                for n, c in itertools.product(plan.texts_per_request, plan.concurrencies):
+                    for attention in attentions if native else ():
+                        points.append(closed_point(server, "native", model, texts, n, attention, c, plan,
+                                                   system=NATIVE, **setup))  # fmt: skip
+                    if v2 and workers == 1 and batching:
+                        points.append(
+                            closed_point(server, "v2", model, texts, n, False, c, plan, system=V2, **setup)
+                        )
+                    if perf_analyzer and (plan.perf_every_setup or (workers, batching) == (1, True)):
+                        points.append(perf_point(server.target, model, data, n, c, plan, system=PERF,
+                                                 attention=has_attention, **setup))  # fmt: skip
     return points
 
 
-def log_point(point: Point) -> None:
+def log_point(point: Point) -> Point:
     print(
         f"  {point.system:<30} w={point.workers} batching={'on ' if point.batching else 'off'} "
         f"attention={'on ' if point.attention else 'off'} texts={point.texts:<2} c={point.concurrency:<3} "
@@ -112,6 +102,7 @@ def log_point(point: Point) -> None:
         file=sys.stderr,
         flush=True,
     )
+    return point
 
 
 def others(
@@ -126,12 +117,5 @@ def others(
     """The alternatives a user would pick instead under the same closed-loop load: the naive
     baseline server (systems/naive_server.py, native API) and MLServer (systems/mlserver.py,
     V2 with TEXT in, LABEL and PROBABILITIES out, adaptive batching up to 32 texts)."""
-    points = []
-    for n in plan.texts_per_request:
-        for c in plan.concurrencies:
-            for attention in attentions:
-                points.append(
-                    closed_point(server, api, model, texts, n, attention, c, plan, workers=1, **setup)
-                )
-                log_point(points[-1])
-    return points
+    grid = itertools.product(plan.texts_per_request, plan.concurrencies, attentions)
+    return [closed_point(server, api, model, texts, n, a, c, plan, workers=1, **setup) for n, c, a in grid]

@@ -16,8 +16,6 @@ from kit.load import Requests
 from loadtest.protocol import NativeProtocol, V2Protocol, WireProtocol
 from loadtest.workload import Call, Mix, ModelLimits, Workload
 
-V2_OUTPUTS = ("LABEL", "PROBABILITIES")
-
 
 def mixed_texts(count: int, max_len: int, seed: int = 0) -> list[str]:
     workload = Workload(Mix(), ModelLimits(max_len=max_len), (), seed=seed)
@@ -46,21 +44,12 @@ def exact_length_texts(tokenizer_path: Path, length: int, count: int, seed: int 
     return texts
 
 
-def protocol_for(api: str, model: str, max_len: int, v2_outputs: Sequence[str] = V2_OUTPUTS) -> WireProtocol:
-    limits = ModelLimits(max_len=max_len)
-    if api == "native":
-        return NativeProtocol(model, limits)
-    return V2Protocol(model, limits, outputs=v2_outputs)
-
-
-def prepared(
-    api: str, model: str, texts: Sequence[str], texts_per_request: int, attention: bool, *,
-    bodies: int = 64, v2_outputs: Sequence[str] = V2_OUTPUTS, check: bool = True,
-) -> Requests:  # fmt: skip
-    """`bodies` requests of `texts_per_request` texts each, taken in turn from `texts`."""
-    protocol = protocol_for(api, model, 10**6, v2_outputs)
+def prepared(api: str, model: str, texts: Sequence[str], texts_per_request: int, attention: bool) -> Requests:
+    """64 requests of `texts_per_request` texts each, taken in turn from `texts`; replies checked."""
+    limits = ModelLimits(max_len=10**6)
+    protocol: WireProtocol = NativeProtocol(model, limits) if api == "native" else V2Protocol(model, limits)
     calls = []
-    for i in range(bodies):
+    for i in range(64):
         start = (i * texts_per_request) % len(texts)
         chosen = [texts[(start + j) % len(texts)] for j in range(texts_per_request)]
         calls.append(Call("bench", tuple(chosen), attention, None))
@@ -69,5 +58,5 @@ def prepared(
         method=protocol.method,
         bodies=[protocol.prepare(call).body for call in calls],
         texts_per_request=texts_per_request,
-        check=(lambda reply: protocol.check(first, reply)) if check else None,
+        check=lambda reply: protocol.check(first, reply),
     )

@@ -3,15 +3,9 @@
     python -m bench data-parallel                          # 90 steps x 2 rounds, about a minute
     python -m bench data-parallel --tiny                   # seconds (CI)
 
-The task's recipe (its model settings, batch of 128, AdamW at lr 1e-3, one torch thread a
-process) on its own training data, batches grouped by length as the trainer groups them.
-With P processes each takes every P-th row of a batch, the processes sum their gradients
-over loopback (one gloo all_reduce of a flat buffer) and each then takes the same clipped
-step, so all of them hold the same weights. Every process draws the same batches and the
-same word dropout, so the step is the one-process step up to the order of float additions;
-the figure reports how far the weights moved apart. A trainer on this plan would gain what
-the steps per second gain: the car-order trainer itself runs one process (docs/results/car-order-recipe.md).
-Settings take turns within a round, so a busy machine slows them alike.
+With P processes each takes every P-th row of a batch and they sum gradients over loopback
+(one gloo all_reduce of a flat buffer), so all hold the same weights up to the order of
+float additions; the table reports how far apart they end. Settings take turns in a round.
 """
 
 from __future__ import annotations
@@ -137,19 +131,17 @@ def measure(args: argparse.Namespace) -> dict[int, tuple[list[float], float]]:
 def _result(results: mp.Queue[tuple[float, np.ndarray]], procs: Sequence[mp.process.BaseProcess],
             world: int) -> tuple[float, np.ndarray]:  # fmt: skip
     """Rank 0's report; a process that dies first ends the wait (its peers would wait on it)."""
-    deadline = time.monotonic() + 600
+    deadline, problem = time.monotonic() + 600, f"{world} training process(es) gave no figure within 600 s"
     while time.monotonic() < deadline:
         try:
             return results.get(timeout=1)
         except queue.Empty:
-            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            if failed:
-                for p in procs:
-                    p.kill()
-                raise RuntimeError(f"a training process of {world} exited with {failed[0]}") from None
+            if failed := [p.exitcode for p in procs if p.exitcode not in (None, 0)]:
+                problem = f"a training process of {world} exited with {failed[0]}"
+                break
     for p in procs:
         p.kill()
-    raise RuntimeError(f"{world} training process(es) gave no figure within 600 s")
+    raise RuntimeError(problem)
 
 
 def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:

@@ -2,11 +2,8 @@
 
 python -m bench ensemble runs/m0 runs/m1 runs/m2
 
-The runs must share their task and data seed (`attnserve-train --data-seed`), so that they
-were trained and are tested on the same draw of data; their `--seed`s differ. For every
-test split the task has (held-out pairs, templates, phrasings, the hand-written sets), it
-prints each run's accuracy and that of the mean of their probabilities. Nothing here is
-served: the service runs one model a bundle.
+The runs must share task and data seed (`attnserve-train --data-seed`), so they were trained
+and are tested on the same draw of data. Nothing here is served: a bundle holds one model.
 """
 
 from __future__ import annotations

@@ -2,12 +2,8 @@
 
     .venv/bin/python -m bench exporters [--threads 1] [--rounds 5] [--budget 0.4]
 
-Exports the default transformer (4 layers, 1 head, d_model 64, max_len 64) with the TorchScript
-exporter and the torch.export-based one at several opsets, proves each graph (checker, symbolic
-dims, parity with PyTorch), then times onnxruntime on CPU at batch 1 and 32 and T = 16 and 64.
-Timings interleave the variants over several rounds and keep each one's best median, so a
-neighbour's burst of CPU use on a shared machine does not decide the comparison.
-Figures are reported as ratios to the TorchScript opset-18 graph (the default).
+Timings interleave the variants over rounds and keep each one's best median, so a neighbour's
+burst of CPU does not decide the comparison; figures are ratios to TorchScript at opset 18.
 """
 
 from __future__ import annotations
@@ -64,12 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for torch and onnxruntime")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget", type=float, default=0.4, help="seconds per measurement")
-    parser.add_argument(
-        "--clock",
-        choices=("wall", "cpu"),
-        default="wall",
-        help="cpu: the calling thread's CPU time (needs --threads 1; robust on a busy machine)",
-    )
+    cpu = "cpu: the calling thread's CPU time (needs --threads 1; robust on a busy machine)"
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help=cpu)
     parser.add_argument(
         "--exporter", choices=("all", "torchscript", "dynamo"), default="all",
         help="only this exporter's graphs (the torch.export-based one takes seconds a graph)",
@@ -96,27 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 verify_graph(path, contract)
             options = ort.SessionOptions()
             options.intra_op_num_threads = options.inter_op_num_threads = args.threads
+            disabled = list(variant.disabled_optimizers)
             session = ort.InferenceSession(
-                str(path),
-                options,
-                providers=[PROVIDER],
-                disabled_optimizers=list(variant.disabled_optimizers),
+                str(path), options, providers=[PROVIDER], disabled_optimizers=disabled
             )
-            measure_parity(model, session, max_len=64, batch_sizes=(1, 3), lengths=(2, 7)).raise_on_failure(
-                variant.label
-            )
+            parity = measure_parity(model, session, max_len=64, batch_sizes=(1, 3), lengths=(2, 7))
+            parity.raise_on_failure(variant.label)
             sessions[variant.label] = session
         best: dict[tuple[str, tuple[int, int]], float] = {}
         for _ in range(args.rounds):
             for shape, (ids, mask) in batches.items():
-                key = ("torch eager", shape)
-                with torch_threads(args.threads):
-                    ms = median_ms(
-                        partial(run_torch, model, ids, mask, None), budget_s=args.budget, clock=clock
-                    )
-                best[key] = min(best.get(key, ms), ms)
-                for label, session in sessions.items():
-                    ms = median_ms(partial(run_onnx, session, ids, mask), budget_s=args.budget, clock=clock)
+                runs = {"torch eager": partial(run_torch, model, ids, mask, None)}
+                runs |= {label: partial(run_onnx, session, ids, mask) for label, session in sessions.items()}
+                for label, run in runs.items():
+                    with torch_threads(args.threads):
+                        ms = median_ms(run, budget_s=args.budget, clock=clock)
                     best[(label, shape)] = min(best.get((label, shape), ms), ms)
     table = Table(
         title=f"onnxruntime {ort.__version__} CPU, {args.threads} thread(s), {args.clock} clock: "
@@ -126,10 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for batch, length in SHAPES:
         table.add_column(f"B={batch} T={length}", justify="right")
     for label in ["torch eager", *sessions]:
-        cells = []
-        for shape in SHAPES:
-            ms = best[(label, shape)]
-            cells.append(f"{ms:.3f} ({ms / best[(BASELINE.label, shape)]:.2f}x)")
-        table.add_row(label, *cells)
+        pairs = [(best[(label, shape)], best[(BASELINE.label, shape)]) for shape in SHAPES]
+        table.add_row(label, *(f"{own:.3f} ({own / base:.2f}x)" for own, base in pairs))
     console.print(table)
     return 0

@@ -3,13 +3,8 @@
     python -m bench training-memory                    # 120,000 texts at 256 tokens
     python -m bench training-memory --tiny             # seconds (CI)
 
-Writes the seeded corpus as JSONL, runs ``attnserve-train --data`` on it (default
-transformer, one epoch, stopped by ``--max-seconds``, then evaluated and saved as usual) in a
-child process, which reports its own peak RSS (VmHWM) as it exits. The budget is
-1.5 x (model and optimizer + one padded id matrix for every row + 300 MB): model and
-optimizer are weights, gradients and AdamW's two moments, 16 bytes a parameter; the matrix
-is int32. ``--pythonpath`` runs another checkout's training code on the same corpus (to
-measure the code before a change).
+``attnserve-train --data`` runs on a seeded JSONL corpus in a child process that reports its
+peak RSS (VmHWM); the budget is 1.5 x (16 bytes a parameter + one int32 id matrix + 300 MB).
 """
 
 from __future__ import annotations
@@ -21,12 +16,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench import sections
+from bench.serving.memory import Sampler
 from bench.training.long_texts import write_jsonl
 
 MB = 1024 * 1024
@@ -46,50 +41,33 @@ finally:
 """
 
 
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass  # the process has just exited
-    return 0.0
-
-
 def run_training(args: list[str], env: dict[str, str], timeout: float, work: Path) -> dict[str, object]:
     """Run the training CLI with ``args``: its peak RSS, an RSS timeline, and whether it timed out."""
-    samples: list[tuple[float, float]] = []
     report = work / "peak-kib.txt"
     report.unlink(missing_ok=True)
     command = [sys.executable, "-c", RUN_AND_REPORT_PEAK, str(report), *args]
     start = time.monotonic()
     with open(work / "train.log", "w") as out:
         child = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.5):
-                samples.append((round(time.monotonic() - start, 1), round(_rss_mb(child.pid), 1)))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        try:
-            status = child.wait(timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGINT)  # KeyboardInterrupt: the child reports its peak on the way out
+        with Sampler(child.pid, 0.5) as sampler:
             try:
-                status = child.wait(60)
+                status = child.wait(timeout)
+                timed_out = False
             except subprocess.TimeoutExpired:
+                child.send_signal(
+                    signal.SIGINT
+                )  # KeyboardInterrupt: the child reports its peak on the way out
+                try:
+                    status = child.wait(60)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    status = child.wait()
+                timed_out = True
+            except BaseException:  # Ctrl-C or SIGTERM: the training run ends with the bench
                 child.kill()
-                status = child.wait()
-            timed_out = True
-        except BaseException:  # Ctrl-C or SIGTERM: the training run ends with the bench
-            child.kill()
-            child.wait()
-            raise
-        done.set()
-        sampler.join()
+                child.wait()
+                raise
+    samples = [(round(s.seconds, 1), round(s.rss_mb, 1)) for s in sampler.samples]
     reported = int(report.read_text()) / 1024 if report.is_file() else math.nan
     sampled = max((rss for _, rss in samples), default=0.0)
     # The kernel updates the high-water mark lazily, so a sample can top it by a page or two.

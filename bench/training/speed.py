@@ -3,11 +3,8 @@
     python -m bench training-speed                      # 32,000 texts at 256 tokens, ~10 minutes
     python -m bench training-speed --tiny               # seconds (CI)
 
-Every variant trains the same model (same initial weights) on the same encoded corpus with
-the trainer's own step (AdamW, clipping, word dropout). Variants take turns in rounds, so a
-busy machine slows them alike; a variant's figure is its median over rounds. Texts per
-wall-clock second is what a user waits for; texts per CPU second is steadier on a shared
-machine, and shows what a second thread costs.
+Every variant trains the same model from the same weights with the trainer's own step; they
+take turns in rounds and a figure is a variant's median, per wall-clock and per CPU second.
 """
 
 from __future__ import annotations
@@ -70,13 +67,8 @@ class Variant:
 
 
 class TurnClock:
-    """Seconds one variant has spent on its own turns, for its thread re-timing.
-
-    A training run times its probe again after a minute of its own training. Variants here
-    take turns for about 100 s a round, so on the wall clock the minute has passed at every
-    turn of the default variant and its probe would run inside nearly every timed window
-    (six passes, about 0.6 s in 5 s), a cost a run pays once a minute. On this clock the
-    probe runs as often as in a run of the same length."""
+    """Seconds one variant has spent on its own turns: a run re-times its threads after a minute
+    of its own training, and on the wall clock that minute would pass at nearly every turn."""
 
     def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
         self.spent = 0.0

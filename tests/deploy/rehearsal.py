@@ -7,7 +7,6 @@ import json
 import math
 import os
 import shlex
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -22,13 +21,6 @@ from tests.deploy.dockerfile import Stage, lineage, stages
 
 # The documented ATTNSERVE_TRAIN_ARGS variable, set for a model that trains in a few seconds.
 TINY_TRAINING = "--no-progress --epochs 2 --n-pairs 60 --n-layers 1 --d-model 16"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def image_stage(service: dict[str, Any]) -> Stage:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from kit.ports import free_port
 from tests.deploy.compose import COMPOSE_FILE, parse_duration
 from tests.deploy.conftest import REPO, BuiltImages, require_tool
 from tests.deploy.containers import Engine
-from tests.deploy.rehearsal import TINY_TRAINING, PrometheusAPI, free_port, wait_until
+from tests.deploy.rehearsal import TINY_TRAINING, PrometheusAPI, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

@@ -10,7 +10,6 @@ Skipped, with the reason, only where no container can start (tests/deploy/contai
 
 from __future__ import annotations
 
-import struct
 import time
 import urllib.request
 import uuid
@@ -25,9 +24,11 @@ import pytest
 
 from attnserve.service.client import Client, ClientError, Security
 from attnserve.service.proto.inference import grpc_service_pb2 as v2
+from kit.ports import free_port
+from kit.v2 import MODEL_INFER, text_request
 from tests.deploy.conftest import BuiltImages
 from tests.deploy.containers import Engine
-from tests.deploy.rehearsal import TINY_TRAINING, free_port
+from tests.deploy.rehearsal import TINY_TRAINING
 from tests.support.certs import Authority
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -160,15 +161,10 @@ def test_server_runs_as_its_non_root_user(container_engine: Engine, plaintext: S
 
 def _v2_infer(target: str, texts: Sequence[str]) -> np.ndarray:
     """PROBABILITIES [B, C] of a V2 ModelInfer call with a BYTES TEXT input."""
-    request = v2.ModelInferRequest(model_name=MODEL)
-    request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
-    request.raw_input_contents.append(
-        b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts)
-    )
-    request.outputs.add(name="PROBABILITIES")
+    request = text_request(MODEL, texts, outputs=["PROBABILITIES"])
     with grpc.insecure_channel(target) as channel:
         call = channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
+            MODEL_INFER,
             request_serializer=v2.ModelInferRequest.SerializeToString,
             response_deserializer=v2.ModelInferResponse.FromString,
         )

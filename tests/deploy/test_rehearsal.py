@@ -19,6 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from kit.ports import free_port
 from tests.deploy import promql
 from tests.deploy.compose import environment, load_compose, parse_duration
 from tests.deploy.conftest import VENV_BIN, require_tool
@@ -27,7 +28,6 @@ from tests.deploy.rehearsal import (
     LocalService,
     PrometheusAPI,
     finite_values,
-    free_port,
     healthcheck,
     prepare,
     wait_until,

@@ -3,13 +3,9 @@
     python -m bench.serving.systems.floor_server --record-from 127.0.0.1:50051 --model car-order \
         --input-data texts.json --port 50060
 
-At start it asks a running attnserve for its server/model metadata, config, readiness and
-statistics replies, and sends it one `ModelInfer` per entry of the perf_analyzer input file
-(every declared output, as perf_analyzer asks). It then serves those reply bytes on
-127.0.0.1, unary and streaming: a request is parsed, matched to its recorded reply by its
-input tensors' bytes, and answered with those bytes and its own id appended (a client
-matches replies to requests by id). Wire traffic is attnserve's; the CPU spent is Python
-gRPC's and one protobuf parse: the upper bound for any Python server on this machine.
+It records a running attnserve's replies (metadata, config, readiness, statistics and one
+`ModelInfer` per input), then answers each request with the recorded bytes matched by its
+input tensors, its own id appended: Python gRPC's cost alone, the bound for a Python server.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ from kit.v2 import text_request
 
 SERVICE = "inference.GRPCInferenceService"
 Key = tuple[bytes, ...]
+FOR_MODEL = ("ModelReady", "ModelMetadata", "ModelConfig", "ModelStatistics")  # requests that name the model
 
 
 def requests_of(model: str, data: Path) -> list[pb.ModelInferRequest]:
@@ -61,21 +58,14 @@ class Recording:
         with grpc.insecure_channel(target) as channel:
 
             def ask(method: str, request: object) -> bytes:
-                call = channel.unary_unary(
-                    f"/{SERVICE}/{method}", request_serializer=None, response_deserializer=None
-                )
+                call = channel.unary_unary(f"/{SERVICE}/{method}", None, None)  # raw bytes both ways
                 reply: bytes = call(request.SerializeToString(), timeout=30)  # type: ignore[attr-defined]
                 return reply
 
-            self.fixed = {
-                "ServerLive": ask("ServerLive", pb.ServerLiveRequest()),
-                "ServerReady": ask("ServerReady", pb.ServerReadyRequest()),
-                "ServerMetadata": ask("ServerMetadata", pb.ServerMetadataRequest()),
-                "ModelReady": ask("ModelReady", pb.ModelReadyRequest(name=model)),
-                "ModelMetadata": ask("ModelMetadata", pb.ModelMetadataRequest(name=model)),
-                "ModelConfig": ask("ModelConfig", pb.ModelConfigRequest(name=model)),
-                "ModelStatistics": ask("ModelStatistics", pb.ModelStatisticsRequest(name=model)),
-            }
+            self.fixed: dict[str, bytes] = {}
+            for m in ("ServerLive", "ServerReady", "ServerMetadata", *FOR_MODEL):
+                request = getattr(pb, f"{m}Request")  # ServerLive -> ServerLiveRequest
+                self.fixed[m] = ask(m, request(name=model) if m in FOR_MODEL else request())
             self.infer = {key_of(request): ask("ModelInfer", request) for request in requests_of(model, data)}
 
 
@@ -171,13 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record-from", required=True, help="host:port of a running attnserve")
     parser.add_argument("--model", required=True)
-    parser.add_argument(
-        "--input-data",
-        type=Path,
-        action="append",
-        required=True,
-        help="perf_analyzer input files whose requests are recorded (repeatable)",
-    )
+    data = "perf_analyzer input files whose requests are recorded (repeatable)"
+    parser.add_argument("--input-data", type=Path, action="append", required=True, help=data)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     recordings = [Recording(args.record_from, args.model, data) for data in args.input_data]

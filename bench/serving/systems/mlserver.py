@@ -35,7 +35,7 @@ def mlserver_env(create: bool) -> Path:
     python = venv / "bin" / "python"
     if not python.is_file() and not create:
         raise Unavailable(
-            f"no MLServer environment at {venv}: create it with `bash bench/serving/systems/mlserver-env.sh`"
+            f"no MLServer environment at {venv}: create it with `bash {ENV_SCRIPT.relative_to(ROOT)}`"
         )
     done = subprocess.run(["bash", str(ENV_SCRIPT)], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
@@ -44,17 +44,14 @@ def mlserver_env(create: bool) -> Path:
 
 
 @contextlib.contextmanager
-def mlserver(
-    python: Path, bundle: Path, model: str, *, max_batch_size: int = 32, max_batch_time_s: float = 0.001,
-    parallel_workers: int = 1,
-) -> Iterator[Launched]:  # fmt: skip
-    """MLServer with the bundle as `model`; adaptive batching up to `max_batch_size` texts."""
+def mlserver(python: Path, bundle: Path, model: str) -> Iterator[Launched]:
+    """MLServer with the bundle as `model`, one worker; adaptive batching up to 32 texts or 1 ms."""
     folder = Path(tempfile.mkdtemp(prefix="attnserve-mlserver-"))
     try:
         grpc_port = free_port()
         settings = {
             "debug": False, "host": "127.0.0.1", "grpc_port": grpc_port, "http_port": free_port(),
-            "metrics_port": free_port(), "parallel_workers": parallel_workers,
+            "metrics_port": free_port(), "parallel_workers": 1,
         }  # fmt: skip
         (folder / "settings.json").write_text(json.dumps(settings))
         model_dir = folder / model
@@ -63,8 +60,8 @@ def mlserver(
         model_settings = {
             "name": model,
             "implementation": "mlserver_runtime.AttnOnnxRuntime",
-            "max_batch_size": max_batch_size,
-            "max_batch_time": max_batch_time_s,
+            "max_batch_size": 32,
+            "max_batch_time": 0.001,
             "parameters": {"uri": str(bundle.resolve()), "extra": {"intra_op_threads": 1}},
         }
         (model_dir / "model-settings.json").write_text(json.dumps(model_settings))

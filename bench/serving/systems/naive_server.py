@@ -2,12 +2,8 @@
 
     python -m bench.serving.systems.naive_server --bundle models/car-order/1 --port 50061
 
-One request -> one tokenization -> one `session.run` -> one reply, on grpc's synchronous
-server with a thread pool (the layout of grpc's own Python examples). It speaks the same
-attnserve.v1 `Classify` (label, probabilities, logits, tokens, and pooled attention when
-asked), so the benchmark drives it with the very requests it sends to attnserve. No
-batching across requests, no length bucketing, no admission control: onnxruntime's
-defaults (one intra-op thread per core) and the sessions shared by the pool's threads.
+One request, one tokenization, one `session.run`, one reply, on grpc's synchronous server with
+a thread pool, speaking attnserve.v1 `Classify`: no batching, bucketing or admission control.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ SERVICE = "attnserve.v1.Classifier"
 
 
 class NaiveClassifier:
-    def __init__(self, bundle: Path, intra_op_threads: int) -> None:
+    def __init__(self, bundle: Path) -> None:
         manifest = json.loads((bundle / "bundle.json").read_text())
         self.name = str(manifest["name"])
         self.version = int(manifest["version"])
@@ -46,12 +42,8 @@ class NaiveClassifier:
         self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(manifest["max_len"]))
         self.tokenizer.enable_padding(pad_id=int(manifest["pad_id"]))
-        options = ort.SessionOptions()
-        if intra_op_threads:
-            options.intra_op_num_threads = intra_op_threads
-        self.session = ort.InferenceSession(
-            str(bundle / "model.onnx"), options, providers=["CPUExecutionProvider"]
-        )
+        # onnxruntime's defaults, as a hand-written server keeps them: an intra-op thread per core
+        self.session = ort.InferenceSession(str(bundle / "model.onnx"), providers=["CPUExecutionProvider"])
 
     def classify(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
         request = pb.ClassifyRequest.FromString(raw)
@@ -105,20 +97,18 @@ def naive(bundle: Path, *, threads: int = 10) -> Iterator[Launched]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, required=True, help="a bundle folder: models/<name>/<version>")
-    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threads", type=int, default=10, help="grpc thread pool size")
-    parser.add_argument("--intra-op-threads", type=int, default=0, help="0: onnxruntime's default")
     args = parser.parse_args(argv)
-    classifier = NaiveClassifier(args.bundle, args.intra_op_threads)
+    classifier = NaiveClassifier(args.bundle)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.threads))
     handler = grpc.unary_unary_rpc_method_handler(classifier.classify)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Classify": handler}),))
     status = health.HealthServicer()
     status.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(status, server)
-    if server.add_insecure_port(f"{args.host}:{args.port}") == 0:
-        print(f"naive_server: cannot listen on {args.host}:{args.port}", file=sys.stderr)
+    if server.add_insecure_port(f"127.0.0.1:{args.port}") == 0:
+        print(f"naive_server: cannot listen on 127.0.0.1:{args.port}", file=sys.stderr)
         return 1
     server.start()
     stopped = threading.Event()

@@ -3,13 +3,9 @@
     .venv-pytriton/bin/python bench/serving/systems/pytriton_server.py --bundle models/car-order/1 \
         --model car-order --grpc-port 50070 --http-port 50071 --metrics-port 50072
 
-Runs in its own environment (pytriton-env.sh beside it): it imports nothing from this project.
-Two models are bound with Triton's dynamic batcher on: `<model>` takes TEXT (BYTES [-1, 1])
-and tokenizes with the bundle's tokenizer.json inside the Python inference function,
-`<model>_ids` takes INPUT_IDS + ATTENTION_MASK. Both run the bundle's model.onnx with
-onnxruntime on the CPU and answer the tensors attnserve's V2 API declares: LOGITS,
-PROBABILITIES, LABEL, ATTENTION (last layer averaged over heads, for encoder bundles) and
-LENGTHS. Triton pads a batch's variable outputs to the batch's longest text.
+Runs in its own environment (pytriton-env.sh beside it), importing nothing from this project.
+`<model>` takes TEXT and tokenizes in the inference function, `<model>_ids` takes INPUT_IDS +
+ATTENTION_MASK; both answer the tensors attnserve's V2 API declares, dynamic batching on.
 """
 
 from __future__ import annotations
