@@ -6,9 +6,10 @@ with `CallLayer.serve` and converts what that returns (a result, or the `Service
 answer) to its wire form. `serve` is the one way in and out: it applies the route (the
 permit first, UNAVAILABLE while starting or draining, engine/admission.py; then the body's
 size limit and bytes), runs the work, and ends the call: the status it ended with, its
-permit released, its duration and texts counted under its protocol and transport. Errors are returned,
-never raised to the transport, detached from their tracebacks, so a refused body is freed at
-once (see errors.detached); CancelledError propagates after the call is counted.
+permit released, its duration and texts counted under its protocol and transport. Errors
+are returned, never raised to the transport, detached from their tracebacks, so a refused
+body is freed at once (see errors.detached); CancelledError propagates after the call is
+counted.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class CallLayer:
         self.core = core
         self.protocol = protocol
         self.transport = transport
+        self._endpoint = (protocol, transport)  # a version's request_duration key
         self.tracing = core.tracing  # None while tracing is off: a call pays one test
         sample = core.settings.access_log_sample
         self._access = AccessLog(sample) if sample > 0.0 else None
@@ -197,7 +199,7 @@ class CallLayer:
             self._metrics.finished(model.name if model else UNKNOWN_MODEL, status.name, call.texts)
             ended = time.perf_counter()
             if model is not None:
-                model.request_duration[(self.protocol, self.transport)].observe(ended - call.started)
+                model.request_duration[self._endpoint].observe(ended - call.started)
             if self._access is not None and self._access.enabled:
                 access_line(self._access, self.transport, call, status, ended)
             if call.trace is not None:

@@ -2,8 +2,9 @@
 
 The call layer (call.py) starts it with what the transport read before serving it (route,
 deadline, span name, trace parent), admits it (its permit, and with it the `CallContext` the
-engine receives) and ends it; `classify` (call.py) records the model version and texts the
-engine ran. Nothing else writes into it.
+engine receives) and ends it; `classify` (call.py) records the model version, texts and
+outputs the engine ran. The planes add the client's request id (`name_request`), and the V2
+plane records the model as soon as it resolves, so a refusal after that counts under it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ plain values.
 
 Both front ends of the API are adapters around one `NativePlane`, as the V2 front ends
 are around the V2 plane: the native gRPC service `attnserve.v1.Classifier`
-(api/grpc/native.py) and the JSON API (api/http/classify.py). Each converts its wire form
+(api/grpc/native.py) and the JSON API (api/http/native.py). Each converts its wire form
 to the types of types.py, calls the plane and converts the reply back; resolving the model,
 the call's record, the engine call and the reply are decided here once. Nothing here knows
 a transport.

@@ -1,6 +1,6 @@
 """The native plane's request and reply types: plain frozen values, no wire format.
 
-The native gRPC adapter (api/grpc/native.py) and the JSON API (api/http/classify.py) convert
+The native gRPC adapter (api/grpc/native.py) and the JSON API (api/http/native.py) convert
 their wire forms to these and back; the plane (plane.py) sees nothing else. The JSON API
 writes them as they are, through pydantic: the annotations below say how a value reads in
 JSON (attention modes by name, attention arrays as nested lists) and the OpenAPI document

@@ -33,7 +33,6 @@ OUTPUTS = (ATTRIBUTION, ATTRIBUTION_ROWS)
 DECLS = (TensorDecl(ATTRIBUTION, "FP32", (-1, -1)), TensorDecl(ATTRIBUTION_ROWS, "INT32", (-1,)))
 METHOD, BUDGET = "attribution", "attribution_budget"  # the request's parameters
 MAX_BUDGET = 1_000_000  # as the JSON API's; the server's max_attribution_rows caps it further
-_WORDS = ", ".join(method.word for method in Attribution)
 
 
 def parse_method(value: object, where: str) -> Attribution:
