@@ -21,7 +21,7 @@ from prometheus_client import Counter
 
 from attnserve.service.allocator import release_after
 from attnserve.service.api.grpc.streams import stream_handler
-from attnserve.service.api.grpc.wire import Context, Handler, M, deadline_of, parse, refuse
+from attnserve.service.api.grpc.wire import Context, Handler, M, deadline_of, parse, refuse, unless_expired
 from attnserve.service.calls.call import CallLayer
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route, grpc_routes
@@ -72,6 +72,7 @@ class Handlers:
             result = await layer.serve(call, partial(work, raw, context), size=size)
             del raw
             release_after(size)  # a large body's buffers go back to the system soon
+            await unless_expired(context)
             return result if isinstance(result, bytes) else refuse(context, result)
 
         method = grpc.unary_unary_rpc_method_handler(serve)

@@ -19,6 +19,7 @@ from attnserve.service.errors import InvalidArgument, ServiceError
 
 M = TypeVar("M", bound=Message)
 REFUSAL_READ_SECONDS = 0.5
+EXPIRED_WAIT_SECONDS = 1.0
 Context = grpc.aio.ServicerContext[bytes, bytes]
 Handler = Callable[[M, Context, Call], Awaitable[bytes]]
 
@@ -63,6 +64,19 @@ async def refuse_stream(requests: AsyncIterator[object], context: Context, error
             async for _ in requests:
                 pass
     refuse(context, error)
+
+
+async def unless_expired(context: Context) -> None:
+    """Wait, before a unary reply is sent, for grpc to cancel a call whose deadline has passed.
+
+    grpc's core cancels such a call on its own; a reply sent meanwhile races that
+    cancellation, and when the failed send is seen first grpc logs an "ExecuteBatchError raised
+    in core" traceback for an ordinary timeout. grpc cancels the handler's task as soon as the
+    core reports the call closed, so the reply is never sent; after EXPIRED_WAIT_SECONDS
+    without that, it is sent after all."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        await asyncio.sleep(EXPIRED_WAIT_SECONDS)
 
 
 def deadline_of(context: Context) -> float | None:
