@@ -72,9 +72,9 @@ def build_encoder(encoder: dict[str, Any]) -> PreTrainedModel:
     settings = {k: v for k, v in encoder.items() if k != "model_type"}
     hf_config = AutoConfig.for_model(str(encoder["model_type"]), **settings)
     try:
-        model: PreTrainedModel = AutoModel.from_config(hf_config, attn_implementation=FUSED)  # type: ignore[no-untyped-call]
+        model: PreTrainedModel = AutoModel.from_config(hf_config, attn_implementation=FUSED)
     except (ValueError, ImportError):  # a family without the fused kernel: written-out attention only
-        model = AutoModel.from_config(hf_config, attn_implementation=EAGER)  # type: ignore[no-untyped-call]
+        model = AutoModel.from_config(hf_config, attn_implementation=EAGER)
     if getattr(model, "pooler", None) is not None:
         # BERT's pooler (a tanh layer trained for next-sentence prediction) is not the head here;
         # left in, it would be a parameter without gradient, which DistributedDataParallel refuses.

@@ -34,6 +34,13 @@ def plot_curves(epochs: Sequence[dict[str, Any]], path: Path, title: str) -> Pat
     return path
 
 
+# A text's picture has at most this many panels: more heads than that are drawn as each
+# layer's mean over its heads (the explorer's model view shows every head).
+MAX_PANELS = 8
+# Tokens named along an axis: past this, every k-th is named (more would overlap at 6 pt).
+MAX_LABELS = 32
+
+
 def _as_grid(attention: np.ndarray) -> np.ndarray:
     """Any family's per-text attention as [layers, heads, rows, T] for one grid of panels."""
     if attention.ndim == 1:  # pooling weights [T]
@@ -43,33 +50,43 @@ def _as_grid(attention: np.ndarray) -> np.ndarray:
     return attention  # layer by layer (transformer, encoder): [L, H, T, T]
 
 
+def attention_panels(attention: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(title, [rows, T] map) per panel: every head, or each layer's mean over its heads."""
+    grid = _as_grid(attention)
+    layers, heads = grid.shape[:2]
+    if layers * heads <= MAX_PANELS:
+        return [
+            (f"layer {li + 1} head {hi + 1}", grid[li, hi]) for li in range(layers) for hi in range(heads)
+        ]
+    return [(f"layer {li + 1}, mean of {heads} heads", grid[li].mean(axis=0)) for li in range(layers)]
+
+
 def plot_attention(
     samples: Sequence[tuple[str, list[str], np.ndarray]], path: Path, title: str
 ) -> Path | None:
-    """One row of panels per (label, tokens, attention) sample; layered attention gets a layer x head grid."""
+    """One row of panels per (label, tokens, attention) sample; layered attention gets a panel
+    per head (or per layer, see MAX_PANELS)."""
     if not samples:
         return None
-    grids = [(label, tokens, _as_grid(att)) for label, tokens, att in samples]
-    layers, heads = grids[0][2].shape[:2]
-    cols = layers * heads
-    fig, axes = plt.subplots(
-        len(grids), cols, figsize=(2.8 * cols + 1, 2.6 * len(grids) + 0.6), squeeze=False
-    )
-    for r, (label, tokens, grid) in enumerate(grids):
-        for li in range(layers):
-            for hi in range(heads):
-                ax = axes[r][li * heads + hi]
-                panel = grid[li, hi]
-                ax.imshow(panel, cmap="viridis", aspect="auto", vmin=0.0)
-                ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
-                if panel.shape[0] == len(tokens):
-                    ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
-                else:
-                    ax.set_yticks([])
-                if r == 0 and cols > 1:
-                    ax.set_title(f"layer {li + 1} head {hi + 1}", fontsize=8)
-                if li == 0 and hi == 0:
-                    ax.set_ylabel(label, fontsize=8)
+    rows = [(label, tokens, attention_panels(att)) for label, tokens, att in samples]
+    cols = len(rows[0][2])
+    fig, axes = plt.subplots(len(rows), cols, figsize=(2.8 * cols + 1, 2.6 * len(rows) + 0.6), squeeze=False)
+    for r, (label, tokens, panels) in enumerate(rows):
+        step = -(-len(tokens) // MAX_LABELS)
+        ticks, names = range(0, len(tokens), step), tokens[::step]
+        for c, (heading, panel) in enumerate(panels):
+            ax = axes[r][c]
+            ax.imshow(panel, cmap="viridis", aspect="auto", vmin=0.0)
+            ax.set_xticks(ticks, names, rotation=90, fontsize=6)
+            # the rows are the same tokens in every panel of a text: named once, on the left
+            if c == 0 and panel.shape[0] == len(tokens):
+                ax.set_yticks(ticks, names, fontsize=6)
+            else:
+                ax.set_yticks([])
+            if r == 0 and cols > 1:
+                ax.set_title(heading, fontsize=8)
+            if c == 0:
+                ax.set_ylabel(label, fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -164,7 +164,7 @@ def load_weights(encoder: torch.nn.Module, folder: Path) -> None:
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a bar per load fills a log
+    hf_logging.disable_progress_bar()  # a bar per load fills a log
     try:
         pretrained, info = AutoModel.from_pretrained(
             str(folder), local_files_only=True, output_loading_info=True

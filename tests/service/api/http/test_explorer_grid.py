@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import numpy as np
@@ -49,10 +48,7 @@ TOP = "return Array.from(document.querySelectorAll('#top-a li')).map(li => li.te
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("bert12")
-    # The run's attention picture (matplotlib, 144 panels a text: minutes on a small machine) is
-    # no part of what the server serves: the run is written without it.
-    with patch("attnserve.training.run.outputs.plot_attention"):
-        repository = encoder_bundle(root, MODEL, layers=LAYERS, heads=HEADS, positions=TOKENS, hidden=48)
+    repository = encoder_bundle(root, MODEL, layers=LAYERS, heads=HEADS, positions=TOKENS, hidden=48)
     with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
 
