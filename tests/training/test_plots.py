@@ -8,7 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from attnserve.training.report.plots import MAX_LABELS, MAX_PANELS, attention_panels, plot_attention
+from attnserve.training.report.plots import (
+    MAX_LABELS,
+    MAX_PANELS,
+    attention_panels,
+    axis_names,
+    plot_attention,
+)
 
 RNG = np.random.default_rng(0)
 
@@ -43,7 +49,9 @@ def test_a_base_sized_encoder_gets_a_panel_per_layer_of_its_heads_mean(tmp_path:
     width, height = _png_size(path)
     # 12 panels of 2.8 inches at 110 dpi (and a margin), not 144
     assert width <= round((2.8 * layers + 1) * 110) and height <= round((2.6 * 2 + 0.6) * 110)
-    assert -(-tokens // MAX_LABELS) == 3  # 80 tokens: every third is named, 27 of them
+    ticks, named = axis_names(names)  # 80 tokens: every third is named
+    assert list(ticks) == list(range(0, 80, 3)) and named == names[::3] and len(named) <= MAX_LABELS
+    assert axis_names(names[:MAX_LABELS]) == (range(MAX_LABELS), names[:MAX_LABELS])  # short: all
 
 
 def test_no_samples_no_picture(tmp_path: Path) -> None:

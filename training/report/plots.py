@@ -61,6 +61,12 @@ def attention_panels(attention: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return [(f"layer {li + 1}, mean of {heads} heads", grid[li].mean(axis=0)) for li in range(layers)]
 
 
+def axis_names(tokens: Sequence[str]) -> tuple[range, list[str]]:
+    """The positions named along an axis and their tokens: all, or every k-th past MAX_LABELS."""
+    step = -(-len(tokens) // MAX_LABELS)
+    return range(0, len(tokens), step), list(tokens[::step])
+
+
 def plot_attention(
     samples: Sequence[tuple[str, list[str], np.ndarray]], path: Path, title: str
 ) -> Path | None:
@@ -72,8 +78,7 @@ def plot_attention(
     cols = len(rows[0][2])
     fig, axes = plt.subplots(len(rows), cols, figsize=(2.8 * cols + 1, 2.6 * len(rows) + 0.6), squeeze=False)
     for r, (label, tokens, panels) in enumerate(rows):
-        step = -(-len(tokens) // MAX_LABELS)
-        ticks, names = range(0, len(tokens), step), tokens[::step]
+        ticks, names = axis_names(tokens)
         for c, (heading, panel) in enumerate(panels):
             ax = axes[r][c]
             ax.imshow(panel, cmap="viridis", aspect="auto", vmin=0.0)
