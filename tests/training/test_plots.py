@@ -52,6 +52,7 @@ def test_a_base_sized_encoder_gets_a_panel_per_layer_of_its_heads_mean(tmp_path:
     ticks, named = axis_names(names)  # 80 tokens: every third is named
     assert list(ticks) == list(range(0, 80, 3)) and named == names[::3] and len(named) <= MAX_LABELS
     assert axis_names(names[:MAX_LABELS]) == (range(MAX_LABELS), names[:MAX_LABELS])  # short: all
+    assert axis_names([]) == (range(0), [])
 
 
 def test_no_samples_no_picture(tmp_path: Path) -> None:

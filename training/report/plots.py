@@ -63,7 +63,7 @@ def attention_panels(attention: np.ndarray) -> list[tuple[str, np.ndarray]]:
 
 def axis_names(tokens: Sequence[str]) -> tuple[range, list[str]]:
     """The positions named along an axis and their tokens: all, or every k-th past MAX_LABELS."""
-    step = -(-len(tokens) // MAX_LABELS)
+    step = max(1, -(-len(tokens) // MAX_LABELS))  # an empty text names nothing
     return range(0, len(tokens), step), list(tokens[::step])
 
 
