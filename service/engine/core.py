@@ -47,9 +47,10 @@ class Core:
         )
 
     def _lone(self) -> bool:
-        """Whether the call asking is the only one in the engine (the batcher then runs it on
-        the loop): the engine's own count, so it never reads admission's state."""
-        return self._calls <= 1
+        """Whether the call asking is the only one in the server (the batcher then runs it on
+        the loop): no other call admitted, counted from its arrival (still reading its body
+        or waiting to resolve), and no other inside the engine (a stream's messages)."""
+        return self.gate.active <= 1 and self._calls <= 1
 
     @property
     def serving(self) -> bool:
@@ -67,8 +68,17 @@ class Core:
             raise Internal("a call reached the engine after its permit was released")
         self._calls += 1
         try:
+            predictors = self.predictors
             if model.cascade is not None:
-                return await run_cascade(model, self.predictors, inputs, self.limits, context)
-            return await run(self.predictors.of(model), inputs, self.limits, context)
+                members = model.cascade
+                # Both held before any work: a version closing refuses at once, and one held
+                # finishes (attribution rows included) before its batcher closes.
+                with (
+                    predictors.serving(members.student) as student,
+                    predictors.serving(members.teacher) as teacher,
+                ):
+                    return await run_cascade(model, student, teacher, inputs, self.limits, context)
+            with predictors.serving(model) as predictor:
+                return await run(predictor, inputs, self.limits, context)
         finally:
             self._calls -= 1

@@ -8,7 +8,11 @@ like any texts (admitted, batched, traced and metered with the call that asked):
 - shapley: KernelSHAP (Lundberg & Lee, 2017) over coalitions of words, a coalition's value
   being p(c | the text with only its words). Texts of few words are enumerated exactly;
   longer ones are sampled (sizes by the Shapley kernel, each coalition with its complement)
-  within the request's budget of rows. The scores add up to p(c | text) - p(c | no words).
+  within the request's budget of coalitions. The scores add up to p(c | text) - p(c | no words),
+  solved with that sum as a constraint treating every word alike (no word is eliminated).
+
+The text itself is never run again: its value is the reply's own probability of c, from the
+graph that answered the reply, so the scores explain that reply (and Shapley's sum is exact).
 
 A "word" is what the tokenizer's pre-tokenizer made a word: its pieces merged (Encoding's
 word ids, or touching offsets where there are none). Special tokens ([CLS], [SEP]) stay in
@@ -28,8 +32,8 @@ from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.errors import InvalidArgument
 
-DEFAULT_BUDGET = 64  # shapley rows per text when a request names none
-_RIDGE = 1e-6  # keeps the weighted least squares solvable when sampled coalitions repeat
+DEFAULT_BUDGET = 64  # shapley coalitions per text when a request names none
+_RIDGE = 1e-9  # relative to the largest diagonal: keeps the system solvable when coalitions repeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,7 @@ class Explain:
     """What a call asks to be attributed: a method and, for shapley, rows per text."""
 
     method: Attribution = Attribution.NONE
-    budget: int = 0  # forward rows per text (shapley); 0: DEFAULT_BUDGET
+    budget: int = 0  # coalitions per text (shapley), the text itself included; 0: DEFAULT_BUDGET
 
     @property
     def wanted(self) -> bool:
@@ -49,13 +53,15 @@ NO_ATTRIBUTION = Explain()
 
 @dataclass(frozen=True, slots=True)
 class TextPlan:
-    """One text's forward rows: coalitions of its words, and the weights to solve them."""
+    """One text's coalitions of its words, the rows to run for them, and the weights to solve
+    them. Coalition 0 keeps every word: the text itself, whose value is the reply's, so it has
+    no row; row i is coalition i + 1."""
 
     units: list[list[int]]  # token positions of each word
     length: int  # tokens of the text
-    coalitions: np.ndarray  # [R, m] bool: the words each row keeps; row 0 keeps all
-    rows: list[np.ndarray]  # [R] token ids per row
-    weights: np.ndarray | None  # [R] kernel weights (shapley); None: occlusion
+    coalitions: np.ndarray  # [R + 1, m] bool: the words each coalition keeps; 0 keeps all
+    rows: list[np.ndarray]  # [R] token ids of coalitions 1..R
+    weights: np.ndarray | None  # [R + 1] kernel weights (shapley); None: occlusion
 
 
 def words(encoding: Encoding | None, ids: TokenIds, special_ids: frozenset[int]) -> list[list[int]]:
@@ -81,46 +87,63 @@ def words(encoding: Encoding | None, ids: TokenIds, special_ids: frozenset[int])
     return units
 
 
+def least_budget(words_in_text: int) -> int:
+    """The fewest shapley coalitions (the text and the empty one included) that determine every
+    word's score: all of them for a text of few words, else the two fixed ones and one more per
+    word but one (the scores' sum is fixed, so m words leave m - 1 unknowns)."""
+    return min(2**words_in_text, words_in_text + 1) if words_in_text < 31 else words_in_text + 1
+
+
+def coalitions_for(words_in_text: int, budget: int) -> int:
+    """Shapley coalitions one text takes at `budget` (already at least `least_budget`)."""
+    if words_in_text < 31:
+        return min(2**words_in_text, budget)
+    return budget
+
+
 def rows_needed(method: Attribution, words_in_text: int, budget: int) -> int:
-    """Forward rows one text's attribution takes (the text itself included)."""
+    """Forward rows one text's attribution runs (the text itself is the reply's own row)."""
+    if words_in_text == 0:
+        return 0
     if method == Attribution.OCCLUSION:
-        return words_in_text + 1
-    if words_in_text <= 1:
-        return 2 if words_in_text == 1 else 1
-    exact = 2**words_in_text if words_in_text < 31 else math.inf
-    return int(min(exact, max(budget, 2)))
+        return words_in_text
+    return coalitions_for(words_in_text, budget) - 1
 
 
 def plan_text(
     method: Attribution, ids: np.ndarray, units: list[list[int]], budget: int, filler: int
 ) -> TextPlan:
-    """The rows of one text; `filler` is the one token of a row that keeps no token at all."""
+    """The rows of one text; `filler` is the one token of a row that keeps no token at all.
+    `budget` (shapley) is at least `least_budget` of the text's words (plan_call sees to it)."""
     m = len(units)
-    count = rows_needed(method, m, budget)
     weights: np.ndarray | None = None
-    if m == 0:  # nothing but special tokens: the text's own row, every score 0
-        return TextPlan(units, len(ids), np.ones((1, 0), dtype=bool), [ids], None)
+    if m == 0:  # nothing but special tokens: no row to run, no score but 0
+        return TextPlan(units, len(ids), np.ones((1, 0), dtype=bool), [], None)
     if method == Attribution.OCCLUSION:
-        coalitions = np.ones((count, m), dtype=bool)
-        coalitions[np.arange(1, count), np.arange(m)] = False
-    elif count >= 2**m:
-        coalitions, weights = _every_coalition(m)
+        coalitions = np.ones((m + 1, m), dtype=bool)
+        coalitions[np.arange(1, m + 1), np.arange(m)] = False
     else:
-        seed = zlib.crc32(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
-        coalitions, weights = _sampled_coalitions(m, count, np.random.default_rng(seed))
-    rows = [without(ids, units, keep, filler) for keep in coalitions]
+        count = coalitions_for(m, budget)
+        if count >= 2**m:
+            coalitions, weights = _every_coalition(m)
+        else:
+            seed = zlib.crc32(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+            coalitions, weights = _sampled_coalitions(m, count, np.random.default_rng(seed))
+    rows = [without(ids, units, keep, filler) for keep in coalitions[1:]]
     return TextPlan(units, len(ids), coalitions, rows, weights)
 
 
-def scores(plan: TextPlan, values: np.ndarray) -> np.ndarray:
+def scores(plan: TextPlan, values: np.ndarray, full: float) -> np.ndarray:
     """Per token [n] float32: each word's score on its pieces, 0 on special tokens.
-    `values`: [R] the predicted class's probability for each of the plan's rows."""
+    `values`: [R] the predicted class's probability for each of the plan's rows; `full`: the
+    reply's own probability of that class for the whole text."""
     m = len(plan.units)
+    every = np.concatenate([[full], np.asarray(values, dtype=np.float64)])
     per_word = np.zeros(m, dtype=np.float64)
-    if m and plan.weights is None:  # occlusion: row j + 1 lacks word j
-        per_word = values[0] - values[1:]
+    if m and plan.weights is None:  # occlusion: coalition j + 1 lacks word j
+        per_word = every[0] - every[1:]
     elif m and plan.weights is not None:
-        per_word = _kernel_shap(plan.coalitions, values.astype(np.float64), plan.weights)
+        per_word = _kernel_shap(plan.coalitions, every, plan.weights)
     result = np.zeros(plan.length, dtype=np.float32)
     for word, positions in zip(per_word, plan.units, strict=True):
         result[positions] = word
@@ -167,19 +190,88 @@ def _sampled_coalitions(m: int, count: int, rng: np.random.Generator) -> tuple[n
 
 
 def _kernel_shap(coalitions: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted least squares with the scores summing to v(all) - v(none) (rows 0 and 1):
-    the last word's score is eliminated, then solved for the others."""
+    """Weighted least squares over the coalitions between the full and the empty one (rows 0
+    and 1), with the scores' sum held to v(all) - v(none) by a Lagrange multiplier: every word
+    enters alike, so where the rows leave the system short the scores still depend on the
+    coalitions, never on which word came last."""
     m = coalitions.shape[1]
     total = values[0] - values[1]
     if m == 1:
         return np.array([total])
     z = coalitions[2:].astype(np.float64)
-    y = values[2:] - values[1] - z[:, -1] * total
-    x = z[:, :-1] - z[:, -1:]
+    y = values[2:] - values[1]
     w = weights[2:]
-    gram = x.T @ (x * w[:, None]) + _RIDGE * np.eye(m - 1)
-    head = np.linalg.solve(gram, x.T @ (w * y))
-    return np.append(head, total - head.sum())
+    gram = z.T @ (z * w[:, None])
+    gram += _RIDGE * max(float(gram.diagonal().max()), 1.0) * np.eye(m)
+    system = np.zeros((m + 1, m + 1))
+    system[:m, :m] = gram
+    system[:m, m] = system[m, :m] = 1.0
+    rhs = np.append(z.T @ (w * y), total)
+    return np.linalg.solve(system, rhs)[:m]
+
+
+def text_units(encoded: EncodedTexts, special_ids: frozenset[int]) -> list[list[list[int]]]:
+    """Every text's words (token positions per word)."""
+    encodings = encoded.encodings
+    return [
+        words(encodings[i] if encodings is not None else None, encoded.ids[i], special_ids)
+        for i in range(len(encoded))
+    ]
+
+
+def budgets(explain: Explain, units: list[list[list[int]]], max_rows: int) -> list[int]:
+    """Each text's shapley coalitions: the request's budget, refused (INVALID_ARGUMENT) when it is
+    too few for a text's words; with none named, DEFAULT_BUDGET raised to what each text needs."""
+    if explain.method != Attribution.SHAPLEY:
+        return [0] * len(units)
+    if explain.budget > max_rows:
+        raise InvalidArgument(
+            f"attribution_budget: {explain.budget} coalitions per text asked; this server runs at "
+            f"most {max_rows} rows in one call (max_attribution_rows)"
+        )
+    chosen = []
+    for index, each in enumerate(units):
+        least = least_budget(len(each))
+        if explain.budget and explain.budget < least:
+            raise InvalidArgument(
+                f"attribution_budget: {explain.budget} coalitions cannot determine the scores of the "
+                f"{len(each)} words of text {index}; shapley needs at least {least} (words + 1)"
+            )
+        chosen.append(explain.budget or max(DEFAULT_BUDGET, least))
+    return chosen
+
+
+def rows_of(explain: Explain, units: list[list[list[int]]], chosen: list[int]) -> list[int]:
+    """Forward rows per text."""
+    method = explain.method
+    return [rows_needed(method, len(each), budget) for each, budget in zip(units, chosen, strict=True)]
+
+
+def check_rows(explain: Explain, texts: int, needed: int, max_rows: int) -> None:
+    """Refused (INVALID_ARGUMENT) before any row runs when over the server's cap."""
+    if needed > max_rows:
+        smaller = ", or a smaller attribution_budget" if explain.method == Attribution.SHAPLEY else ""
+        raise InvalidArgument(
+            f"attribution: {explain.method.word} of these {texts} texts takes {needed} forward rows; "
+            f"this server allows {max_rows} in one call (max_attribution_rows): send fewer or shorter "
+            f"texts{smaller}"
+        )
+
+
+def plan_texts(
+    explain: Explain,
+    encoded: EncodedTexts,
+    units: list[list[list[int]]],
+    chosen: list[int],
+    filler: int,
+    which: list[int] | None = None,
+) -> list[TextPlan]:
+    """The plans of the texts `which` (default: all), from their words and budgets."""
+    picked = range(len(encoded)) if which is None else which
+    return [
+        plan_text(explain.method, np.asarray(encoded.ids[i], dtype=np.int64), units[i], chosen[i], filler)
+        for i in picked
+    ]
 
 
 def plan_call(
@@ -189,28 +281,9 @@ def plan_call(
     filler: int,
     max_rows: int,
 ) -> list[TextPlan]:
-    """Every text's rows, refused up front (INVALID_ARGUMENT) when they would pass the
-    server's cap on one call's forward rows (`max_attribution_rows`)."""
-    method = explain.method
-    budget = explain.budget or DEFAULT_BUDGET
-    if method == Attribution.SHAPLEY and budget > max_rows:
-        raise InvalidArgument(
-            f"attribution_budget: {budget} forward rows per text asked; this server allows at most "
-            f"{max_rows} in one call (max_attribution_rows)"
-        )
-    units = [
-        words(encoded.encodings[i] if encoded.encodings is not None else None, encoded.ids[i], special_ids)
-        for i in range(len(encoded))
-    ]
-    needed = sum(rows_needed(method, len(each), budget) for each in units)
-    if needed > max_rows:
-        smaller = ", or a smaller attribution_budget" if method == Attribution.SHAPLEY else ""
-        raise InvalidArgument(
-            f"attribution: {method.word} of these {len(encoded)} texts takes {needed} forward rows; this "
-            f"server allows {max_rows} in one call (max_attribution_rows): send fewer or shorter "
-            f"texts{smaller}"
-        )
-    return [
-        plan_text(method, np.asarray(encoded.ids[i], dtype=np.int64), units[i], budget, filler)
-        for i in range(len(encoded))
-    ]
+    """Every text's rows, refused up front (INVALID_ARGUMENT) when a budget is too few for a
+    text's words or the rows would pass the server's cap on one call (`max_attribution_rows`)."""
+    units = text_units(encoded, special_ids)
+    chosen = budgets(explain, units, max_rows)
+    check_rows(explain, len(encoded), sum(rows_of(explain, units, chosen)), max_rows)
+    return plan_texts(explain, encoded, units, chosen, filler)

@@ -116,18 +116,32 @@ class Batcher:
             for thread in self._threads:
                 thread.start()
 
+    @property
+    def share(self) -> int:
+        """Queue places a paced job (a call's attribution rows) holds at most at a time: enough
+        to fill every batcher thread's next batch, and at most a quarter of the queue."""
+        limits = self.limits
+        return max(1, min(limits.max_batch_size * limits.max_concurrent, limits.max_queue // 4))
+
     async def submit(
-        self, payload: Any, lengths: Sequence[int], deadline: float | None, lane: int = 0
+        self,
+        payload: Any,
+        lengths: Sequence[int],
+        deadline: float | None,
+        lane: int = 0,
+        paced: bool = False,
     ) -> Job:
         """Queue one call's rows; returns the job once every row has been through a batch.
-        `lane`: the graph its rows need (0 unless the runner has two); lanes never share a batch."""
+        `lane`: the graph its rows need (0 unless the runner has two); lanes never share a batch.
+        `paced`: the rows hold at most `share` queue places at a time (queue.py)."""
         count = len(lengths)
-        job = Job(payload, count, deadline, asyncio.get_running_loop().create_future(), lane)
+        window = self.share if paced else 0
+        job = Job(payload, count, deadline, asyncio.get_running_loop().create_future(), lane, window)
         with self._lock:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)
             queued = self._queue.queued
-            if queued + count > self.limits.max_queue:
+            if queued + job.first_places > self.limits.max_queue:
                 raise ResourceExhausted(
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
@@ -136,9 +150,9 @@ class Batcher:
             alone = lone is not None and lone.decide(
                 job.enqueued, count, bool(queued or self._running), self._predict(payload, lengths)
             )
-            self._queue.add(job, lengths)
+            entered = self._queue.add(job, lengths)
             self._arrivals += 1
-            self.metrics.queue_depth.inc(count)  # under the lock: a thread may take the rows at once
+            self.metrics.queue_depth.inc(entered)  # under the lock: a thread may take the rows at once
             if alone:
                 batches, expired = self._take_all()
                 self._running += len(batches)

@@ -1,13 +1,23 @@
 """One call to a cascade: the student answers every text, the teacher those it is unsure of.
 
-All texts go through the student's predictor; the rows whose top probability is under the
-threshold go again, tokenized by the teacher's own tokenizer, through the teacher's; the
-teacher's rows replace the student's in request order. Tokens, attention and top tokens of a
-text are those of the member that answered it, and `Outputs.answered_by` names it.
+Which member answers a text depends on the text alone. The student answers every cascade call
+on its float32 graph (model.onnx), whatever the call asks (attention, top_k, the front end, a
+file job's flags): an int8 label graph quantizes each batch's activations together, so a text
+near the threshold would move with its batch mates, and the label graph would answer only the
+calls that ask no attention. Export chooses the threshold on the same float32, calibrated
+probabilities. The texts whose top probability is under the threshold go, tokenized by the
+teacher's own tokenizer, through the teacher's predictor; the teacher's rows replace the
+student's in request order. Tokens, attention, top tokens and attribution of a text are those
+of the member that answered it, and `Outputs.answered_by` names it.
+
+Everything that can refuse the call does so before any row runs: both members validate and
+tokenize the texts up front, and an attribution is capped across both members together
+(each text counted at the larger of its two members' rows, since either may answer it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import TypeVar
 
@@ -16,9 +26,19 @@ import numpy as np
 from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attention import check_request
-from attnserve.service.engine.request.classify import CallLimits, EngineTimings, Inputs, Outputs, run
-from attnserve.service.engine.request.predictor import Predictors
+from attnserve.service.engine.request.attributing import attribute, find_words
+from attnserve.service.engine.request.attribution import check_rows
+from attnserve.service.engine.request.classify import (
+    CallLimits,
+    EngineTimings,
+    Inputs,
+    Outputs,
+    answer,
+    attach,
+    prepare,
+)
+from attnserve.service.engine.request.predictor import Predictor
+from attnserve.service.engine.request.runner import EXPLAIN_LANE
 from attnserve.service.errors import InvalidArgument
 
 T = TypeVar("T")
@@ -27,35 +47,66 @@ TEACHER = "teacher"
 
 
 async def run_cascade(
-    model: LoadedModel, predictors: Predictors, inputs: Inputs, limits: CallLimits, context: CallContext
+    model: LoadedModel,
+    student: Predictor,
+    teacher: Predictor,
+    inputs: Inputs,
+    limits: CallLimits,
+    context: CallContext,
 ) -> Outputs:
-    """Run a call on a cascade version's members and merge their answers."""
+    """Run a call on a cascade version's members (their predictors, held for the call) and
+    merge their answers."""
     members = model.cascade
     assert members is not None, "run_cascade is called for cascade versions only"
     if inputs.texts is None:
         # Each member has its own vocabulary: ids made for one mean nothing to the other.
         raise InvalidArgument(f"model {model.name!r} is a cascade: send texts, not token ids")
-    # Each text's attention comes from the member that answers it, in that member's shape:
-    # a mode is served when both members have it (the V2 contract, one tensor for the batch,
-    # declares attention only where their shapes agree).
-    for member in members.members:
-        check_request(member.attention_kind, inputs.mode, inputs.top_k, model.name)
-    student = predictors.of(members.student)
-    teacher = predictors.of(members.teacher)  # both resolved before any work: unloading refuses at once
-    first = await run(student, inputs, limits, context)
-    deferred = np.flatnonzero(first.probabilities.max(axis=1) < members.threshold)
+    # Each text's attention comes from the member that answers it, in that member's shape: a
+    # mode is served when both members have it, and the teacher's limits hold for every text.
+    first_texts = prepare(student.model, inputs, limits)
+    second_texts = prepare(teacher.model, inputs, limits)
+    explain = inputs.explain
+    if explain.wanted:
+        cap = limits.max_attribution_rows
+        first_words, second_words = await asyncio.gather(
+            find_words(student.model, explain, first_texts.encoded, cap),
+            find_words(teacher.model, explain, second_texts.encoded, cap),
+        )
+        needed = sum(max(a, b) for a, b in zip(first_words.rows, second_words.rows, strict=True))
+        check_rows(explain, len(inputs.texts), needed, cap)
+    first = await answer(student, first_texts, inputs, context, EXPLAIN_LANE)
+    deferred = [int(i) for i in np.flatnonzero(first.probabilities.max(axis=1) < members.threshold)]
     counter = model.metrics.metrics.cascade_texts
     version = str(model.version)
     counter.labels(model.name, version, STUDENT).inc(len(first) - len(deferred))
     answered = [STUDENT] * len(first)
-    if len(deferred) == 0:
-        return dataclasses.replace(first, answered_by=tuple(answered))
-    texts = [inputs.texts[int(i)] for i in deferred]
-    second = await run(teacher, dataclasses.replace(inputs, texts=texts), limits, context)
-    counter.labels(model.name, version, TEACHER).inc(len(deferred))
-    for i in deferred:
-        answered[int(i)] = TEACHER
-    return _merge(first, second, [int(i) for i in deferred], tuple(answered))
+    merged = first
+    second_lane = teacher.lane(inputs.mode, inputs.top_k)
+    if deferred:
+        texts = [inputs.texts[i] for i in deferred]
+        subset = dataclasses.replace(inputs, texts=texts)
+        second = await answer(teacher, second_texts.subset(deferred), subset, context, second_lane)
+        counter.labels(model.name, version, TEACHER).inc(len(deferred))
+        for i in deferred:
+            answered[i] = TEACHER
+        merged = _merge(first, second, deferred, tuple(answered))
+    else:
+        merged = dataclasses.replace(first, answered_by=tuple(answered))
+    if explain.wanted:
+        kept = [i for i, member in enumerate(answered) if member == STUDENT]
+        replied = (merged.label_ids, merged.probabilities)
+        runs = [
+            (which, attribute(predictor, explain, texts.encoded, words, which, replied, context, lane))
+            for which, predictor, texts, words, lane in (
+                (kept, student, first_texts, first_words, EXPLAIN_LANE),
+                (deferred, teacher, second_texts, second_words, second_lane),
+            )
+            if which
+        ]
+        parts = await asyncio.gather(*(work for _, work in runs))
+        for (which, _), attributed in zip(runs, parts, strict=True):
+            attach(merged, which, attributed)
+    return merged
 
 
 def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str, ...]) -> Outputs:
@@ -65,15 +116,11 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
     encoded = _merge_encoded(first.encoded, second.encoded, rows)
     attention = _merge_rows(first.attention, second.attention, rows)
     top = _merge_rows(first.top_tokens, second.top_tokens, rows)
-    attribution = _merge_rows(first.attribution, second.attribution, rows)
-    attribution_rows = _merge_rows(first.attribution_rows, second.attribution_rows, rows)
     a, b = first.timings, second.timings
     timings = EngineTimings(
         a.tokenize + b.tokenize,
         a.queue + b.queue,
         a.inference + b.inference,
-        a.attribution + b.attribution,
-        a.attribution_started or b.attribution_started,
         started=a.started,
         enqueued=a.enqueued,
         ran_until=b.ran_until,
@@ -89,9 +136,6 @@ def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str
         timings,
         spans,
         answered_by=answered,
-        attribution=attribution,
-        attribution_rows=attribution_rows,
-        attribution_spans=first.attribution_spans + second.attribution_spans,
     )
 
 

@@ -3,9 +3,14 @@
 A front end (attnserve.v1, the V2 plane, the HTTP JSON API) converts its request into
 `Inputs`, calls `Core.classify` (which runs an admitted call: `run` here with the
 predictor of the version the call resolved and the server's limits) and converts the
-`Outputs` back. Texts are validated and tokenized here;
-rows of ids given by the caller are validated against the model's vocabulary and max_len.
-Every API's rows join the same batcher; the time of each stage comes back with the outputs.
+`Outputs` back. Texts are validated and tokenized here (`prepare`), and everything that can
+refuse the call does so before any of its rows runs; rows of ids given by the caller are
+validated against the model's vocabulary and max_len. Every API's rows join the same
+batcher; the time of each stage comes back with the outputs.
+
+One graph answers a call: its label, probabilities, attention and attribution rows all run
+on the lane its reply needs (Predictor.lane), so an attribution explains the reply it comes
+with (docs/explanations.md).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import check_request, reply_bytes
-from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, TextPlan, plan_call, scores
+from attnserve.service.engine.request.attributing import Attributed, attribute, find_words
+from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.runner import TopTokens
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
@@ -85,36 +91,79 @@ class Outputs:
         return len(self.label_ids)
 
 
-async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context: CallContext) -> Outputs:
-    """Validate `inputs`, run them through the version's batcher and return the outputs."""
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A call's texts, validated and tokenized for one model version."""
+
+    encoded: EncodedTexts
+    tokenize_seconds: float
+    started: float  # perf_counter when the engine took the call
+
+    def subset(self, rows: Sequence[int]) -> Prepared:
+        """The texts `rows`, in that order (a cascade's deferred texts)."""
+        encoded = self.encoded
+        encodings = encoded.encodings
+        return Prepared(
+            EncodedTexts(
+                [encoded.ids[i] for i in rows],
+                [encoded.lengths[i] for i in rows],
+                [encoded.truncated[i] for i in rows],
+                [encodings[i] for i in rows] if encodings is not None else None,
+            ),
+            self.tokenize_seconds,
+            self.started,
+        )
+
+
+def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
+    """Validate `inputs` for `model` and tokenize them: every refusal that needs no row."""
     started = time.perf_counter()
-    model = predictor.model
-    max_texts = limits.max_texts
     if inputs.texts is not None:
-        _check_count(len(inputs.texts), max_texts)
+        _check_count(len(inputs.texts), limits.max_texts)
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
         encoded = model.tokenizer.encode(inputs.texts)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
-        model.metrics.drift.observe_truncated(encoded.truncated)
     elif inputs.encoded is not None:
         encoded = inputs.encoded
-        _check_count(len(encoded), max_texts)
+        _check_count(len(encoded), limits.max_texts)
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
     else:
         raise InvalidArgument("texts: at least one text is required")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
-    plans = None
-    if inputs.explain.wanted:  # refused before any row runs when over the server's cap
-        tokenizer = model.tokenizer
-        filler = tokenizer.unk_id if tokenizer.unk_id is not None else model.manifest.pad_id
-        plans = plan_call(inputs.explain, encoded, tokenizer.special_ids, filler, limits.max_attribution_rows)
-    job, gathered = await predictor.predict(
-        encoded, inputs.mode, inputs.top_k, context.deadline, context.trace
-    )
-    outputs = Outputs(
+    return Prepared(encoded, tokenize_seconds, started)
+
+
+async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context: CallContext) -> Outputs:
+    """Validate `inputs`, run them through the version's batcher and return the outputs."""
+    model = predictor.model
+    prepared = prepare(model, inputs, limits)
+    explain = inputs.explain
+    words = None
+    if explain.wanted:  # refused before any row runs when a budget or the cap does not hold
+        words = await find_words(model, explain, prepared.encoded, limits.max_attribution_rows)
+        check_rows(explain, len(prepared.encoded), sum(words.rows), limits.max_attribution_rows)
+    lane = predictor.lane(inputs.mode, inputs.top_k)
+    outputs = await answer(predictor, prepared, inputs, context, lane)
+    if words is not None:
+        which = list(range(len(outputs)))
+        replied = (outputs.label_ids, outputs.probabilities)
+        attach(outputs, which, await attribute(predictor, explain, prepared.encoded, words, which, replied,
+                                               context, lane))  # fmt: skip
+    return outputs
+
+
+async def answer(
+    predictor: Predictor, prepared: Prepared, inputs: Inputs, context: CallContext, lane: int
+) -> Outputs:
+    """The call's texts through the version's batcher on `lane`: labels, probabilities, attention."""
+    encoded = prepared.encoded
+    if inputs.texts is not None:
+        predictor.model.metrics.drift.observe_truncated(encoded.truncated)
+    job, gathered = await predictor.predict(encoded, inputs.mode, inputs.top_k, context, lane)
+    return Outputs(
         encoded,
         gathered.logits,
         gathered.probabilities,
@@ -122,47 +171,32 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
         gathered.attention,
         gathered.top,
         EngineTimings(
-            tokenize_seconds,
+            prepared.tokenize_seconds,
             job.queue_seconds,
             job.run_seconds,
-            started=started,
+            started=prepared.started,
             enqueued=job.enqueued,
             ran_until=job.ran_until,
         ),
         gathered.batch_spans,
     )
-    if plans is not None:
-        await _attribute(predictor, inputs, context, plans, outputs)
-    return outputs
 
 
-async def _attribute(
-    predictor: Predictor, inputs: Inputs, context: CallContext, plans: list[TextPlan], outputs: Outputs
-) -> None:
-    """Run every text's attribution rows as one more job of the call (no attention asked, so
-    the label graph answers where the version has one) and score them against the class the
-    reply names."""
-    started = time.perf_counter()
-    rows = [row for plan in plans for row in plan.rows]
-    model = predictor.model
-    model.metrics.metrics.attribution_rows.labels(
-        model.name, str(model.version), inputs.explain.method.word
-    ).inc(len(rows))
-    _, gathered = await predictor.predict(
-        EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, context.deadline, context.trace
-    )
-    probabilities = gathered.probabilities
-    attribution: list[np.ndarray] = []
-    first = 0
-    for plan, label in zip(plans, outputs.label_ids, strict=True):
-        count = len(plan.rows)
-        attribution.append(scores(plan, probabilities[first : first + count, int(label)]))
-        first += count
-    outputs.attribution = attribution
-    outputs.attribution_rows = [len(plan.rows) for plan in plans]
-    outputs.attribution_spans = gathered.batch_spans
-    outputs.timings.attribution_started = started
-    outputs.timings.attribution = time.perf_counter() - started
+def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> None:
+    """Put the attributions of the texts `which` into `outputs` (texts not in `which` first get
+    empty places, filled by another member's attribution in a cascade)."""
+    if outputs.attribution is None:
+        outputs.attribution = [np.zeros(0, np.float32)] * len(outputs)
+        outputs.attribution_rows = [0] * len(outputs)
+    assert outputs.attribution_rows is not None
+    for place, text in enumerate(which):
+        outputs.attribution[text] = attributed.scores[place]
+        outputs.attribution_rows[text] = attributed.rows[place]
+    outputs.attribution_spans += attributed.spans
+    timings = outputs.timings
+    if not timings.attribution_started or attributed.started < timings.attribution_started:
+        timings.attribution_started = attributed.started
+    timings.attribution = max(timings.attribution, attributed.ended - timings.attribution_started)
 
 
 def _check_count(count: int, limit: int) -> None:

@@ -14,14 +14,15 @@ tracer reaches the runner as a constructor argument.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from opentelemetry.trace.span import SpanContext
-
 from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.batcher import Batcher
@@ -64,15 +65,37 @@ class Predictor:
     ) -> None:
         self.model = model
         self.cost = TextCost()
+        self._calls = 0  # calls that entered and have not left (see `enter`)
+        self._waiters: list[asyncio.Future[None]] = []
         name = f"{model.name}/{model.version}"
         self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone, self._predict)
 
-    def lane(self, request: CallRows) -> int:
-        """The graph a call's rows need: the label graph's lane when the version has one and
-        the call asks no attention, so label batches never wait on or carry attention."""
-        if self.model.label_runtime is None or request.wants_attention:
+    def lane(self, mode: AttentionMode, top_k: int) -> int:
+        """The graph a call's reply needs: the label graph's lane when the version has one and
+        the call asks no attention, so label batches never wait on or carry attention. Every
+        row of the call (its attribution's too) runs on this one graph."""
+        if self.model.label_runtime is None or mode != AttentionMode.NONE or top_k > 0:
             return EXPLAIN_LANE
         return LABEL_LANE
+
+    def enter(self) -> None:
+        """A call holds this version from here until `leave`: closing waits for it."""
+        self._calls += 1
+
+    def leave(self) -> None:
+        self._calls -= 1
+        if self._calls == 0:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def finished(self) -> None:
+        """Wait until every call that entered has left (each of its jobs submitted and done)."""
+        if self._calls:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     def _predict(self, request: Any, length: int) -> float:
         """Predicted seconds of a one-text batch of `request` (CallRows) at `length` tokens."""
@@ -100,12 +123,14 @@ class Predictor:
         encoded: EncodedTexts,
         mode: AttentionMode,
         k: int,
-        deadline: float | None,
-        trace: SpanContext | None = None,
+        context: CallContext,
+        lane: int,
+        paced: bool = False,
     ) -> tuple[Job, Gathered]:
-        """Run encoded texts through the batcher (classify.run validates them first)."""
-        request = CallRows(encoded.ids, mode, k, trace)
-        job = await self.batcher.submit(request, encoded.lengths, deadline, self.lane(request))
+        """Run encoded texts through the batcher on `lane` (classify.run validates them first);
+        `paced`: a call's attribution rows, which hold a bounded share of the queue."""
+        request = CallRows(encoded.ids, mode, k, context.trace)
+        job = await self.batcher.submit(request, encoded.lengths, context.deadline, lane, paced)
         return job, gather(job, request)
 
 
@@ -136,14 +161,27 @@ class Predictors:
 
     async def close(self, model: LoadedModel) -> None:
         """Finish the version's accepted calls and stop its threads; later calls that still
-        hold the version are refused UNAVAILABLE (retry: they resolve the new table)."""
+        hold the version are refused UNAVAILABLE (retry: they resolve the new table). A call
+        that entered before (`serving`) runs to its end, its attribution's rows included."""
         if model.cascade is not None:
             for member in model.cascade.members:
                 await self.close(member)
             return
         predictor = self._served.pop(model, None)
         if predictor is not None:
+            await predictor.finished()
             await predictor.batcher.close()
+
+    @contextlib.contextmanager
+    def serving(self, model: LoadedModel) -> Iterator[Predictor]:
+        """The predictor of a version a call resolved, held for the call: closing the version
+        waits until the call is done (refused UNAVAILABLE once the version is closing)."""
+        predictor = self.of(model)
+        predictor.enter()
+        try:
+            yield predictor
+        finally:
+            predictor.leave()
 
     def of(self, model: LoadedModel) -> Predictor:
         """The predictor of a version a call resolved."""

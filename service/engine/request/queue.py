@@ -7,6 +7,13 @@ of two lanes never share a batch) while padding stays under
 padded tokens, so each batch pads only to its own longest row. A dropped call's rows stay
 where they are and are skipped when reached; its slots are freed at once. The caller
 (`Batcher`) serialises every method with its lock.
+
+A paced job (a call's attribution rows: hundreds of rows for one call) holds at most its
+`window` of queue places at a time: the rest wait in the job and enter, stamped with the time
+they enter, as its queued rows leave for batches. Rows of other calls that arrived meanwhile
+are older and go first, so a large call shares the model batch by batch instead of making
+everyone behind it wait (or be refused for a full queue); a call alone still keeps every
+batcher thread busy, since its window is refilled as each batch is taken.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,16 +61,24 @@ class Job:
         "lane",
         "parts",
         "payload",
+        "pending",
         "queue_seconds",
         "ran_until",
         "run_seconds",
         "size",
         "undispatched",
         "unfinished",
+        "window",
     )  # fmt: skip
 
     def __init__(
-        self, payload: Any, size: int, deadline: float | None, future: asyncio.Future[Job], lane: int = 0
+        self,
+        payload: Any,
+        size: int,
+        deadline: float | None,
+        future: asyncio.Future[Job],
+        lane: int = 0,
+        window: int = 0,
     ) -> None:
         self.payload = payload  # the runner's: what the rows hold
         self.lane = lane  # the graph its rows need: rows of two lanes never share a batch
@@ -71,20 +86,28 @@ class Job:
         self.deadline = deadline  # time.monotonic() value
         self.enqueued = time.monotonic()
         self.future = future
-        self.undispatched = size
+        self.undispatched = 0  # rows queued and not yet in a batch (add counts them in)
         self.unfinished = size
         self.parts: list[tuple[Any, int, int]] = []  # (batch output, position in batch, row index)
         self.dropped = False
         self.queue_seconds = 0.0  # the longest wait of its rows before their batch started
         self.run_seconds = 0.0  # the longest batch that carried its rows
         self.ran_until = 0.0  # time.monotonic() when the last batch that carried its rows ended
+        self.window = window  # most rows queued at once (0: all of them: not paced)
+        self.pending: deque[tuple[int, int]] = deque()  # (row index, length) not queued yet
+
+    @property
+    def first_places(self) -> int:
+        """Queue places the job takes when it is submitted."""
+        return min(self.size, self.window) if self.window else self.size
 
 
 class Row:
-    __slots__ = ("index", "job", "length")
+    __slots__ = ("at", "index", "job", "length")
 
-    def __init__(self, job: Job, index: int, length: int) -> None:
+    def __init__(self, job: Job, index: int, length: int, at: float) -> None:
         self.job, self.index, self.length = job, index, length
+        self.at = at  # when it entered the queue (a paced job's rows enter over time)
 
 
 class Batch:
@@ -107,22 +130,50 @@ class RowQueue:
         self.metrics = metrics
         self.queued = 0
         self._buckets: dict[tuple[int, int], deque[Row]] = {}  # by (lane, length bucket)
+        self._paced: list[Job] = []  # jobs with rows still pending, oldest first
 
-    def add(self, job: Job, lengths: Sequence[int]) -> None:
+    def add(self, job: Job, lengths: Sequence[int]) -> int:
+        """Queue `job`'s rows (a paced job's first window of them); returns how many entered."""
+        places = job.first_places
+        self._enter(job, enumerate(lengths[:places]), job.enqueued)
+        if places < len(lengths):
+            job.pending.extend((index, lengths[index]) for index in range(places, len(lengths)))
+            self._paced.append(job)
+        return places
+
+    def _enter(self, job: Job, rows: Iterable[tuple[int, int]], at: float) -> int:
         buckets = self._buckets
-        for index, length in enumerate(lengths):
+        count = 0
+        for index, length in rows:
             key = (job.lane, bucket_of(length))
             bucket = buckets.get(key)
             if bucket is None:
                 bucket = buckets[key] = deque()
-            bucket.append(Row(job, index, length))
-        self.queued += len(lengths)
+            bucket.append(Row(job, index, length, at))
+            count += 1
+        self.queued += count
+        job.undispatched += count
+        return count
+
+    def _refill(self, now: float) -> int:
+        """Top paced jobs back up to their window as their rows leave; returns rows added."""
+        added = 0
+        for job in list(self._paced):
+            if not job.dropped:
+                room = job.window - job.undispatched
+                take = min(room, len(job.pending))
+                if take > 0:
+                    added += self._enter(job, (job.pending.popleft() for _ in range(take)), now)
+            if job.dropped or not job.pending:
+                self._paced.remove(job)
+        return added
 
     def drop(self, job: Job, *, expired: bool) -> int:
         """Mark `job` dropped (its queued rows are skipped when reached); the slots freed."""
         if job.dropped:
             return 0
         job.dropped = True
+        job.pending.clear()
         freed, job.undispatched = job.undispatched, 0
         self.queued -= freed
         if expired and freed:
@@ -135,7 +186,7 @@ class RowQueue:
         bucket = self._oldest()
         if bucket is None:
             return None, math.inf
-        wait = bucket[0].job.enqueued + max(self.limits.max_delay_s, hold) - now
+        wait = bucket[0].at + max(self.limits.max_delay_s, hold) - now
         return bucket, 0.0 if wait > 0 and self._full(bucket) else wait
 
     def _full(self, bucket: deque[Row]) -> bool:
@@ -152,7 +203,7 @@ class RowQueue:
                 bucket.popleft()
             if not bucket:
                 del self._buckets[key]
-            elif best is None or bucket[0].job.enqueued < best[0].job.enqueued:
+            elif best is None or bucket[0].at < best[0].at:
                 best = bucket
         return best
 
@@ -196,4 +247,8 @@ class RowQueue:
         self.queued -= len(rows)
         if freed or rows:
             self.metrics.queue_depth.dec(freed + len(rows))
+        if self._paced:
+            refilled = self._refill(now)
+            if refilled:
+                self.metrics.queue_depth.inc(refilled)
         return Batch(rows, longest, real, lane)

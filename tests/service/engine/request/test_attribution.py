@@ -15,7 +15,15 @@ import pytest
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.common.vocabulary import Attribution
-from attnserve.service.engine.request.attribution import plan_text, scores, words
+from attnserve.service.engine.request.attribution import (
+    Explain,
+    budgets,
+    least_budget,
+    plan_text,
+    scores,
+    words,
+)
+from attnserve.service.errors import InvalidArgument
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
 from tests.support.http import call
@@ -51,11 +59,12 @@ def test_enumerated_kernel_shap_equals_the_shapley_values() -> None:
     units = [[i] for i in range(1, m + 1)]
     ids = np.arange(100, 100 + m + 2)  # [CLS] w1..w5 [SEP]
     plan = plan_text(Attribution.SHAPLEY, ids, units, budget=64, filler=1)
-    assert len(plan.rows) == 2**m  # few words: every coalition, exactly
+    assert len(plan.coalitions) == 2**m  # few words: every coalition, exactly
+    assert len(plan.rows) == 2**m - 1  # the text itself is the reply's own row
     values = _values(plan.coalitions)
     lookup = {c.tobytes(): v for c, v in zip(plan.coalitions, values, strict=True)}
     expected = _brute_force_shapley(m, lambda keep: lookup[keep.tobytes()])
-    got = scores(plan, values)
+    got = scores(plan, values[1:], values[0])
     np.testing.assert_allclose(got[1:-1], expected, atol=1e-6)
     assert got[0] == got[-1] == 0.0  # the special tokens around the words
 
@@ -64,21 +73,53 @@ def test_sampled_kernel_shap_keeps_the_budget_and_adds_up_to_the_full_difference
     m = 12
     units = [[i] for i in range(m)]
     plan = plan_text(Attribution.SHAPLEY, np.arange(m), units, budget=40, filler=1)
-    assert len(plan.rows) == 40 and plan.coalitions[0].all() and not plan.coalitions[1].any()
+    assert len(plan.coalitions) == 40 and plan.coalitions[0].all() and not plan.coalitions[1].any()
+    assert len(plan.rows) == 39
     values = _values(plan.coalitions, seed=3)
-    got = scores(plan, values)
+    got = scores(plan, values[1:], values[0])
     assert got.sum() == pytest.approx(values[0] - values[1], abs=1e-6)
     again = plan_text(Attribution.SHAPLEY, np.arange(m), units, budget=40, filler=1)
     np.testing.assert_array_equal(again.coalitions, plan.coalitions)  # the same text, the same rows
 
 
+@pytest.mark.parametrize("m", [3, 7, 12, 40])
+def test_words_of_equal_worth_get_equal_scores_at_the_least_budget(m: int) -> None:
+    """Where the rows leave the system short, no word (the last one least of all) takes what
+    the rows do not determine: words that are worth the same score the same."""
+    units = [[i] for i in range(m)]
+    budget = least_budget(m)
+    plan = plan_text(Attribution.SHAPLEY, np.arange(50, 50 + m), units, budget=budget, filler=1)
+    values = plan.coalitions.sum(axis=1) / m  # every word adds 1/m
+    got = scores(plan, values[1:], float(values[0]))
+    np.testing.assert_allclose(got, np.full(m, 1.0 / m), atol=1e-6)
+
+
+def test_an_additive_model_is_recovered_exactly_from_a_sample() -> None:
+    m = 20
+    worth = np.random.default_rng(5).normal(size=m)
+    units = [[i] for i in range(m)]
+    plan = plan_text(Attribution.SHAPLEY, np.arange(m), units, budget=64, filler=1)
+    values = plan.coalitions.astype(float) @ worth
+    np.testing.assert_allclose(scores(plan, values[1:], float(values[0])), worth, atol=1e-5)
+
+
+def test_a_budget_too_few_for_the_words_is_refused_naming_the_least() -> None:
+    units = [[[i] for i in range(5)], [[0]]]
+    with pytest.raises(InvalidArgument, match=r"2 coalitions .* 5 words of text 0; shapley needs at least 6"):
+        budgets(Explain(Attribution.SHAPLEY, 2), units, max_rows=512)
+    assert budgets(Explain(Attribution.SHAPLEY, 6), units, max_rows=512) == [6, 6]
+    many = [[[i] for i in range(100)]]  # no budget named: the default, raised to what the text needs
+    assert budgets(Explain(Attribution.SHAPLEY), many, max_rows=512) == [101]
+    assert least_budget(1) == 2 and least_budget(2) == 3 and least_budget(0) == 1
+
+
 def test_occlusion_removes_one_word_per_row_and_never_leaves_a_row_empty() -> None:
     units = [[0], [1, 2]]  # a word of one piece, then a word of two
     plan = plan_text(Attribution.OCCLUSION, np.array([7, 8, 9]), units, budget=0, filler=1)
-    assert [row.tolist() for row in plan.rows] == [[7, 8, 9], [8, 9], [7]]
-    np.testing.assert_allclose(scores(plan, np.array([0.9, 0.2, 0.7])), [0.7, 0.2, 0.2], atol=1e-6)
+    assert [row.tolist() for row in plan.rows] == [[8, 9], [7]]  # the text itself is not run again
+    np.testing.assert_allclose(scores(plan, np.array([0.2, 0.7]), 0.9), [0.7, 0.2, 0.2], atol=1e-6)
     lone = plan_text(Attribution.SHAPLEY, np.array([7]), [[0]], budget=64, filler=1)
-    assert [row.tolist() for row in lone.rows] == [[7], [1]]  # the empty coalition: the filler token
+    assert [row.tolist() for row in lone.rows] == [[1]]  # the empty coalition: the filler token
 
 
 def test_word_pieces_merge_into_words_and_special_tokens_belong_to_none() -> None:
@@ -140,6 +181,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSe
     # scores would move a little with its batch mates and the batch test could not be exact.
     export_run(encoder.run_dir, repository, "encoder", quantize="none")
     export_run(small.run_dir, repository, "small")
+    # The same encoder with an int8 label graph (its gate opened wide: the graphs must differ).
+    export_run(encoder.run_dir, repository, "encoder8", max_accuracy_drop=1.0, int8_tolerance=1e9)
     with RunningServer(make_settings(repository, http_port=free_port(), max_attribution_rows=CAP)) as running:
         assert running.server is not None
         yield running, running.server.http_port
@@ -182,12 +225,12 @@ def test_a_one_word_text_has_one_score_and_both_methods_agree(server: tuple[Runn
     shapley = _classify(port, "encoder", [KEY], attribution="shapley")["results"][0]
     assert occlusion["tokens"] == ["[CLS]", KEY, "[SEP]"]
     assert occlusion["attribution"][0] == occlusion["attribution"][2] == 0.0
-    assert occlusion["attribution_rows"] == shapley["attribution_rows"] == 2  # the text, then no words
+    assert occlusion["attribution_rows"] == shapley["attribution_rows"] == 1  # no words (the text is the reply's)
     # One word: its Shapley value is the whole difference, what occlusion measures too.
     assert shapley["attribution"][1] == pytest.approx(occlusion["attribution"][1], abs=1e-6)
     assert occlusion["attribution"][1] > 0  # the word is what makes the label
     small = _classify(port, "small", [KEY], attribution="occlusion")["results"][0]
-    assert small["tokens"] == [KEY] and small["attribution_rows"] == 2 and small["attribution"][0] > 0
+    assert small["tokens"] == [KEY] and small["attribution_rows"] == 1 and small["attribution"][0] > 0
 
 
 def test_texts_at_the_length_limit_are_attributed_token_for_token(server: tuple[RunningServer, int]) -> None:
@@ -197,7 +240,7 @@ def test_texts_at_the_length_limit_are_attributed_token_for_token(server: tuple[
         result = _classify(port, model, [long_text], attribution="occlusion")["results"][0]
         tokens = result["tokens"]
         assert result["truncated"] and len(result["attribution"]) == len(tokens)
-        assert result["attribution_rows"] == len(tokens) - specials + 1  # a row per word, plus the text
+        assert result["attribution_rows"] == len(tokens) - specials  # a row per word
 
 
 def test_a_batch_answers_each_text_with_its_own_attribution(server: tuple[RunningServer, int]) -> None:
@@ -233,7 +276,7 @@ def test_budgets_and_calls_over_the_servers_cap_are_refused_up_front(
     assert over.status == 400 and over.error["code"] == "INVALID_ARGUMENT"
     assert "attribution_budget" in over.error["message"] and "max_attribution_rows" in over.error["message"]
     max_len = call(port, "GET", "/v1/models/small").json()["max_len"]
-    many = [" ".join(["the plot was dull"] * 40)] * (CAP // (max_len + 1) + 1)  # each cut to max_len words
+    many = [" ".join(["the plot was dull"] * 40)] * (CAP // max_len + 1)  # each cut to max_len words
     refused = call(port, "POST", "/v1/models/small:classify", {"texts": many, "attribution": "occlusion"})
     assert refused.status == 400 and f"allows {CAP} in one call" in refused.error["message"]
     assert running.value("attnserve_graph_batches_total") == before  # refused before any row ran
@@ -247,7 +290,64 @@ def test_attribution_rows_run_through_the_versions_batcher(server: tuple[Running
     texts = running.value("attnserve_batch_size_sum", model="small")
     counted = running.value("attnserve_attribution_rows_total", model="small", method="occlusion")
     _classify(port, "small", [f"the plot was {KEY}"], attribution="occlusion")
-    assert running.value("attnserve_attribution_rows_total", model="small", method="occlusion") == counted + 5
-    # The text's own batch, then its attribution's 5 rows as at least one more batch.
+    assert running.value("attnserve_attribution_rows_total", model="small", method="occlusion") == counted + 4
+    # The text's own batch, then its attribution's 4 rows (one per word) as at least one more batch.
     assert running.value("attnserve_batch_size_count", model="small") >= batches + 2
-    assert running.value("attnserve_batch_size_sum", model="small") == texts + 1 + 5
+    assert running.value("attnserve_batch_size_sum", model="small") == texts + 1 + 4
+
+
+def test_a_shapley_budget_too_few_for_the_words_is_refused_naming_the_least(
+    server: tuple[RunningServer, int],
+) -> None:
+    """Two coalitions are the full and the empty text only: nothing says how to split the
+    difference, which once all went to the last word."""
+    running, port = server
+    before = running.value("attnserve_graph_batches_total")
+    text = f"{KEY} plot and dull cast"  # five words the model knows
+    body = {"texts": [text], "attribution": "shapley", "attribution_budget": 2}
+    refused = call(port, "POST", "/v1/models/small:classify", body)
+    assert refused.status == 400 and refused.error["code"] == "INVALID_ARGUMENT", refused.body
+    assert "the 5 words of text 0; shapley needs at least 6" in refused.error["message"]
+    assert running.value("attnserve_graph_batches_total") == before  # refused before any row ran
+    enough = _classify(port, "small", [text], attribution="shapley", attribution_budget=6)
+    scored = np.array(enough["results"][0]["attribution"])
+    assert np.count_nonzero(scored) > 1  # the difference is shared, not handed to one word
+
+
+def _empty_text_probabilities(port: int, model: str, attention: bool) -> np.ndarray:
+    """p(· | no words) for the tiny BERT ([CLS] [SEP]: ids 2, 3), on the graph a call with or
+    without attention is answered by, through V2 REST's INPUT_IDS."""
+    body: dict[str, Any] = {
+        "inputs": [
+            {"name": "INPUT_IDS", "datatype": "INT64", "shape": [1, 2], "data": [2, 3]},
+            {"name": "ATTENTION_MASK", "datatype": "INT64", "shape": [1, 2], "data": [1, 1]},
+        ],
+        "outputs": [{"name": "PROBABILITIES"}],
+    }
+    if attention:
+        body["outputs"].append({"name": "ATTENTION", "parameters": {"attention_mode": "pooled"}})
+    reply = call(port, "POST", f"/v2/models/{model}/infer", body)
+    assert reply.status == 200, reply.body
+    out = next(o for o in reply.json()["outputs"] if o["name"] == "PROBABILITIES")
+    return np.array(out["data"], dtype=np.float64)
+
+
+@pytest.mark.parametrize("attention", ["pooled", "none"])
+def test_shapley_scores_add_up_to_the_replys_own_probability(
+    server: tuple[RunningServer, int], attention: str
+) -> None:
+    """One graph per answer: with attention asked the float32 graph answers the label, so the
+    attribution rows run there too, and the scores add up to the reply's own probability of
+    its label minus the empty text's on that graph (not the int8 label graph's)."""
+    _, port = server
+    texts = [text for text, _ in _decided(8, seed=21)]
+    reply = _classify(port, "encoder8", texts, attribution="shapley", attention=attention)
+    empty = _empty_text_probabilities(port, "encoder8", attention != "none")
+    for result in reply["results"]:
+        label = result["label_id"]
+        whole = result["probabilities"][label]
+        total = float(np.sum(result["attribution"]))
+        # The label graph quantizes a batch's activations together: the empty row's value moves a
+        # little with its batch mates there; the float32 graph is the same in any batch.
+        tolerance = 1e-3 if attention != "none" else 2e-2
+        assert total == pytest.approx(whole - empty[label], abs=tolerance), (result["tokens"], total)
