@@ -78,6 +78,11 @@ class Predictor:
             return EXPLAIN_LANE
         return LABEL_LANE
 
+    @property
+    def calls(self) -> int:
+        """Calls that hold this version now (entered and not left)."""
+        return self._calls
+
     def enter(self) -> None:
         """A call holds this version from here until `leave`: closing waits for it."""
         self._calls += 1
