@@ -61,14 +61,14 @@ class ClassifyBody(BaseModel):
     attribution: MethodWord = Field(
         Attribution.NONE,
         description="An attribution beside (or instead of) attention: occlusion (each word removed in "
-        "turn: its words + 1 forward rows a text) or shapley (KernelSHAP over the words, "
-        "attribution_budget rows a text). Each result then carries `attribution` and `attribution_rows`.",
+        "turn: a forward row per word) or shapley (KernelSHAP over the words, "
+        "attribution_budget - 1 rows a text). Each result then carries `attribution` and `attribution_rows`.",
     )
     attribution_budget: int = Field(
         0,
         ge=0,
         le=1_000_000,
-        description="shapley: forward rows per text (0: the server's default, 64); the server caps a "
+        description="shapley: coalitions per text, the text itself included (0: the server's default, 64, raised to words + 1; fewer than words + 1 is refused); the server caps a "
         "request's rows at --max-attribution-rows.",
     )
 

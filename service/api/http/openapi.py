@@ -74,7 +74,7 @@ class InferRequest(BaseModel):
         description="binary_data_output (bool); attention_mode (as on the ATTENTION output, "
         "for clients that set no output parameters); attribution (none, occlusion or shapley: "
         "the ATTRIBUTION and ATTRIBUTION_ROWS outputs) and attribution_budget (int, shapley's "
-        "forward rows per text).",
+        "coalitions per text).",
     )
     inputs: list[InferInput] = Field(min_length=1)
     outputs: list[InferRequestedOutput] | None = None

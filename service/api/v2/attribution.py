@@ -1,7 +1,7 @@
 """Attributions on the V2 protocol: two request parameters and two outputs.
 
     parameters  attribution         string  none, occlusion or shapley (engine/request/attribution.py)
-                attribution_budget  int     shapley: forward rows per text (0: the server's default)
+                attribution_budget  int     shapley: coalitions per text (0: the server's default)
     outputs     ATTRIBUTION         FP32   [-1, -1]  per token of each text, padded with zeros to the
                                                      request's longest text, as ATTENTION is
                 ATTRIBUTION_ROWS    INT32  [-1]      the forward rows each text's attribution took
@@ -9,7 +9,7 @@
 The `attribution` parameter decides whether anything is computed: a request that names
 ATTRIBUTION or ATTRIBUTION_ROWS without a method gets them empty ([B, 0], and 0 rows per
 text), for nothing, as clients that ask for every declared output (perf_analyzer) must not
-pay (words + 1) forward rows a text unawares. A request that names no outputs gets every
+pay a forward row per word of every text unawares. A request that names no outputs gets every
 declared output, these two only when its parameter names a method. The parameters sit on
 the request, not on an output: tritonclient sets no parameters per output.
 """
