@@ -32,7 +32,7 @@ def test_client_classify_returns_scores_and_rows(client: Client) -> None:
         assert result.attribution is not None and result.attribution.dtype == np.float32
         assert len(result.attribution) == len(result.tokens)
         assert not result.attribution[np.asarray(result.special)].any()
-    assert [r.attribution_rows for r in reply.results] == [10, 4]
+    assert [r.attribution_rows for r in reply.results] == [9, 3]  # a row per word
     assert reply.timings_us["attribution"] > 0
     plain = client.classify(SENTENCE, model=NAME)
     assert plain.results[0].attribution is None and plain.results[0].attribution_rows == 0
@@ -47,7 +47,7 @@ def test_async_client_and_stream_carry_the_budget(server: RunningServer) -> None
         return reply.results[0].attribution_rows, [r.results[0].attribution_rows for r in streamed]
 
     rows, streamed = asyncio.run(run())
-    assert rows == 20 and streamed == [8]  # 3 words: every coalition
+    assert rows == 19 and streamed == [7]  # 3 words: every coalition but the text (the reply)
 
 
 def test_a_bad_method_is_refused_before_the_call(client: Client) -> None:
@@ -70,7 +70,7 @@ def test_cli_classify_json_includes_the_scores(
     expected = client.classify(SENTENCE, model=NAME, attribution="occlusion").results[0]
     assert expected.attribution is not None
     np.testing.assert_allclose(result["attribution"], expected.attribution, atol=1e-6)
-    assert result["attribution_rows"] == 10 and len(result["attribution"]) == len(result["tokens"])
+    assert result["attribution_rows"] == 9 and len(result["attribution"]) == len(result["tokens"])
 
 
 def test_cli_classify_prints_each_token_with_its_score(
@@ -88,7 +88,7 @@ def test_cli_classify_prints_each_token_with_its_score(
     ]
     assert client_main(args) == 0
     out = capsys.readouterr().out
-    assert "attribution (occlusion: what each word does to p(" in out and "10 forward rows" in out
+    assert "attribution (occlusion: what each word does to p(" in out and "9 forward rows" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("  ") and len(line.split()) >= 2]
     scores = [(row[0], float(row[1])) for row in rows if row[1][0] in "+-"]
     assert [token for token, _ in scores] == SENTENCE.split()  # one line a token (no special tokens)

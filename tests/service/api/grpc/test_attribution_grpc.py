@@ -86,9 +86,10 @@ def test_classify_scores_every_token_as_the_json_api_does(
         assert result.attribution_rows == expected["attribution_rows"]
 
 
-def test_occlusion_takes_a_row_per_word_and_one_for_the_text(channel: grpc.Channel) -> None:
+def test_occlusion_takes_a_row_per_word(channel: grpc.Channel) -> None:
+    # The text itself is not run again: its value is the reply's own probability.
     reply = unary(channel, request(pb.ATTRIBUTION_METHOD_OCCLUSION))
-    assert [r.attribution_rows for r in reply.results] == [10, 4]  # 9 and 3 words
+    assert [r.attribution_rows for r in reply.results] == [9, 3]  # 9 and 3 words
 
 
 def test_no_attribution_unless_asked(channel: grpc.Channel) -> None:
@@ -110,7 +111,7 @@ def test_classify_stream_carries_attributions_and_errors(channel: grpc.Channel) 
     assert [r.request_id for r in replies] == ["occlusion", "over", "shapley"]
     assert_attributed(replies[0])
     assert_attributed(replies[2])
-    assert [r.attribution_rows for r in replies[2].results] == [16, 8]  # 3 words: 2^3 coalitions
+    assert [r.attribution_rows for r in replies[2].results] == [15, 7]  # 3 words: 2^3 coalitions, less the text
     assert replies[1].error.code_name == "INVALID_ARGUMENT"
     assert "max_attribution_rows" in replies[1].error.message
 
@@ -120,7 +121,7 @@ def test_a_budget_over_the_cap_is_invalid(channel: grpc.Channel) -> None:
         unary(channel, request(pb.ATTRIBUTION_METHOD_SHAPLEY, budget=513))
     assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert raised.value.details() == (
-        "attribution_budget: 513 forward rows per text asked; this server allows at most 512 in one "
+        "attribution_budget: 513 coalitions per text asked; this server runs at most 512 rows in one "
         "call (max_attribution_rows)"
     )
 

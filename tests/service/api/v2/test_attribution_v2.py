@@ -130,7 +130,7 @@ def test_outputs_named_without_a_method_come_back_empty(
         (
             ["ATTRIBUTION"],
             {"attribution": "shapley", "attribution_budget": 600},
-            "parameters.attribution_budget: 600 forward rows per text asked; this server allows at most 512",
+            "parameters.attribution_budget: 600 coalitions per text asked; this server runs at most 512 rows",
         ),
     ],
 )
