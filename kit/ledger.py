@@ -20,7 +20,9 @@ import grpc
 from attnserve.service.client import ClientError
 
 # Statuses the client's side can produce on its own: not proof that the server answered.
-CLIENT_SIDE = frozenset({"DEADLINE_EXCEEDED", "CANCELLED"})
+# NO_STATUS closes a call that got none (cancelled, or stopped by the caller's own error).
+NO_STATUS = "NO_STATUS"
+CLIENT_SIDE = frozenset({"DEADLINE_EXCEEDED", "CANCELLED", NO_STATUS})
 
 
 def percentile(values: Iterable[float], q: float) -> float:
@@ -57,7 +59,7 @@ class Ledger:
         cancelled before any status came)."""
         self.open(api)
         began = time.perf_counter()
-        code, detail = "NO_STATUS", None
+        code, detail = NO_STATUS, None
         try:
             await make()
             code = "OK"
@@ -85,7 +87,7 @@ class Ledger:
     def lost(self) -> int:
         """Calls that started but never ended with a status."""
         ended = self.ended
-        return self.started - sum(ended.values()) + ended["NO_STATUS"]
+        return self.started - sum(ended.values()) + ended[NO_STATUS]
 
     def abandoned(self) -> dict[str, int]:
         """api -> calls sent but never answered to the client."""
@@ -95,7 +97,8 @@ class Ledger:
         return {api: self.sent[api] - answered[api] for api in self.sent if self.sent[api] != answered[api]}
 
     def answered_definitely(self) -> dict[str, int]:
-        """api -> calls answered with a status only the server can have given."""
+        """api -> calls answered with a status only the server can have given (never a call
+        `lost` counts)."""
         out: Counter[str] = Counter()
         for (api, code), count in self.closed.items():
             if code not in CLIENT_SIDE:

@@ -142,7 +142,8 @@ class Settings(ReliabilitySettings, ObserveSettings):
     model_threads: Annotated[dict[str, Annotated[int, Field(ge=0)]], NoDecode] = Field(
         default_factory=dict,
         description="One model's intra-op threads, over --intra-op-threads: NAME=N, repeatable "
-        "(environment: NAME=N,NAME=N).",
+        "(environment: NAME=N,NAME=N); a cascade's NAME sets both members, NAME.student or "
+        "NAME.teacher one.",
     )
     graph_optimization: GraphOptimization = Field("all", description="onnxruntime graph optimisation level.")
     cpu_arena: bool = Field(
@@ -151,7 +152,8 @@ class Settings(ReliabilitySettings, ObserveSettings):
     allow_spinning: bool | None = Field(
         None,
         description="Let idle intra-op threads spin (lower latency, burns CPU the event loop needs); "
-        "unset: on for a model whose measured choice gives it every core.",
+        "unset: on for a model whose measured choice gives it every core, when it is the only "
+        "model version the server holds.",
     )
 
     # --- batching and limits ----------------------------------------------------------

@@ -69,7 +69,9 @@ class _Supervisor:
     def __init__(self, settings: Settings, env: dict[str, str], directory: str) -> None:
         self.settings, self.env, self.directory = settings, env, directory
         self.slots = [_Slot(index) for index in range(settings.workers)]
-        self.payload = settings.model_dump_json()
+        # Only the values the operator set (flags and environment): a field left unset must stay
+        # unset in the worker, where validators tell a default from a choice.
+        self.payload = settings.model_dump_json(exclude_unset=True)
         self.stopping = False
         self.crash_loop = False
 
@@ -188,7 +190,9 @@ def _worker_main(payload: str) -> int:
     signal.signal(signal.SIGINT, _stop_before_serving)
     from attnserve.service.run import configure_logging, run_server
 
-    settings = Settings(**json.loads(payload))  # explicit values: the environment cannot change them
+    # The supervisor's set values, passed explicitly: the environment cannot change them; the
+    # fields it left unset take their defaults here as they did there.
+    settings = Settings(**json.loads(payload))
     configure_logging(settings.log_level, settings.log_format, worker=str(os.getpid()))
     return run_server(settings, serve_metrics=False, bind_after_load=True)
 

@@ -75,11 +75,25 @@ Fingerprint = tuple[tuple[str, int, int], ...]
 
 
 def fingerprint(version_dir: Path) -> Fingerprint:
-    entries = []
-    for entry in sorted(os.scandir(version_dir), key=lambda e: e.name):
+    """(path, size, modification time) of every file under `version_dir`, subfolders included:
+    a file copied over in place (a cascade member's `teacher/model.onnx`) leaves its folder's
+    own time unchanged. Stat calls only, no reads."""
+    entries: list[tuple[str, int, int]] = []
+    _stat_files(version_dir, "", entries)
+    return tuple(entries)
+
+
+def _stat_files(folder: Path | str, prefix: str, entries: list[tuple[str, int, int]]) -> None:
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        name = prefix + entry.name
+        if entry.is_dir(follow_symlinks=False):  # a linked folder is one entry: no loop to follow
+            try:
+                _stat_files(entry.path, name + "/", entries)
+            except OSError:  # removed while we looked (a member being replaced): the version stays
+                entries.append((name + "/", -1, -1))
+            continue
         try:
             info = entry.stat()
         except OSError:  # vanished or a dangling link: still part of the folder's state
             info = entry.stat(follow_symlinks=False)
-        entries.append((entry.name, info.st_size, info.st_mtime_ns))
-    return tuple(entries)
+        entries.append((name, info.st_size, info.st_mtime_ns))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from attnserve.service.client import AsyncClient, ClientError
+from attnserve.service.client import AsyncClient, Client, ClientError
 from tests.support.load import record_figures
 from tests.support.process import ServerProcess
 from tests.support.waits import until, wait_until
@@ -165,3 +165,18 @@ def test_a_crash_loop_stops_the_supervisor_with_status_1(model_repository: Path)
         output = server.output
     assert code == 1, output
     assert "crash loop" in output
+
+
+def test_workers_serve_with_a_queue_smaller_than_the_default_attribution_rows(model_repository: Path) -> None:
+    # Left unset, max_attribution_rows (512) follows a smaller max_queue; each worker must read
+    # the operator's flags as they were given, not every value the supervisor ended up with.
+    with ServerProcess(model_repository, "--workers", "2", "--max-queue", "100") as server:
+        workers = children(server.pid)
+        assert len(workers) == 2
+        for pid in workers:
+            wait_ready(server, pid, 60)
+        for _ in range(6):  # fresh connections spread over the workers
+            with Client(server.target, timeout=30) as client:
+                assert client.classify(["a white car", "a black car"], model="car").results[1].label
+        assert children(server.pid) == workers, server.output
+        assert "exited" not in server.output

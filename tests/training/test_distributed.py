@@ -166,6 +166,24 @@ def test_two_processes_train_like_one_and_the_run_exports(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+def test_a_run_stopped_on_one_process_is_not_resumed_on_two(tmp_path: Path) -> None:
+    out = ["--batch-size", "8", "--out", str(tmp_path / "run")]
+    run([str(VENV_BIN / "attnserve-train"), *RUN, *out, "--max-seconds", "1e-9"], tmp_path)
+    assert (tmp_path / "run" / "resume.pt").is_file()
+    port = free_port()
+    launcher = [str(VENV_BIN / "torchrun"), "--nproc-per-node", "2", "--nnodes", "1", "--rdzv-backend",
+                "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "attnserve.training"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    resumed = subprocess.run([*launcher, *RUN, *out, "--resume"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    # Two processes draw twice the rows a step: the saved schedule would end at the wrong step.
+    assert resumed.returncode != 0, resumed.stderr[-3000:]
+    refusals = [line for line in resumed.stderr.splitlines() if "attnserve-train: error:" in line]
+    assert refusals, resumed.stderr[-3000:]  # each rank refuses in one line (torchrun adds its own report)
+    assert all("saved by a run on 1 process, and this one runs on 2 processes" in line for line in refusals)
+
+
+@pytest.mark.slow
 def test_the_documented_car_order_command_completes_on_two_processes(tmp_path: Path) -> None:
     command = [str(VENV_BIN / "torchrun"), "--standalone", "--nproc-per-node", "2", "-m",
                "attnserve.training", "--task", "car-order", "--model", "attention_pool", "--seed", "0",

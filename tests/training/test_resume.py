@@ -14,9 +14,9 @@ import torch
 
 from attnserve.training.cli.main import main as train_main
 from attnserve.training.loop.batching import Split
-from attnserve.training.loop.resume import RESUME, ResumeError
+from attnserve.training.loop.resume import RESUME, ResumeError, fingerprint, read_state
 from attnserve.training.loop.trainer import History, TrainConfig, fit
-from attnserve.training.models import build_model
+from attnserve.training.models import Classifier, build_model
 
 # Dropout everywhere, word dropout and several batches an epoch: every random generator the
 # loop uses takes part, so a resumed run only matches if all of them were restored.
@@ -90,6 +90,15 @@ def test_a_state_from_another_run_or_no_state_is_refused(tmp_path: Path) -> None
     # Settings of one session (budget, progress, threads, micro-batch size) may change.
     _, history = run(state, replace(CONFIG, resume=True, threads=2, max_batch_tokens=64))
     assert not history.out_of_time and len(history.epochs) == 3
+
+
+def test_a_state_saved_on_one_process_is_refused_on_two(tmp_path: Path) -> None:
+    state = tmp_path / RESUME
+    model, history = run(state, replace(CONFIG, max_seconds=1e-9))
+    assert history.out_of_time and state.is_file() and isinstance(model, Classifier)
+    assert read_state(state, fingerprint(model, CONFIG, TRAIN, VAL, processes=1))["loop"]["step"] == 1
+    with pytest.raises(ResumeError, match="saved by a run on 1 process, and this one runs on 2"):
+        read_state(state, fingerprint(model, CONFIG, TRAIN, VAL, processes=2))
 
 
 def test_cli_resumes_until_done_and_then_has_nothing_to_resume(

@@ -30,6 +30,7 @@ FORMAT = "attnserve-resume/1"
 # (threads and max_batch_tokens change only the order of a sum: a run that ran out of memory
 # can go on in smaller micro-batches).
 SESSION_FIELDS = {"max_seconds", "progress", "resume", "threads", "device", "max_batch_tokens"}
+PROCESSES = "processes"  # the fingerprint's entry for the number of processes
 
 
 class ResumeError(ValueError):
@@ -57,15 +58,25 @@ class LoopState:
         return [b.numpy() for b in self.plan]
 
 
-def fingerprint(model: Classifier, config: Any, train: Split, val: Split) -> dict[str, str]:
-    """What must match for a saved state to continue this run: model, settings, data."""
+def fingerprint(
+    model: Classifier, config: Any, train: Split, val: Split, *, processes: int
+) -> dict[str, str]:
+    """What must match for a saved state to continue this run: model, settings, data and the
+    number of processes (a step's batch spans them all, so it sets the schedule's steps)."""
     settings = {k: v for k, v in asdict(config).items() if k not in SESSION_FIELDS}
     return {
         "model": f"{model.family} {_canonical(asdict(model.config))}",
         "training settings": _canonical(settings),
         "training data": _digest(train),
         "validation data": _digest(val),
+        PROCESSES: str(processes),
     }
+
+
+def _processes(count: str | None) -> str:
+    if count is None:  # a state saved before the count was recorded
+        return "an unrecorded number of processes"
+    return f"{count} process" if count == "1" else f"{count} processes"
 
 
 def _canonical(value: Any) -> str:
@@ -118,8 +129,14 @@ def read_state(path: Path, prints: dict[str, str]) -> dict[str, Any]:
     payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     if payload.get("format") != FORMAT:
         raise ResumeError(f"{path}: unknown format {payload.get('format')!r}, expected {FORMAT}")
+    saved = payload["fingerprint"]
+    if PROCESSES in prints and saved.get(PROCESSES) != prints[PROCESSES]:
+        raise ResumeError(
+            f"{path} was saved by a run on {_processes(saved.get(PROCESSES))}, and this one runs on "
+            f"{_processes(prints[PROCESSES])}: a step's batch spans every process; resume on as many"
+        )
     for what, value in prints.items():
-        if payload["fingerprint"].get(what) != value:
+        if saved.get(what) != value:
             raise ResumeError(
                 f"{path} was saved by a run with different {what}; resume with the same data and flags"
             )

@@ -87,7 +87,7 @@ class Session:
         keep = {CLS_ID} if keep_first_token else set()
         self.augment = word_dropout_augment(cfg.word_dropout, unk_id, own, keep)
         self.parts: dict[str, Any] = {"model": model, "optimizer": self.opt, "scheduler": self.sched}
-        self.parts |= {"rng": self.rng, "prints": fingerprint(model, cfg, train, val)}
+        self.parts |= {"rng": self.rng, "prints": fingerprint(model, cfg, train, val, processes=at.world)}
         self.loop = LoopState()
         if cfg.resume and state_path is not None:
             self.loop = resume_state(state_path, cfg.seed, at, **self.parts)

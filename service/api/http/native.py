@@ -68,8 +68,9 @@ class ClassifyBody(BaseModel):
         0,
         ge=0,
         le=1_000_000,
-        description="shapley: coalitions per text, the text itself included (0: the server's default, 64, raised to words + 1; fewer than words + 1 is refused); the server caps a "
-        "request's rows at --max-attribution-rows.",
+        description="shapley: coalitions per text, the text itself included (0: the server's default, "
+        "64, raised to words + 1; fewer than words + 1 is refused); the server caps a request's rows at "
+        "--max-attribution-rows.",
     )
 
 

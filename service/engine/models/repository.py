@@ -110,7 +110,7 @@ class Repository:
                 check_confined(root, member_dir)
             model = (load_cascade if cascade else load_model)(
                 version_dir,
-                self._settings,
+                self._load_settings(),
                 self._metrics,
                 name=name,
                 version=version,
@@ -123,6 +123,26 @@ class Repository:
             raise
         self._failures.pop((name, version), None)
         return model
+
+    def _load_settings(self) -> Settings:
+        """The settings a version loads with: left unset, --allow-spinning spins no version that
+        shares this process with another, read from the repository as it is now."""
+        settings = self._settings
+        if settings.allow_spinning is None and self._versions_held() > 1:
+            # Each version measured compute-bound takes every core: one's idle threads spinning
+            # would hold the cores the other's next batch needs.
+            settings = settings.model_copy(update={"allow_spinning": False})
+        return settings
+
+    def _versions_held(self) -> int:
+        """Versions the repository holds for this process to serve, by the version policy."""
+        try:
+            found = scan(self._settings.repository, report=False)
+        except RepositoryError:  # gone: the load itself reports it
+            return 0
+        if self._settings.version_policy == "latest":
+            return len(found.keys() | self._models.keys())
+        return sum(len(versions) for versions in found.values())
 
     def _load_by_policy(self, name: str, versions: list[int]) -> list[LoadedModel]:
         loaded: list[LoadedModel] = []

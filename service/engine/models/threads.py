@@ -1,15 +1,17 @@
 """A model version's onnxruntime intra-op threads, chosen once at load.
 
 Precedence: the server's setting (`--model-threads NAME=N`, then `--intra-op-threads N`) >
-the bundle's hint (`bundle.json` `serving.intra_op_threads`) > a measurement. A small model
-spends its time in the front end and wants one thread, leaving the other cores to the event
-loop; a pretrained encoder spends milliseconds a batch inside onnxruntime and runs about twice
-as fast on two. The measurement tells the two apart: a representative batch at one thread and
-at every core this process may use, each on a session of its own that is let go at once.
+the bundle's hint (`bundle.json` `serving.intra_op_threads`, at most this worker's cores) > a
+measurement. A small model spends its time in the front end and wants one thread, leaving the
+other cores to the event loop; a pretrained encoder spends milliseconds a batch inside
+onnxruntime and runs about twice as fast on two. The measurement tells the two apart: a
+representative batch at one thread and at every core this process may use, each on a session
+of its own that is let go at once.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -33,6 +35,8 @@ MIN_SPEEDUP = 1.25
 BATCH_ROWS = 8
 BATCH_TOKENS = 32
 TIMED_RUNS = 5  # per thread count, in turns, after one warm-up run each
+# Where the CPU controller's files are: the container's own cgroup inside a container.
+CGROUP = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
@@ -68,13 +72,51 @@ def _plural(threads: int) -> str:
     return "1 thread" if threads == 1 else f"{threads} threads"
 
 
-def available_cores(workers: int) -> int:
-    """CPU cores this process may run on, shared out among the server's worker processes."""
+def available_cores(workers: int, cgroup: Path = CGROUP) -> int:
+    """CPU cores this process may run on (its affinity, within a cgroup CPU quota), shared out
+    among the server's worker processes."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity API off Linux
         cores = os.cpu_count() or 1
+    quota = quota_cores(cgroup)
+    if quota is not None:
+        cores = min(cores, quota)
     return max(1, cores // max(1, workers))
+
+
+def quota_cores(cgroup: Path = CGROUP) -> int | None:
+    """The cgroup CPU quota in whole cores (rounded up), or None where there is none.
+
+    A container limited to `cpus: 2` still sees every core of its host in its affinity; its
+    quota lives in cgroup v2's `cpu.max` ("200000 100000"; "max 100000" for none) or cgroup
+    v1's `cpu.cfs_quota_us` / `cpu.cfs_period_us` (quota -1 for none)."""
+    v2 = _read(cgroup / "cpu.max")
+    if v2 is not None:
+        quota, _, period = v2.partition(" ")
+        return _cores(quota, period)
+    for folder in (cgroup / "cpu", cgroup / "cpu,cpuacct", cgroup):
+        quota_us = _read(folder / "cpu.cfs_quota_us")
+        if quota_us is not None:
+            return _cores(quota_us, _read(folder / "cpu.cfs_period_us") or "")
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _cores(quota: str, period: str) -> int | None:
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:  # "max": no quota
+        return None
+    if quota_us <= 0 or period_us <= 0:  # -1: no quota
+        return None
+    return max(1, math.ceil(quota_us / period_us))
 
 
 def decide(one_ms: float, all_ms: float, cores: int) -> int:
@@ -93,11 +135,22 @@ def configured(settings: Settings, manifest: BundleManifest, cores: int) -> Thre
         return ThreadChoice(threads, "server", None, None, cores, bool(settings.allow_spinning))
     hint = manifest.serving.intra_op_threads if manifest.serving is not None else None
     if hint is not None:
-        return ThreadChoice(hint, "bundle", None, None, cores, bool(settings.allow_spinning))
+        # Written for a whole machine: each of --workers N processes has only its share of it.
+        return ThreadChoice(min(hint, cores), "bundle", None, None, cores, bool(settings.allow_spinning))
     if settings.device != "cpu" and CUDA in ort.get_available_providers():
         # The graph runs on the GPU: the CPU threads only feed it, and one is enough.
         return ThreadChoice(1, "server", None, None, cores)
     return None
+
+
+def member_settings(settings: Settings, cascade: str, member: str, member_name: str) -> Settings:
+    """The settings a cascade member loads with: `--model-threads CASCADE.member=N`, else
+    `CASCADE=N`, given to the member under its own name (`<cascade>.student` as exported)."""
+    threads = settings.model_threads
+    count = threads.get(f"{cascade}.{member}", threads.get(cascade))
+    if count is None:
+        return settings
+    return settings.model_copy(update={"model_threads": {**threads, member_name: count}})
 
 
 def choose_threads(model_path: Path, settings: Settings, manifest: BundleManifest) -> ThreadChoice:
@@ -112,7 +165,8 @@ def choose_threads(model_path: Path, settings: Settings, manifest: BundleManifes
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     one_ms, all_ms = measure_ms(model_path, settings, (1, cores), feed)
     threads = decide(one_ms, all_ms, cores)
-    # Unset --allow-spinning: spin when the model's own compute takes every core anyway.
+    # Unset --allow-spinning: spin when the model's own compute takes every core anyway (a
+    # version sharing the process with another loads with it off: repository.py).
     spinning = threads > 1 if settings.allow_spinning is None else settings.allow_spinning
     return ThreadChoice(threads, "measured", one_ms, all_ms, cores, spinning)
 

@@ -13,6 +13,7 @@ import pytest
 from attnserve.service.bundle import BundleError
 from attnserve.service.bundle.cascade import read_cascade
 from attnserve.service.client import Client
+from attnserve.service.settings import model_thread
 from tests.support.cascades import NAME, export_duo
 from tests.support.servers import RunningServer, make_settings
 
@@ -57,6 +58,49 @@ def test_a_new_cascade_version_is_swapped_in(trained_run: Callable[[str], Path],
         third.rename(root / NAME / "3")
         _wait(lambda: server.value("attnserve_model_load_failures_total", model=NAME) >= 1)
         assert client.classify(texts, model=NAME).version == 2
+
+
+def test_a_member_file_replaced_in_place_is_reloaded(
+    trained_run: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # `cp` over a member's file changes neither the version folder nor the member's folder.
+    root = tmp_path / "models"
+    version = export_duo(trained_run, root)
+    graph = version / "teacher" / "model.onnx"
+    good = graph.read_bytes()
+    texts = ["hello there", "pizza with cheese"]
+    with (
+        RunningServer(make_settings(root, repository_poll_seconds=POLL)) as server,
+        Client(server.target, timeout=30) as client,
+    ):
+        assert server.server is not None
+        models = server.server.core.repository
+        first = models.models[NAME].versions[1]
+        graph.write_bytes(good[:-16] + b"\0" * 16)  # a wrong file copied over the teacher's
+        _wait(lambda: server.value("attnserve_model_load_failures_total", model=NAME) >= 1)
+        assert models.models[NAME].versions[1] is first  # refused: the loaded one keeps serving
+        graph.write_bytes(good)  # the right file copied back
+        _wait(lambda: models.models[NAME].versions[1] is not first)
+        assert server.value("attnserve_model_load_failures_total", model=NAME) == 1
+        assert client.classify(texts, model=NAME).version == 1
+
+
+def test_model_threads_of_a_cascade_apply_to_its_members(
+    trained_run: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # NAME=N covers both members; NAME.teacher=N (or NAME.student=N) one of them, over NAME=N.
+    root = tmp_path / "models"
+    export_duo(trained_run, root)
+    threads = dict(model_thread(flag) for flag in (f"{NAME}=2", f"{NAME}.teacher=3"))
+    with RunningServer(make_settings(root, model_threads=threads)) as server:
+        assert server.server is not None
+        members = server.server.core.repository.models[NAME].versions[1].cascade
+        assert members is not None
+        assert (members.student.threads.intra_op, members.student.threads.source) == (2, "server")
+        assert (members.teacher.threads.intra_op, members.teacher.threads.source) == (3, "server")
+        gauge = "attnserve_model_intra_op_threads"
+        assert server.samples(gauge, model=f"{NAME}.student", version="1") == [2.0]
+        assert server.samples(gauge, model=f"{NAME}.teacher", version="1") == [3.0]
 
 
 @pytest.mark.parametrize("member", ["student", "teacher"])

@@ -46,6 +46,7 @@ from attnserve.service.engine.models.threads import (
     choose_threads,
     configured,
     decide,
+    quota_cores,
 )
 from attnserve.service.engine.models.threads import measure_ms as measure
 from attnserve.service.settings import Settings
@@ -177,6 +178,33 @@ def test_cores_are_shared_among_workers_and_never_fewer_than_one() -> None:
         assert available_cores(2) == CORES // 2
 
 
+def _cgroup(root: Path, files: dict[str, str]) -> Path:
+    """A folder laid out as /sys/fs/cgroup, holding only the given CPU controller files."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    return root
+
+
+def test_a_cgroup_cpu_quota_bounds_the_cores(tmp_path: Path) -> None:
+    # cgroup v2: "<quota> <period>" in microseconds, or "max" for none (compose's `cpus: 2`).
+    assert quota_cores(_cgroup(tmp_path / "v2-two", {"cpu.max": "200000 100000"})) == 2
+    assert quota_cores(_cgroup(tmp_path / "v2-half", {"cpu.max": "150000 100000"})) == 2  # rounded up
+    assert quota_cores(_cgroup(tmp_path / "v2-none", {"cpu.max": "max 100000"})) is None
+    # cgroup v1: the cpu controller's own folder; -1 for none.
+    v1 = {"cpu/cpu.cfs_quota_us": "300000", "cpu/cpu.cfs_period_us": "100000"}
+    assert quota_cores(_cgroup(tmp_path / "v1-three", v1)) == 3
+    v1_none = {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}
+    assert quota_cores(_cgroup(tmp_path / "v1-none", v1_none)) is None
+    assert quota_cores(tmp_path / "no-cgroup") is None
+    # Under a quota of one core the process gets one, whatever its affinity allows.
+    one = _cgroup(tmp_path / "v2-one", {"cpu.max": "100000 100000"})
+    assert available_cores(1, cgroup=one) == 1
+    assert available_cores(1, cgroup=tmp_path / "v2-none") == CORES
+    hundred = _cgroup(tmp_path / "v2-hundred", {"cpu.max": "10000000 100000"})
+    assert available_cores(1, cgroup=hundred) == CORES  # a quota above the affinity changes nothing
+
+
 def test_describe_says_the_count_and_where_it_came_from() -> None:
     measured = ThreadChoice(2, "measured", 4.0, 2.0, 2)
     assert measured.describe() == "2 threads (measured: 4.00 ms at 1 thread, 2.00 ms at 2)"
@@ -274,6 +302,17 @@ def test_the_bundle_hint_wins_over_the_measurement(repository: Path) -> None:
     assert configured(_settings(), _manifest(repository / "slow" / "1"), CORES) is None  # measure
 
 
+def test_the_bundle_hint_is_capped_at_the_cores_of_one_worker(repository: Path) -> None:
+    # The hint was written for a whole machine; each of --workers N processes has its share.
+    folder = repository / "hinted" / "1"
+    workers = min(max(CORES, 2), 64)
+    settings = _settings(workers=workers, port=50051)
+    choice = choose_threads(folder / MODEL_FILE, settings, _manifest(folder))
+    assert choice.source == "bundle" and choice.cores == available_cores(workers)
+    assert choice.intra_op == min(2, available_cores(workers))
+    assert choice.intra_op == 1 or CORES > 64
+
+
 def test_model_threads_reads_name_equals_count_from_flags_and_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -334,3 +373,33 @@ def test_a_server_lists_and_exports_each_versions_choice(
         assert server.samples(gauge, model="slow", version="1") == [3.0]
         assert server.samples(gauge, model="hinted", version="1") == [2.0]
         assert server.samples(gauge, model="fast", version="1") == [1.0]
+
+
+# --- spinning: only a model alone in its server -------------------------------------------
+
+
+@pytest.mark.skipif(CORES < 2, reason="one core: nothing is measured and nothing spins")
+@pytest.mark.parametrize(("names", "spinning"), [(["slow"], True), (["slow", "encoder"], False)])
+def test_measured_models_spin_only_when_one_version_is_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: list[str], spinning: bool
+) -> None:
+    # Two models each given every core would take turns on them: a spinning one's idle threads
+    # hold the cores the other's batch needs. The measurement is fixed to an encoder's figures
+    # (compute-bound, twice as fast on every core), which a loaded machine cannot always show.
+    root = tmp_path / "models"
+    for name in names:
+        make_bundle(root, name, layers=1)
+
+    def encoder_like(
+        path: Path, settings: Settings, threads: tuple[int, int], feed: dict[str, np.ndarray]
+    ) -> tuple[float, float]:
+        return 8.0, 4.0
+
+    monkeypatch.setattr(threads_module, "measure_ms", encoder_like)
+    with RunningServer(make_settings(root)) as server:
+        assert server.server is not None
+        for name in names:
+            model = server.server.core.repository.models[name].versions[1]
+            assert (model.threads.intra_op, model.threads.spinning) == (CORES, spinning), name
+            options = model.runtime.session.get_session_options()
+            assert options.get_session_config_entry("session.intra_op.allow_spinning") == str(int(spinning))
