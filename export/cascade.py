@@ -3,9 +3,12 @@
 Each member is a training run (exported with the default options) or a bundle folder
 (verified, then copied). Both are put in ``student/`` and ``teacher/`` of a staging folder,
 renamed ``<name>.student`` / ``<name>.teacher`` at the cascade's version so their metric
-series never mix with another served model's; the threshold is chosen on held-out rows
-(cascade_threshold.py); ``bundle.json`` (a CascadeManifest) records it with the figures and
-golden cases, and the folder is renamed to the next version in one step, as writer.py does.
+series never mix with another served model's. The held-out rows are split in two
+(cascade_rows.py); a member without a temperature gets one fitted on the choosing part; the
+threshold is chosen on that part from the student's calibrated model.onnx probabilities
+(cascade_threshold.py) and the figures are measured on the reporting part. ``bundle.json`` (a
+CascadeManifest) records them with the golden cases, and the folder is renamed to the next
+version in one step, as writer.py does.
 """
 
 from __future__ import annotations
@@ -18,36 +21,42 @@ from pathlib import Path
 
 import numpy as np
 
+from attnserve.export.calibration import RowsName, calibrate_or_warn
+from attnserve.export.cascade_rows import SPLIT_RULE, has_rows, held_out_rows, part, split_rows
 from attnserve.export.cascade_threshold import (
     DEFAULT_CASCADE_MAX_DROP,
     Choice,
     choose_threshold,
-    held_out_rows,
+    measure_at,
     member_probabilities,
 )
 from attnserve.export.errors import ExportRequestError
-from attnserve.export.golden import verify_golden
+from attnserve.export.evalset import EvalSet
 from attnserve.export.parity import cpu_session
-from attnserve.export.writer import check_name, export_run, publish, staged
+from attnserve.export.profile import measure_profile
+from attnserve.export.writer import check_name, export_run, publish, staged, verify_bundle
 from attnserve.service.bundle import (
     MANIFEST_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILE,
     BundleError,
     BundleManifest,
-    check_io,
+    GateRows,
     read_bundle,
     sha256_file,
     write_manifest,
 )
 from attnserve.service.bundle.cascade import (
+    DECIDED_ON,
     MEMBERS,
     CascadeFigures,
     CascadeGolden,
     CascadeManifest,
     Member,
+    RowsSplit,
     read_cascade,
     write_cascade_manifest,
 )
-from attnserve.training.run.checkpoint import TEST_SET
 
 log = logging.getLogger(__name__)
 GOLDEN_PER_MEMBER = 2  # texts each member answers in the cascade's own golden cases
@@ -60,7 +69,7 @@ class CascadeRequest:
     repository: Path
     name: str
     max_drop: float = DEFAULT_CASCADE_MAX_DROP
-    rows: Path | None = None  # held-out JSONL when neither member is a run with a test split
+    rows: Path | None = None  # held-out rows when neither member is a run with a test split
 
 
 def export_cascade(request: CascadeRequest) -> Path:
@@ -72,8 +81,8 @@ def export_cascade(request: CascadeRequest) -> Path:
     # Refused before the slow member exports, from what each member declares.
     _check_labels(_declared_labels(request.student), _declared_labels(request.teacher))
     runs = [path for path in (request.student, request.teacher) if _is_run(path)]
-    if request.rows is None and not any((run / TEST_SET).is_file() for run in runs):
-        held_out_rows(runs, None, 2)  # raises, naming --rows
+    if not has_rows(runs, request.rows):
+        held_out_rows(runs, None, [])  # raises, naming --rows
     model_dir = request.repository / name
     with staged(model_dir) as bundle_dir:
         staging = bundle_dir.parent
@@ -83,38 +92,53 @@ def export_cascade(request: CascadeRequest) -> Path:
         manifests = {member: read_bundle(bundle_dir / member).manifest for member in MEMBERS}
         labels = manifests["student"].labels
         _check_labels(labels, manifests["teacher"].labels)
-        rows, named = held_out_rows(runs, request.rows, len(labels))
-        student = member_probabilities(bundle_dir / "student", manifests["student"], rows.texts)
+        rows, named = held_out_rows(runs, request.rows, labels)
+        choosing, reporting = split_rows(rows.texts)
+        # Each member calibrated before the threshold is chosen: its own temperature, else one
+        # fitted on the choosing rows (written into its manifest when the members are renamed).
+        fitted = {m: _fit(bundle_dir / m, manifests[m], part(rows, choosing), named) for m in MEMBERS}
+        for member, update in fitted.items():
+            manifests[member] = manifests[member].model_copy(update=update)
+        student = member_probabilities(bundle_dir / "student", manifests["student"], rows.texts, DECIDED_ON)
         teacher = member_probabilities(bundle_dir / "teacher", manifests["teacher"], rows.texts)
+        top = student.max(axis=1)
+        student_right = student.argmax(axis=1) == rows.labels
+        teacher_right = teacher.argmax(axis=1) == rows.labels
         choice = choose_threshold(
-            student.max(axis=1),
-            student.argmax(axis=1) == rows.labels,
-            teacher.argmax(axis=1) == rows.labels,
-            request.max_drop,
+            top[choosing], student_right[choosing], teacher_right[choosing], request.max_drop
+        )
+        reported = measure_at(
+            choice.threshold, top[reporting], student_right[reporting], teacher_right[reporting]
         )
         log.info(
-            "threshold %.6f: the student answers %.1f%% of %d rows",
+            "threshold %.6f, chosen on %d rows; on the other %d the student answers %.1f%%, cascade "
+            "accuracy %.4f (teacher %.4f)",
             choice.threshold,
-            100 * choice.student_share,
-            len(rows),
+            len(choosing),
+            len(reporting),
+            100 * reported.student_share,
+            reported.cascade_accuracy,
+            reported.teacher_accuracy,
         )
         golden = _golden(rows.texts, student, teacher, choice, labels)
         figures = CascadeFigures(
             rows=named,
-            student_accuracy=choice.student_accuracy,
-            teacher_accuracy=choice.teacher_accuracy,
-            cascade_accuracy=choice.cascade_accuracy,
-            student_share=choice.student_share,
+            student_accuracy=reported.student_accuracy,
+            teacher_accuracy=reported.teacher_accuracy,
+            cascade_accuracy=reported.cascade_accuracy,
+            student_share=reported.student_share,
             max_drop=request.max_drop,
+            split=RowsSplit(rule=SPLIT_RULE, choosing_rows=len(choosing), reporting_rows=len(reporting)),
         )
 
         def finish(number: int) -> None:
-            shas = {m: _rename_member(bundle_dir / m, f"{name}.{m}", number) for m in MEMBERS}
+            shas = {m: _rename_member(bundle_dir / m, f"{name}.{m}", number, fitted[m]) for m in MEMBERS}
             manifest = CascadeManifest(
                 name=name,
                 version=number,
                 labels=list(labels),
                 threshold=choice.threshold,
+                decided_on=DECIDED_ON,
                 figures=figures,
                 members={member: member for member in MEMBERS},
                 member_sha256=shas,
@@ -124,6 +148,35 @@ def export_cascade(request: CascadeRequest) -> Path:
             read_cascade(bundle_dir, expect_name=name, expect_version=number)
 
         return publish(model_dir, bundle_dir, None, finish)
+
+
+def _fit(directory: Path, manifest: BundleManifest, rows: EvalSet, named: GateRows) -> dict[str, object]:
+    """The manifest update of a member that has no temperature: one fitted on the choosing rows,
+    and its drift reference remeasured there at that temperature. Empty when it has one (kept)
+    or when those rows place none (it answers at T = 1; calibrate_or_warn warns)."""
+    if manifest.calibration is not None:
+        return {}
+    part_name = f"{named.split}, the cascade's choosing part"
+    session, tokenizer = cpu_session(directory / MODEL_FILE), directory / TOKENIZER_FILE
+    max_len, truncation = manifest.max_len, manifest.truncation
+    where = RowsName(named.file, part_name, named.sha256)
+    calibration = calibrate_or_warn(session, tokenizer, rows, where, max_len, truncation)
+    if calibration is None:
+        return {}
+    update: dict[str, object] = {"calibration": calibration}
+    if manifest.data_profile is not None:  # its confidences were those of T = 1
+        update["data_profile"] = measure_profile(
+            session,
+            tokenizer,
+            rows,
+            manifest.labels,
+            max_len,
+            truncation,
+            manifest.training_metrics,
+            temperature=calibration.temperature,
+            source=f"{named.file} ({part_name}) through model.onnx",
+        )
+    return update
 
 
 def _check_labels(student: list[str] | None, teacher: list[str] | None) -> None:
@@ -159,27 +212,19 @@ def _place_member(source: Path, target: Path, scratch: Path, member: Member) -> 
     if not (source / MANIFEST_FILE).is_file():
         raise ExportRequestError(f"the {member} {source} is neither a training run nor a bundle folder")
     try:
-        _verify(source)
+        verify_bundle(source)
     except BundleError as exc:
         raise ExportRequestError(f"the {member} bundle {source} does not verify: {exc}") from None
     shutil.copytree(source, target)
 
 
-def _verify(directory: Path) -> BundleManifest:
-    """Files, sha256, declared I/O and golden outputs, as the service will check them."""
-    bundle = read_bundle(directory)
-    session = cpu_session(bundle.model_path)
-    check_io(bundle.manifest, session)
-    read = bundle.manifest
-    verify_golden(session, read.golden, bundle.tokenizer_path, read.max_len, read.truncation)
-    return read
-
-
-def _rename_member(directory: Path, name: str, version: int) -> str:
-    """Give a member the cascade's version under its own name; bundle.json's sha256 after."""
-    manifest = read_bundle(directory).manifest.model_copy(update={"name": name, "version": version})
+def _rename_member(directory: Path, name: str, version: int, fitted: dict[str, object]) -> str:
+    """Give a member the cascade's version under its own name, and the temperature fitted for
+    it if any (``fitted``: _fit's update); bundle.json's sha256 after."""
+    update = {**fitted, "name": name, "version": version}
+    manifest = read_bundle(directory).manifest.model_copy(update=update)
     write_manifest(directory, BundleManifest.model_validate(manifest.model_dump()))
-    _verify(directory)
+    verify_bundle(directory)
     return sha256_file(directory / MANIFEST_FILE)
 
 

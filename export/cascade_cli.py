@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
         "--rows",
         type=Path,
         default=None,
-        help="held-out JSONL (text, label) when neither member is a run with a test.jsonl",
+        help="held-out rows (CSV, TSV, JSONL or Parquet; text and label columns) when neither member "
+        "is a run with a test.jsonl",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log each step")
     return p
@@ -64,8 +65,17 @@ def cascade_command(argv: Sequence[str]) -> int:
     table = Table(title=f"{manifest.name} version {manifest.version} (cascade) — {path}")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("threshold (student top probability)", f"{manifest.threshold:.6f}")
-    table.add_row("held-out rows", f"{figures.rows.rows} of {figures.rows.file} ({figures.rows.split})")
+    table.add_row(
+        f"threshold (student top probability, {manifest.decided_on} at its temperature)",
+        f"{manifest.threshold:.6f}",
+    )
+    rows, split = figures.rows, figures.split
+    assert split is not None  # export_cascade always splits
+    table.add_row(
+        "held-out rows (the figures below)",
+        f"{split.reporting_rows} of {rows.rows} of {rows.file} ({rows.split}); the other "
+        f"{split.choosing_rows} chose the threshold",
+    )
     table.add_row("student accuracy", f"{figures.student_accuracy:.4f}")
     table.add_row("teacher accuracy", f"{figures.teacher_accuracy:.4f}")
     table.add_row("cascade accuracy", f"{figures.cascade_accuracy:.4f} (allowed drop {figures.max_drop:g})")

@@ -4,6 +4,7 @@
                      [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
     attnserve-export cascade --student S --teacher T --repository models --name NAME
                      [--max-drop 0.005] [--rows FILE]
+    attnserve-export calibrate BUNDLE_DIR --rows FILE [--repository R --name N] [--measure]
 
 Every proof (ONNX checker, symbolic dims, parity with PyTorch, int8 accuracy, the bundle
 read back) must pass, or nothing is published and the command exits non-zero with a message
@@ -22,6 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from attnserve.export.calibrate_cli import CALIBRATE_COMMAND, calibrate_command
 from attnserve.export.cascade_cli import CASCADE_COMMAND, cascade_command
 from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT
@@ -76,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max abs difference vs PyTorch")
     p.add_argument("--golden", type=int, default=DEFAULT_COUNT, help="golden cases stored in bundle.json")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity batches")
+    p.add_argument(
+        "--no-calibration",
+        action="store_true",
+        help="fit no temperature on the validation split: probabilities served as softmax(logits)",
+    )
     p.add_argument("--latency-length", type=int, default=DEFAULT_LENGTH, help="tokens per row when timing")
     p.add_argument("--latency-threads", type=int, default=1, help="threads for both runtimes when timing")
     p.add_argument("--no-latency", action="store_true", help="skip the latency comparison")
@@ -87,8 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Export; a bad request exits 2 with one line, a failed proof exits 1 naming the mismatch."""
     args = list(sys.argv[1:] if argv is None else argv)
     body = _export
-    if args[:1] == [CASCADE_COMMAND]:  # a run folder is never called "cascade" without a path
+    # A run folder is never called "cascade" or "calibrate" without a path.
+    if args[:1] == [CASCADE_COMMAND]:
         body, args = cascade_command, args[1:]
+    elif args[:1] == [CALIBRATE_COMMAND]:
+        body, args = calibrate_command, args[1:]
     return run_cli(
         PROG,
         body,
@@ -118,6 +128,7 @@ def _export(argv: Sequence[str]) -> int:
             int8_tolerance=args.int8_tolerance,
             golden_count=args.golden,
             seed=args.seed,
+            calibrate=not args.no_calibration,
         )
     bundle = read_bundle(path)
     latency: list[Latency] = []
@@ -184,6 +195,14 @@ def _report(
         "bundle read back", f"sha256 verified, I/O as declared, {len(manifest.golden)} golden cases match"
     )
     console.print(proofs)
+    c = manifest.calibration
+    console.print(
+        "probabilities served at T = 1 (no temperature fitted)"
+        if c is None
+        else f"temperature {c.temperature:.4f}, fitted on {c.rows} {c.split} rows ({c.file}): ECE "
+        f"{c.ece_before:.4f} -> {c.ece_after:.4f}, mean confidence {c.confidence_before:.4f} -> "
+        f"{c.confidence_after:.4f} at accuracy {c.accuracy:.4f}"
+    )
     if latency:
         table = Table(title="latency, median per batch (same threads for both)")
         for column in ("batch", "tokens/row", "PyTorch ms", "onnxruntime ms", "onnxruntime speed-up"):

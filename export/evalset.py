@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from attnserve.export.errors import ExportError, ExportRequestError
@@ -125,3 +126,31 @@ def encode_one(
     """
     encoded = encode_batch(load_bundle_tokenizer(tokenizer_path), [text], max_len, truncation)
     return encoded.input_ids, encoded.attention_mask
+
+
+def graph_logits(
+    session: ort.InferenceSession,
+    tokenizer_path: Path,
+    texts: list[str],
+    max_len: int,
+    truncation: Truncation | None,
+    chunk_size: int = 64,
+) -> npt.NDArray[np.float32]:
+    """[N, C] logits of a bundle's graph on ``texts``, in their order; chunks sorted by length
+    pad only to their own longest text, as the server's length buckets do."""
+    tokenizer = load_bundle_tokenizer(tokenizer_path)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: npt.NDArray[np.float32] | None = None
+    for start in range(0, len(order), chunk_size):
+        picked = order[start : start + chunk_size]
+        encoded = encode_batch(tokenizer, [texts[i] for i in picked], max_len, truncation)
+        ids, mask = encoded.input_ids, encoded.attention_mask
+        if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
+            ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
+        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        if out is None:
+            out = np.zeros((len(texts), logits.shape[1]), dtype=np.float32)
+        out[picked] = logits
+    if out is None:
+        raise ExportError("no texts to run the graph on")
+    return out

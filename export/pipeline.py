@@ -6,7 +6,9 @@ export -> checker and declared I/O -> parity with PyTorch (float tolerance) -> [
 quantization] -> [onnxruntime optimization, parity again] -> [int8 accuracy gate on the run's
 held-out test split] -> golden cases from PyTorch (for int8, within the gate's declared
 tolerance) -> [an encoder's label graph: logits only, int8 per channel when its gate holds
-(label_graph.py)]. Every text is cut on the side the run trained on, as the server will cut it.
+(label_graph.py)] -> [the temperature, fitted on the validation split through the shipped
+model.onnx (calibration.py)] -> the data profile at that temperature. Every text is cut on the
+side the run trained on, as the server will cut it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import onnx
 
+from attnserve.export.calibration import RowsName, calibrate_or_warn
 from attnserve.export.contract import GraphContract, graph_contract
 from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet, read_eval_set, read_gate_rows
@@ -50,6 +53,7 @@ from attnserve.service.bundle import (
     LABEL_MODEL_FILE,
     MODEL_FILE,
     TOKENIZER_FILE,
+    Calibration,
     DataProfile,
     GateRows,
     GoldenCase,
@@ -57,6 +61,7 @@ from attnserve.service.bundle import (
     ParityReport,
     QuantizationInfo,
     Truncation,
+    sha256_file,
 )
 from attnserve.training.models import REGISTRY
 from attnserve.training.models.base import Classifier
@@ -79,6 +84,7 @@ class ExportOptions:
     int8_tolerance: float = DEFAULT_INT8_TOLERANCE  # golden-case tolerance of an int8 graph
     golden_count: int = DEFAULT_COUNT
     seed: int = 0
+    calibrate: bool = True  # fit a temperature on the validation split (False: served at T = 1)
 
     def validate(self) -> None:
         if self.quantize is not None and self.quantize not in (*METHODS, NO_QUANTIZATION):
@@ -103,6 +109,7 @@ class Built:
     truncation: Truncation
     profile: DataProfile | None = None
     label_graph: LabelGraph | None = None  # the logits-only graph beside model.onnx, where the family has one
+    calibration: Calibration | None = None  # None: no temperature (not asked, or the rows place none)
 
 
 def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
@@ -193,6 +200,12 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
             bundle_dir / LABEL_MODEL_FILE,
             try_int8=options.quantize is None,
         )
+    calibration = None
+    if options.calibrate:  # on the validation split: the test split stays unseen for reported figures
+        assert run.eval_path is not None  # read_eval_set has read it
+        validation = RowsName(run.eval_path.name, "validation", sha256_file(run.eval_path))
+        tokenizer = bundle_dir / TOKENIZER_FILE
+        calibration = calibrate_or_warn(session, tokenizer, eval_set, validation, run.max_len, truncation)
     # What the shipped graph predicts on the validation texts: the server's drift reference.
     profile = measure_profile(
         session,
@@ -202,6 +215,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         run.max_len,
         truncation,
         run.metrics,
+        temperature=calibration.temperature if calibration is not None else 1.0,
     )
     return Built(
         parity=parity.report(),
@@ -212,6 +226,7 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
         truncation=truncation,
         profile=profile,
         label_graph=label_graph,
+        calibration=calibration,
     )
 
 

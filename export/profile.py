@@ -3,7 +3,8 @@
 The run directory keeps the validation split (`eval.jsonl`), not the training texts, so the
 figures the server compares its traffic against are measured there: same source and
 tokenizer as training, held out like production traffic, and through the very graph the
-bundle ships. What training itself reported about the training split (metrics.json `data`:
+bundle ships, its confidences at the bundle's temperature as the server computes them. What
+training itself reported about the training split (metrics.json `data`:
 rows per class, mean length, truncated share, [UNK] share of tokens) is copied beside them.
 """
 
@@ -19,17 +20,12 @@ from pydantic import ValidationError
 
 from attnserve.export.errors import ExportError
 from attnserve.export.evalset import EvalSet, load_bundle_tokenizer
-from attnserve.service.bundle import DataProfile, TrainingFigures, Truncation, profile_texts
+from attnserve.service.bundle import DataProfile, TrainingFigures, Truncation, profile_texts, softmax
 from attnserve.service.bundle.profile import unknown_ratios
 from attnserve.training.text.tokenizer import UNK_TOKEN, encode_batch
 
 SOURCE = "validation split (eval.jsonl) through the exported graph"
 CHUNK = 64
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return np.asarray(shifted / shifted.sum(axis=1, keepdims=True), dtype=np.float32)
 
 
 def measure_profile(
@@ -38,9 +34,14 @@ def measure_profile(
     eval_set: EvalSet,
     labels: Sequence[str],
     max_len: int,
-    truncation: Truncation,
+    truncation: Truncation | None,  # None: the side tokenizer.json saves (bundles that record none)
     metrics: Mapping[str, Any],
+    *,
+    temperature: float = 1.0,
+    source: str = SOURCE,
 ) -> DataProfile:
+    """The profile of ``eval_set`` through ``session``, its confidences at the bundle's
+    temperature: the probabilities the server will observe on its traffic."""
     tokenizer = load_bundle_tokenizer(tokenizer_path)
     unk_id = tokenizer.token_to_id(UNK_TOKEN)
     if unk_id is None:
@@ -58,12 +59,12 @@ def measure_profile(
         if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
             ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
         (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
-        probabilities[picked] = _softmax(logits)
+        probabilities[picked] = softmax(logits, temperature)
         lengths[picked] = encoded.lengths
         unknown[picked] = unknown_ratios(ids, encoded.lengths, unk_id)
         truncated[picked] = encoded.truncated
     return profile_texts(
-        source=SOURCE,
+        source=source,
         labels=labels,
         true_label_ids=eval_set.labels,
         probabilities=probabilities,

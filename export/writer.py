@@ -62,6 +62,7 @@ def export_run(
     int8_tolerance: float = DEFAULT_INT8_TOLERANCE,
     golden_count: int = DEFAULT_COUNT,
     seed: int = 0,
+    calibrate: bool = True,
 ) -> Path:
     """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder."""
     options = ExportOptions(
@@ -74,6 +75,7 @@ def export_run(
         int8_tolerance=int8_tolerance,
         golden_count=golden_count,
         seed=seed,
+        calibrate=calibrate,
     )
     options.validate()
     check_name(name)
@@ -161,21 +163,34 @@ def _finish(
         quantization=built.quantization,
         data_profile=built.profile,
         label_graph=built.label_graph,
+        calibration=built.calibration,
     )
     write_manifest(bundle_dir, manifest)
+    read_back(bundle_dir, name, number)
+
+
+def read_back(bundle_dir: Path, name: str, number: int) -> None:
+    """Read a written bundle as the service will, then flush its files and folder to disk."""
     try:
-        bundle = read_bundle(bundle_dir, expect_name=name, expect_version=number)
-        session = cpu_session(bundle.model_path)
-        check_io(bundle.manifest, session)
+        verify_bundle(bundle_dir, name, number)
     except BundleError as exc:
         raise ExportRequestError(f"the written bundle does not read back: {exc}") from exc
+    for path in bundle_dir.iterdir():
+        _fsync_file(path)
+    _fsync_dir(bundle_dir)
+
+
+def verify_bundle(directory: Path, name: str | None = None, number: int | None = None) -> Bundle:
+    """A bundle folder checked as the service checks it at load: files and sha256, declared
+    I/O, the golden outputs of each graph; BundleError or ExportError names the mismatch."""
+    bundle = read_bundle(directory, expect_name=name, expect_version=number)
+    session = cpu_session(bundle.model_path)
+    check_io(bundle.manifest, session)
     read = bundle.manifest
     verify_golden(session, read.golden, bundle.tokenizer_path, read.max_len, read.truncation)
     if bundle.label_model_path is not None:
         _verify_label_graph(bundle)
-    for path in bundle_dir.iterdir():
-        _fsync_file(path)
-    _fsync_dir(bundle_dir)
+    return bundle
 
 
 def _label_files(built: Built) -> list[str]:
@@ -187,10 +202,7 @@ def _verify_label_graph(bundle: Bundle) -> None:
     read = bundle.manifest
     assert bundle.label_model_path is not None
     session = cpu_session(bundle.label_model_path)
-    try:
-        check_label_io(read, session)
-    except BundleError as exc:
-        raise ExportRequestError(f"the written label graph does not read back: {exc}") from exc
+    check_label_io(read, session)
     for case in read.golden:
         seen = golden_deviation(
             session, [case], bundle.tokenizer_path, read.max_len, read.truncation, logits_only=True

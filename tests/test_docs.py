@@ -2,7 +2,7 @@
 
 The clone is a folder linking every tracked top-level entry of this checkout and its
 `.venv`, with `runs/car-order` (a trained run), `models/car-order/1` exported from it and
-the shipped `models/sst2-sentiment/1`, served the way `make serve` serves it
+the shipped `models/sst2-sentiment/2`, served the way `make serve` serves it
 (`--default-model car-order`, the repository watched). Commands run with `bash -c` in
 that folder, in document order, on a PATH without the venv's bin/ (a bare
 `attnserve-client` or `python` would fail there, as it does for a reader without an

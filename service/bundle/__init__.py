@@ -3,6 +3,7 @@
 Export imports this package to write bundles; the service reads them with it.
 """
 
+from attnserve.service.bundle.calibration import ECE_BINS, Calibration, softmax
 from attnserve.service.bundle.layout import (
     NAME_PATTERN,
     STAGING_PREFIX,
@@ -51,6 +52,7 @@ from attnserve.service.bundle.reader import (
 )
 
 __all__ = [
+    "ECE_BINS",
     "LABEL_MODEL_FILE",
     "MANIFEST_FILE",
     "MODEL_FILE",
@@ -64,6 +66,7 @@ __all__ = [
     "Bundle",
     "BundleError",
     "BundleManifest",
+    "Calibration",
     "DataProfile",
     "Dim",
     "Fingerprint",
@@ -92,6 +95,7 @@ __all__ = [
     "read_manifest",
     "scan",
     "sha256_file",
+    "softmax",
     "valid_model_name",
     "write_manifest",
 ]

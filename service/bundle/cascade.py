@@ -2,7 +2,8 @@
 
 `models/<name>/<version>/bundle.json` of kind "cascade" is a `CascadeManifest`; the folder
 holds two complete ordinary bundles, `student/` and `teacher/`, each verified as any bundle
-is. A text goes to the teacher when the student's top probability is under `threshold`.
+is. A text goes to the teacher when the student's top probability is under `threshold`:
+softmax(logits / T) of the student's `decided_on` graph at its calibrated temperature T.
 Standard library and pydantic only: part of the torch-free serving install.
 """
 
@@ -27,21 +28,36 @@ from attnserve.service.bundle.manifest import (
 CASCADE_KIND: Literal["cascade"] = "cascade"
 Member = Literal["student", "teacher"]
 MEMBERS: tuple[Member, Member] = ("student", "teacher")
+DecidedOn = Literal["model.onnx"]
+DECIDED_ON: DecidedOn = "model.onnx"
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class CascadeFigures(_Strict):
-    """Held-out accuracy of each member and of the cascade at the chosen threshold."""
+class RowsSplit(_Strict):
+    """How the held-out rows were shared: the threshold chosen on one part, the figures measured
+    on the other, which the choice never saw."""
 
-    rows: GateRows
+    # Distinct texts ordered by the sha256 of their UTF-8 bytes; even ranks choose, odd ranks report.
+    rule: Literal["sha256-alternate"]
+    choosing_rows: int = Field(ge=1)
+    reporting_rows: int = Field(ge=1)
+
+
+class CascadeFigures(_Strict):
+    """Accuracy of each member and of the cascade at the chosen threshold, and the student's
+    share of the texts, on the reporting part of the held-out rows (`split`); cascades written
+    before the split (`split` absent) measured them on the very rows that chose the threshold."""
+
+    rows: GateRows  # the whole file: both parts
     student_accuracy: float = Field(ge=0, le=1)
     teacher_accuracy: float = Field(ge=0, le=1)
     cascade_accuracy: float = Field(ge=0, le=1)
     student_share: float = Field(ge=0, le=1)  # texts the student answers
     max_drop: float = Field(ge=0)  # allowed accuracy loss against the teacher, a fraction
+    split: RowsSplit | None = None
 
 
 class CascadeGolden(_Strict):
@@ -60,6 +76,10 @@ class CascadeManifest(_Strict):
     labels: list[str] = Field(min_length=2)
     # Above 1 (just past a top probability of 1.0) sends every text to the teacher.
     threshold: float = Field(ge=0, le=2)
+    # The student graph whose probabilities, at the student's calibrated temperature, the
+    # threshold was chosen on: model.onnx, which every bundle has and every call can run.
+    # Absent from older cascades, chosen on the label graph where the student had one, at T = 1.
+    decided_on: DecidedOn | None = None
     figures: CascadeFigures
     members: dict[Member, str]  # member -> its subfolder
     member_sha256: dict[Member, str]  # member -> sha256 of its bundle.json

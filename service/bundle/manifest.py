@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from attnserve.service.bundle.calibration import Calibration
 from attnserve.service.bundle.layout import NAME_PATTERN
 from attnserve.service.bundle.profile import DataProfile
 
@@ -178,6 +179,8 @@ class BundleManifest(_Strict):
     data_profile: DataProfile | None = None
     # Encoders: the second graph for label-only calls; absent: model.onnx answers every call.
     label_graph: LabelGraph | None = None
+    # The temperature served probabilities divide the logits by (calibration.py); absent: 1.
+    calibration: Calibration | None = None
     serving: ServingHints | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

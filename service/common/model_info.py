@@ -88,7 +88,9 @@ class ModelInfo:
         Field(description='The graph that answers calls asking no attention: "int8" or "float32" '
               '(an encoder\'s label.onnx), or "" when model.onnx answers every call.'),
     ]  # fmt: skip
-    metrics: dict[str, float]  # "<split>.<metric>" from training
+    # "<split>.<metric>" from training; "calibration.temperature" (the served probabilities are
+    # softmax(logits / temperature)), ".ece_before" and ".ece_after" where the bundle has one.
+    metrics: dict[str, float]
     created_at: Annotated[str, Field(description="ISO 8601")]
 
     # The flatter reading the client's users know: the attention's parts by name.

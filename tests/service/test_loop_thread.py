@@ -125,30 +125,35 @@ def test_a_call_still_reading_its_body_keeps_other_calls_off_the_loop(served: Ru
 
 
 def test_a_reload_in_the_middle_of_an_attribution_call_lets_it_finish(served: RunningServer) -> None:
-    """The call is accepted, its text's row runs, then the version is closed: its attribution
-    rows (a second job on the same batcher) must still run, as every accepted call does."""
-    assert served.server is not None
-    core = served.server.core
-    model = core.resolve(FAMILY)
-    port = _port(served)
-    document = {"texts": ["hello there good food and more good food"] * 4, "attribution": "occlusion"}
-    reply: dict[str, Any] = {}
+    """The call is accepted and its texts' rows are queued, then the version is closed (as a
+    reload retires it): its attribution rows, a second job on the same batcher, must still run,
+    as every accepted call's do. A batching delay keeps the first rows queued long enough for
+    the close to come between the two jobs."""
+    assert served.settings.repository is not None
+    settings = make_settings(served.settings.repository, http_port=free_port(), max_delay_ms=50)
+    with RunningServer(settings) as running:
+        assert running.server is not None
+        core = running.server.core
+        model = core.resolve(FAMILY)
+        port = running.server.http_port
+        document = {"texts": ["hello there good food and more good food"] * 4, "attribution": "occlusion"}
+        reply: dict[str, Any] = {}
 
-    def send() -> None:
-        reply["answer"] = call(port, "POST", f"/v1/models/{FAMILY}:classify", document)
+        def send() -> None:
+            reply["answer"] = call(port, "POST", f"/v1/models/{FAMILY}:classify", document)
 
-    async def close_when_the_call_holds_the_version() -> None:
-        predictor = core.predictors.of(model)
-        while not predictor.calls:  # the call entered the version
-            await asyncio.sleep(0)
-        await core.predictors.close(model)
+        async def close_while_the_first_rows_wait() -> None:
+            predictor = core.predictors.of(model)
+            while not predictor.batcher.queued:
+                await asyncio.sleep(0.001)
+            await core.predictors.close(model)
 
-    sender = threading.Thread(target=send)
-    closing = asyncio.run_coroutine_threadsafe(close_when_the_call_holds_the_version(), served.loop)
-    sender.start()
-    closing.result(30)
-    sender.join(30)
-    answer = reply["answer"]
-    assert answer.status == 200, answer.body
-    assert all(r["attribution_rows"] > 0 for r in answer.json()["results"])
-    core.predictors.open(model)  # serve it again for the tests after this one
+        closing = asyncio.run_coroutine_threadsafe(close_while_the_first_rows_wait(), running.loop)
+        sender = threading.Thread(target=send)
+        sender.start()
+        closing.result(30)
+        sender.join(30)
+        answer = reply["answer"]
+        assert answer.status == 200, answer.body
+        assert all(r["attribution_rows"] > 0 for r in answer.json()["results"])
+        core.predictors.open(model)  # back, so that the server shuts down as it would

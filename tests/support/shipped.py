@@ -1,6 +1,6 @@
 """The bundles shipped in the repository (models/car-order/1, the default model, and
-models/sst2-sentiment/1), copied into a private repository so tests serve the very files
-`make serve` serves without training anything."""
+models/sst2-sentiment/2, the latest version of the second), copied into a private repository
+so tests serve the very files `make serve` serves without training anything."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "models" / "car-order"
 NAME = "car-order"
 SENTIMENT = "sst2-sentiment"
+SENTIMENT_VERSION = 2  # the version `make serve` serves: the repository's latest
 
 
 def shipped_repository(root: Path) -> Path:
@@ -26,8 +27,9 @@ def shipped_repository(root: Path) -> Path:
 
 
 def shipped_sentiment(repository: Path) -> Path:
-    """Add a copy of the shipped SST-2 model (sst2-sentiment/1) to `repository`; return its folder."""
-    return Path(shutil.copytree(ROOT / "models" / SENTIMENT / "1", repository / SENTIMENT / "1"))
+    """Add a copy of the shipped SST-2 model's served version to `repository`; return its folder."""
+    version = str(SENTIMENT_VERSION)
+    return Path(shutil.copytree(ROOT / "models" / SENTIMENT / version, repository / SENTIMENT / version))
 
 
 @contextmanager

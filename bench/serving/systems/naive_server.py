@@ -39,6 +39,8 @@ class NaiveClassifier:
         self.version = int(manifest["version"])
         self.labels = [str(label) for label in manifest["labels"]]
         self.kind = str(manifest["attention"]["kind"])
+        # The bundle's calibrated temperature, as attnserve divides the logits by it (absent: 1).
+        self.temperature = float((manifest.get("calibration") or {}).get("temperature", 1.0))
         self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=int(manifest["max_len"]))
         self.tokenizer.enable_padding(pad_id=int(manifest["pad_id"]))
@@ -58,7 +60,8 @@ class NaiveClassifier:
         names = ["logits", "attention"] if attention and self.kind != "none" else ["logits"]
         outputs = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
         logits = outputs[0]  # [B, C]
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        scaled = logits / np.float32(self.temperature)
+        shifted = np.exp(scaled - scaled.max(axis=1, keepdims=True))
         probabilities = shifted / shifted.sum(axis=1, keepdims=True)  # [B, C]
         reply = pb.ClassifyResponse(model=self.name, version=self.version, request_id=request.request_id)
         for i, encoding in enumerate(encodings):

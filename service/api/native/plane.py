@@ -56,6 +56,10 @@ class NativePlane:
             for key, value in values.items()
             if isinstance(value, int | float) and not isinstance(value, bool)
         }
+        if manifest.calibration is not None:  # what the served probabilities divide the logits by
+            c = manifest.calibration
+            metrics |= {"calibration.temperature": c.temperature, "calibration.ece_before": c.ece_before,
+                        "calibration.ece_after": c.ece_after}  # fmt: skip
         shapes = mode_shapes(spec.kind, spec.layers, spec.heads)
         return ModelInfo(
             name=model.name,

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from attnserve.service.bundle import Bundle, BundleError, BundleManifest, read_manifest
+from attnserve.service.bundle import Bundle, BundleError, BundleManifest, read_manifest, softmax
 from attnserve.service.bundle.cascade import CascadeManifest, Member, read_cascade
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import CascadeMembers, LoadedModel, LoadError, load_model
-from attnserve.service.engine.models.runtime import pad_ids
+from attnserve.service.engine.models.runtime import RuntimeSession, pad_ids
+from attnserve.service.engine.models.threads import member_settings
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
@@ -55,7 +56,7 @@ def load_cascade(
             loaded.append(
                 load_model(
                     folder,
-                    settings,
+                    member_settings(settings, name, member, own.name),
                     metrics,
                     name=own.name,
                     version=own.version,
@@ -93,6 +94,7 @@ def _shown_manifest(
         "family": FAMILY,
         "golden": [],
         "data_profile": None,
+        "calibration": None,  # each member answers at its own temperature
         "created_at": cascade.created_at,
         "training_metrics": {
             "held_out": {
@@ -111,20 +113,20 @@ def _shown_manifest(
 
 def answer(members: CascadeMembers, text: str) -> tuple[Member, int]:
     """The member that answers one text alone, and its label index (load-time checks)."""
-    student = members.student
-    probabilities = _probabilities(student, text)
+    # The student decides on model.onnx's calibrated probabilities, the graph a cascade
+    # manifest's `decided_on` names; the teacher answers through the graph a label call reaches.
+    probabilities = _probabilities(members.student, text, members.student.runtime)
     if float(probabilities.max()) >= members.threshold:
         return "student", int(probabilities.argmax())
-    return "teacher", int(_probabilities(members.teacher, text).argmax())
+    teacher = members.teacher
+    return "teacher", int(_probabilities(teacher, text, teacher.session_for(attention=False)).argmax())
 
 
-def _probabilities(model: LoadedModel, text: str) -> np.ndarray:
+def _probabilities(model: LoadedModel, text: str, graph: RuntimeSession) -> np.ndarray:
     ids = list(model.tokenizer.encode([text]).ids[0])
     feed, mask = pad_ids([ids], model.manifest.pad_id)
-    # The graph a label call reaches: the label graph where the member has one.
-    logits = model.session_for(attention=False).run(feed, mask, False)[0][0].astype(np.float32)
-    shifted = np.exp(logits - logits.max())
-    return np.asarray(shifted / shifted.sum(), dtype=np.float32)
+    logits = graph.run(feed, mask, False)[0][0].astype(np.float32)
+    return softmax(logits, model.temperature)
 
 
 def _check_golden(members: CascadeMembers, name: str, version: int) -> None:

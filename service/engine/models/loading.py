@@ -64,6 +64,8 @@ class LoadedModel:
         self.version = manifest.version
         self.attention_kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
+        # Read once per load: the runner divides every batch's logits by it (bundle/calibration.py).
+        self.temperature = manifest.calibration.temperature if manifest.calibration is not None else 1.0
 
     @property
     def manifest(self) -> BundleManifest:

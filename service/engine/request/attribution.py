@@ -91,14 +91,12 @@ def least_budget(words_in_text: int) -> int:
     """The fewest shapley coalitions (the text and the empty one included) that determine every
     word's score: all of them for a text of few words, else the two fixed ones and one more per
     word but one (the scores' sum is fixed, so m words leave m - 1 unknowns)."""
-    return min(2**words_in_text, words_in_text + 1) if words_in_text < 31 else words_in_text + 1
+    return min(1 << words_in_text, words_in_text + 1)
 
 
 def coalitions_for(words_in_text: int, budget: int) -> int:
     """Shapley coalitions one text takes at `budget` (already at least `least_budget`)."""
-    if words_in_text < 31:
-        return min(2**words_in_text, budget)
-    return budget
+    return min(1 << words_in_text, budget)
 
 
 def rows_needed(method: Attribution, words_in_text: int, budget: int) -> int:
@@ -124,7 +122,7 @@ def plan_text(
         coalitions[np.arange(1, m + 1), np.arange(m)] = False
     else:
         count = coalitions_for(m, budget)
-        if count >= 2**m:
+        if count >= 1 << m:
             coalitions, weights = _every_coalition(m)
         else:
             seed = zlib.crc32(np.ascontiguousarray(ids, dtype=np.int64).tobytes())

@@ -3,7 +3,9 @@
 The batcher hands a `Batch` of rows (each a text of some call's `CallRows`) to `Runner`,
 in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
 with numpy over the batch (probabilities, labels, pooled attention), and `gather` later
-picks a call's rows out of the outputs of the batches that carried them.
+picks a call's rows out of the outputs of the batches that carried them. Probabilities are
+softmax(logits / T) with the version's calibrated temperature (1 for a bundle without one);
+the logits stay the graph's own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.bundle.calibration import softmax
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
@@ -67,11 +70,6 @@ class Gathered:
     batch_spans: tuple[SpanContext, ...] = ()
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return np.asarray(shifted / shifted.sum(axis=-1, keepdims=True), dtype=np.float32)
-
-
 class Runner:
     """Runs batches of one model version's session (called from batcher threads); with a
     `tracing`, a batch that carries a traced call gets a span."""
@@ -81,6 +79,7 @@ class Runner:
         self.run_labels = model.session_for(attention=False).run  # the label graph, where there is one
         self.attention_kind = model.attention_kind
         self.pad_id = model.manifest.pad_id
+        self.temperature = model.temperature
         self.metrics = model.metrics
         self.tracing = tracing
 
@@ -95,7 +94,8 @@ class Runner:
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
         outputs = run(ids, mask, want_attention)
         logits = outputs[0]  # [B, C]
-        result = BatchOutput(logits, softmax(logits), logits.argmax(axis=1), None, None)
+        # A temperature moves no label: the argmax of the logits is the calibrated one's.
+        result = BatchOutput(logits, softmax(logits, self.temperature), logits.argmax(axis=1), None, None)
         if want_attention:
             self._attention(result, as_layers(outputs[1], self.attention_kind), rows, requests)
         m = self.metrics

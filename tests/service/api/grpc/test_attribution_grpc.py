@@ -111,7 +111,7 @@ def test_classify_stream_carries_attributions_and_errors(channel: grpc.Channel) 
     assert [r.request_id for r in replies] == ["occlusion", "over", "shapley"]
     assert_attributed(replies[0])
     assert_attributed(replies[2])
-    assert [r.attribution_rows for r in replies[2].results] == [15, 7]  # 3 words: 2^3 coalitions, less the text
+    assert [r.attribution_rows for r in replies[2].results] == [15, 7]  # 3 words: 2^3 coalitions but one
     assert replies[1].error.code_name == "INVALID_ARGUMENT"
     assert "max_attribution_rows" in replies[1].error.message
 

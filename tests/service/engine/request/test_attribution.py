@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,9 @@ def test_a_one_word_text_has_one_score_and_both_methods_agree(server: tuple[Runn
     shapley = _classify(port, "encoder", [KEY], attribution="shapley")["results"][0]
     assert occlusion["tokens"] == ["[CLS]", KEY, "[SEP]"]
     assert occlusion["attribution"][0] == occlusion["attribution"][2] == 0.0
-    assert occlusion["attribution_rows"] == shapley["attribution_rows"] == 1  # no words (the text is the reply's)
+    assert (
+        occlusion["attribution_rows"] == shapley["attribution_rows"] == 1
+    )  # no words (the text is the reply's)
     # One word: its Shapley value is the whole difference, what occlusion measures too.
     assert shapley["attribution"][1] == pytest.approx(occlusion["attribution"][1], abs=1e-6)
     assert occlusion["attribution"][1] > 0  # the word is what makes the label
@@ -351,3 +354,46 @@ def test_shapley_scores_add_up_to_the_replys_own_probability(
         # little with its batch mates there; the float32 graph is the same in any batch.
         tolerance = 1e-5 if attention != "none" else 2e-2
         assert total == pytest.approx(whole - empty[label], abs=tolerance), (result["tokens"], total)
+
+
+def test_attribution_rows_leave_room_for_other_callers(server: tuple[RunningServer, int]) -> None:
+    """Occlusion of long texts once queued all its rows at once: with a queue just larger than
+    them, other callers of the version were refused RESOURCE_EXHAUSTED while it ran. Its rows
+    now hold a share of the queue (a quarter at most), so plain calls beside it are answered."""
+    running, port = server
+    assert running.settings.repository is not None
+    long_text = " ".join(["the film was", KEY, "and the cast was dull"] * 20)  # cut to max_len
+    rows = _classify(port, "small", [long_text], attribution="occlusion")["results"][0]["attribution_rows"]
+    texts = [long_text] * 8
+    room = 8 * rows + 4  # all of one call's rows fit, and 4 places more
+    settings = make_settings(
+        running.settings.repository,
+        http_port=free_port(),
+        max_queue=room,
+        max_attribution_rows=room,
+        max_texts_per_request=8,
+        max_concurrent_batches=1,
+    )
+    with RunningServer(settings) as busy:
+        assert busy.server is not None
+        busy_port = busy.server.http_port
+        statuses: list[int] = []
+        attributed: list[int] = []
+        done = threading.Event()
+
+        def attribute() -> None:
+            try:
+                for _ in range(5):
+                    body = {"texts": texts, "attribution": "occlusion"}
+                    attributed.append(call(busy_port, "POST", "/v1/models/small:classify", body).status)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=attribute)
+        worker.start()
+        plain = [text for text, _ in _decided(8, seed=5)]
+        while not done.is_set():
+            statuses.append(call(busy_port, "POST", "/v1/models/small:classify", {"texts": plain}).status)
+        worker.join(60)
+    assert attributed == [200] * 5
+    assert statuses and set(statuses) == {200}, statuses
