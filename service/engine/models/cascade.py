@@ -10,6 +10,7 @@ modes are refused as for any model without them).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from attnserve.service.errors import InvalidArgument
 from attnserve.service.settings import Settings
 
 FAMILY = "cascade"
+log = logging.getLogger(__name__)
 
 
 def load_cascade(
@@ -69,6 +71,16 @@ def load_cascade(
             if list(model.labels) != manifest.labels:
                 raise LoadError(f"{name} v{version}: the {member}'s labels are not the cascade's")
         members = CascadeMembers(student, teacher, manifest.threshold, manifest)
+        if manifest.decided_on is None:
+            # Served as every cascade is (on the student's model.onnx, so that the text alone
+            # decides), against a threshold chosen on its label graph at T = 1.
+            log.warning(
+                "%s v%d: the threshold was chosen before cascades recorded their graph (on the "
+                "student's label graph, uncalibrated); it is applied to model.onnx's probabilities: "
+                "export the cascade again for a threshold chosen on them",
+                name,
+                version,
+            )
         _check_golden(members, name, version)
     except BaseException:
         for model in loaded:
