@@ -112,7 +112,7 @@ def plan_text(
     method: Attribution, ids: np.ndarray, units: list[list[int]], budget: int, filler: int
 ) -> TextPlan:
     """The rows of one text; `filler` is the one token of a row that keeps no token at all.
-    `budget` (shapley) is at least `least_budget` of the text's words (plan_call sees to it)."""
+    `budget` (shapley) is at least `least_budget` of the text's words (`budgets` sees to it)."""
     m = len(units)
     weights: np.ndarray | None = None
     if m == 0:  # nothing but special tokens: no row to run, no score but 0
@@ -270,18 +270,3 @@ def plan_texts(
         plan_text(explain.method, np.asarray(encoded.ids[i], dtype=np.int64), units[i], chosen[i], filler)
         for i in picked
     ]
-
-
-def plan_call(
-    explain: Explain,
-    encoded: EncodedTexts,
-    special_ids: frozenset[int],
-    filler: int,
-    max_rows: int,
-) -> list[TextPlan]:
-    """Every text's rows, refused up front (INVALID_ARGUMENT) when a budget is too few for a
-    text's words or the rows would pass the server's cap on one call (`max_attribution_rows`)."""
-    units = text_units(encoded, special_ids)
-    chosen = budgets(explain, units, max_rows)
-    check_rows(explain, len(encoded), sum(rows_of(explain, units, chosen)), max_rows)
-    return plan_texts(explain, encoded, units, chosen, filler)
