@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable
 from typing import TypeVar
 
 import numpy as np
@@ -68,7 +69,7 @@ async def run_cascade(
     explain = inputs.explain
     if explain.wanted:
         cap = limits.max_attribution_rows
-        first_words, second_words = await asyncio.gather(
+        first_words, second_words = await together(
             find_words(student.model, explain, first_texts.encoded, cap),
             find_words(teacher.model, explain, second_texts.encoded, cap),
         )
@@ -103,10 +104,29 @@ async def run_cascade(
             )
             if which
         ]
-        parts = await asyncio.gather(*(work for _, work in runs))
+        parts = await together(*(work for _, work in runs))
         for (which, _), attributed in zip(runs, parts, strict=True):
             attach(merged, which, attributed)
     return merged
+
+
+async def together(*work: Awaitable[T]) -> list[T]:
+    """Every result of `work`, run concurrently; the first failure cancels the rest (the call
+    has failed: its other member's rows must not run on after it), then is raised as it is."""
+    tasks = [asyncio.ensure_future(each) for each in work]
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:  # the call was cancelled: so is its work
+        for task in tasks:
+            task.cancel()
+        raise
+    for task in pending:
+        task.cancel()
+    for task in tasks:
+        failure = task.exception() if task in done else None
+        if failure is not None:
+            raise failure
+    return [task.result() for task in tasks]
 
 
 def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str, ...]) -> Outputs:

@@ -169,13 +169,22 @@ def test_a_cascade_attribution_is_capped_across_both_members_before_any_row_runs
 
 
 def test_a_cascade_explains_each_text_on_the_member_and_graph_that_answered_it(served: Served) -> None:
-    texts = served.texts[:8]
+    """A text the student answers is explained on the student's float32 graph, the one that
+    answered it: its scores are those of the student asked alone on that graph (attention
+    asked), not of its int8 label graph."""
+    members = _members_native(served, served.texts)
+    texts = [t for t, m in zip(served.texts, members, strict=True) if m == "student"][:2]
+    texts += [t for t, m in zip(served.texts, members, strict=True) if m == "teacher"][:2]
     reply = http.classify(served.port, NAME, {"texts": texts, "attribution": "occlusion"})
     assert reply.status == 200, reply.body
-    for text, result in zip(texts, reply.json()["results"], strict=True):
-        member = result["answered_by"]
-        alone = served.client.classify([text], model=NAME, attention="none").results[0]
-        assert alone.answered_by == member and result["tokens"] == alone.tokens
-        # Occlusion of each word: the reply's own probability minus the text without it, so the
-        # scores are measured from the probability this reply states.
-        assert np.isfinite(result["attribution"]).all()
+    results = reply.json()["results"]
+    assert [r["answered_by"] for r in results] == ["student", "student", "teacher", "teacher"]
+    for text, result in zip(texts, results, strict=True):
+        assert result["answered_by"] == _members_native(served, [text])[0]
+        if result["answered_by"] != "student":
+            continue
+        body = {"texts": [text], "attribution": "occlusion", "attention": "pooled"}
+        alone = http.classify(served.port, served.student, body).json()["results"][0]
+        assert result["tokens"] == alone["tokens"] and result["label"] == alone["label"]
+        np.testing.assert_allclose(result["probabilities"], alone["probabilities"], atol=1e-6)
+        np.testing.assert_allclose(result["attribution"], alone["attribution"], atol=1e-5)
