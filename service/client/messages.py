@@ -136,8 +136,9 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             offsets=[(span.start, span.end) for span in item.offsets],
             special=list(item.special),
             answered_by=item.answered_by,
-            # the rows are never 0 for an attribution asked (a text takes its own row at least)
-            attribution=np.asarray(item.attribution, np.float32) if item.attribution_rows else None,
+            # One score per token when an attribution was asked, and a served text has a token at
+            # least; its rows may be 0 (a text of special tokens only has no word to remove).
+            attribution=np.asarray(item.attribution, np.float32) if item.attribution else None,
             attribution_rows=item.attribution_rows,
         )
         for item in reply.results

@@ -13,7 +13,7 @@ buffers account for some growth that is not a leak.
 
 Against the tiny BERT of 512 positions, a hostile round (attention near and over the reply
 limit, the whole batch token budget with attention, unicode, deadlines, cancellations) is
-run twice: the second must leave the server within 10 MB of where the first left it.
+run three times: each later round must leave the server within 10 MB of where the first left it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -291,22 +290,25 @@ def _encoder_http(port: int) -> Counter[str]:
     return codes
 
 
+ENCODER_ROUNDS = 3
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("ATTNSERVE_MEASURE_MEMORY") != "1",
-    reason="a measurement run on demand (ATTNSERVE_MEASURE_MEMORY=1): the bound is not met yet "
-    "(docs/reliability.md, 'The onnxruntime arena and the batch token budget')",
-)
-def test_a_second_hostile_round_against_the_encoder_leaves_memory_where_the_first_did(
+def test_later_hostile_rounds_against_the_encoder_leave_memory_where_the_first_did(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """The first round brings the onnxruntime arena to its peak (the largest batch the
     token budget allows, with every layer's attention) and the allocator's caches to their
-    size; a second, identical round must add at most ENCODER_BOUND_MB."""
+    size; each later, identical round must end at most ENCODER_BOUND_MB above the first.
+
+    It held at 500 MB more per round while the session's outputs were views of the arena
+    (a reply being serialised pinned its chunk while the next batch ran, and the arena grew
+    by a region twice the last) and a finished call was its own future's result (a cycle
+    that kept its batches' outputs until the cyclic collector ran)."""
     http_port = free_port()
     with ServerProcess(encoder_repository(tmp_path_factory), "--http-port", str(http_port)) as server:
-        rounds = []
-        for _ in range(2):
+        rounds: list[tuple[Counter[str], float]] = []
+        for _ in range(ENCODER_ROUNDS):
             codes = _encoder_calls(server.target)
             codes.update(_encoder_http(http_port))
             wait_until(partial(_idle, server), 60, 0.05, what="the round's calls to end on the server")
@@ -314,17 +316,20 @@ def test_a_second_hostile_round_against_the_encoder_leaves_memory_where_the_firs
             time.sleep(INTERVAL_S)
             codes.update(_blast(server.target, CLASSIFY, b"\xff" * BODY_4MB, None, 1))
             time.sleep(2 * INTERVAL_S)
-            rounds.append((codes, rss_mb(server.pid)))
+            if rounds:  # a later round: read once it is under the bound, or at the deadline
+                first = rounds[0][1]
+                ended = first + settled_growth(server.pid, first, ENCODER_BOUND_MB)
+            else:
+                ended = rss_mb(server.pid)
+            rounds.append((codes, ended))
         assert server.process is not None and server.process.poll() is None
-        (first_codes, first), (second_codes, _) = rounds
-        growth = settled_growth(server.pid, first, ENCODER_BOUND_MB)
         record_figures(
-            "memory after two hostile rounds against the tiny BERT",
-            first_mb=round(first, 1),
-            second_mb=round(first + growth, 1),
-            codes=dict(first_codes + second_codes),
+            f"memory after {ENCODER_ROUNDS} hostile rounds against the tiny BERT",
+            rss_mb=[round(ended, 1) for _, ended in rounds],
+            codes=dict(sum((codes for codes, _ in rounds), Counter())),
         )
-    for codes in (first_codes, second_codes):
+    first = rounds[0][1]
+    for codes, ended in rounds:
         assert set(codes) <= ALLOWED | {"CANCELLED", "200", "400", "429"}, codes
         assert codes["OK"] > 0 and codes["RESOURCE_EXHAUSTED"] > 0, codes
-    assert growth < ENCODER_BOUND_MB, (first, growth)
+        assert ended - first < ENCODER_BOUND_MB, [round(mb, 1) for _, mb in rounds]

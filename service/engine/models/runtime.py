@@ -58,8 +58,14 @@ class RuntimeSession:
         batch, width = ids.shape  # [B, T]
         shrink = self.shrinks and batch * width * width >= SHRINK_AT_POSITIONS
         feed = {"input_ids": ids, "attention_mask": mask}
-        result: list[np.ndarray] = self.session.run(names, feed, _SHRINK if shrink else None)
-        return result
+        outputs: list[np.ndarray] = self.session.run(names, feed, _SHRINK if shrink else None)
+        # onnxruntime's arrays are views of the arena's chunks: a reply still being serialised (or
+        # a call's row sliced out of a batch) would pin its chunk while the next batch runs, and
+        # the arena would add a region, twice the last, each time (RSS grew by about 500 MB per
+        # hostile round against the tiny BERT). Copies free every chunk as the run ends, at the
+        # cost of one memcpy of the outputs (a few ms for 32 MB of attention, next to the run's
+        # tens); logits alone cost microseconds.
+        return [np.array(output) for output in outputs]
 
 
 def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -161,10 +161,11 @@ class Batcher:
         if alone:
             self._run_here(batches, expired)
         try:
-            return await job.future
+            await job.future
         except asyncio.CancelledError:
             self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
             raise
+        return job
 
     def _predict(self, payload: Any, lengths: Sequence[int]) -> float:
         """Predicted seconds of a one-text call (inf: several texts, or no cost model)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -114,6 +114,8 @@ async def together(*work: Awaitable[T]) -> list[T]:
     """Every result of `work`, run concurrently; the first failure cancels the rest (the call
     has failed: its other member's rows must not run on after it), then is raised as it is."""
     tasks = [asyncio.ensure_future(each) for each in work]
+    for task in tasks:  # a second failure is the same call's: seen here, never logged as lost
+        task.add_done_callback(_retrieve)
     try:
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     except BaseException:  # the call was cancelled: so is its work
@@ -127,6 +129,11 @@ async def together(*work: Awaitable[T]) -> list[T]:
         if failure is not None:
             raise failure
     return [task.result() for task in tasks]
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _merge(first: Outputs, second: Outputs, rows: list[int], answered: tuple[str, ...]) -> Outputs:

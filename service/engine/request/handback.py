@@ -18,9 +18,12 @@ EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
 
 
 def complete(jobs: list[Job]) -> None:
+    # The result is None, not the job: a job that was its own future's result would be a
+    # reference cycle, and its batches' outputs would stay resident until the cyclic collector
+    # ran (hundreds of MB after a round of large attention replies).
     for job in jobs:
         if not job.future.done():
-            job.future.set_result(job)
+            job.future.set_result(None)
 
 
 def expired_error() -> Exception:
@@ -35,6 +38,9 @@ def refuse(jobs: list[Job], error: Callable[[], Exception]) -> None:
     """Fail each job with an error of its own: one instance raised in several callers would
     collect each one's traceback (see errors.detached)."""
     for job in jobs:
+        # The error's traceback will hold the caller's frame, and so the job: drop the outputs
+        # of the batches that carried some of its rows now, not when the cycle is collected.
+        job.parts.clear()
         if not job.future.done():
             job.future.set_exception(error())
             job.future.exception()  # mark retrieved: the caller may be gone

@@ -76,7 +76,7 @@ class Job:
         payload: Any,
         size: int,
         deadline: float | None,
-        future: asyncio.Future[Job],
+        future: asyncio.Future[None],
         lane: int = 0,
         window: int = 0,
     ) -> None:

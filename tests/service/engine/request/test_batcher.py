@@ -382,3 +382,34 @@ def test_an_idle_batcher_thread_keeps_no_output_of_its_last_batch(runner: FakeRu
             await batcher.close()
 
     asyncio.run(run())
+
+
+def test_a_finished_call_is_freed_without_the_cyclic_collector(runner: FakeRunner) -> None:
+    """A call's job, and through it the outputs of the batches that carried its rows, must go
+    when the caller lets go of it: a job in a reference cycle (its own future's result, once)
+    stays until the cyclic collector runs, and an encoder's attention with it."""
+    watched: list[weakref.ref[_Output]] = []
+
+    def outputs(batch: Batch) -> _Output:
+        output = _Output(runner(batch))
+        watched.append(weakref.ref(output))
+        return output
+
+    async def run() -> None:
+        batcher = await started(Batcher("m", outputs, limits(), model_metrics()))
+        gc.collect()
+        gc.disable()
+        try:
+            job = await batcher.submit("call", [5, 9, 40], None)
+            assert sorted(outputs_by_index(job)) == [0, 1, 2]
+            del job
+
+            def released() -> bool:
+                return bool(watched) and all(ref() is None for ref in watched)
+
+            await until(released, timeout=5.0, what="the finished call's outputs to be freed")
+        finally:
+            gc.enable()
+            await batcher.close()
+
+    asyncio.run(run())

@@ -4,7 +4,10 @@ both members and refused before any row runs."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,3 +191,18 @@ def test_a_cascade_explains_each_text_on_the_member_and_graph_that_answered_it(s
         assert result["tokens"] == alone["tokens"] and result["label"] == alone["label"]
         np.testing.assert_allclose(result["probabilities"], alone["probabilities"], atol=1e-6)
         np.testing.assert_allclose(result["attribution"], alone["attribution"], atol=1e-5)
+
+
+def test_a_refusal_by_both_members_is_answered_once_and_nothing_is_left_unretrieved(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both members refuse a shapley budget too few for the words: the call is refused with one
+    of their messages, and the other's failure is not left for asyncio to log as lost."""
+    body = {"texts": ["the plot and the cast"], "attribution": "shapley", "attribution_budget": 2}
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        refused = http.classify(served.port, NAME, body)
+        served.server.run(asyncio.sleep(0.1))
+        gc.collect()
+        served.server.run(asyncio.sleep(0.1))
+    assert refused.status == 400 and "shapley needs at least" in refused.error["message"], refused.body
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

@@ -1,0 +1,36 @@
+"""A session's outputs belong to the caller, not to onnxruntime's arena.
+
+onnxruntime hands back numpy views of its arena's chunks; a reply still holding one while the
+next batch runs pins the chunk and makes the arena grow (docs/reliability.md, "The onnxruntime
+arena and the batch token budget"). `RuntimeSession.run` returns arrays that own their memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from attnserve.service.engine.models.runtime import create_session, pad_ids
+from tests.support.servers import make_settings
+
+
+def test_outputs_own_their_memory_and_survive_the_next_run(
+    exported_bundle: Callable[[str], Path], tmp_path: Path
+) -> None:
+    session = create_session(
+        exported_bundle("transformer") / "model.onnx", make_settings(tmp_path), intra_op_threads=1
+    )
+    assert session.shrinks  # the CPU arena is on: the case the copy is for
+    ids, mask = pad_ids([[5, 6, 7], [8, 9]], pad_id=0)
+    first = session.run(ids, mask, attention=True)
+    kept = [output.copy() for output in first]
+    assert [output.shape[0] for output in first] == [2, 2]
+    for output in first:
+        assert output.flags.owndata and output.base is None, type(output.base)
+    # Runs on other shapes reuse the arena's memory; what the first run returned is unchanged.
+    for width in (1, 4, 9):
+        session.run(*pad_ids([[3] * width] * 3, pad_id=0), attention=True)
+    for output, copy in zip(first, kept, strict=True):
+        np.testing.assert_array_equal(output, copy)
