@@ -3,8 +3,8 @@ each model's max_len and past it, every attention mode, top_k, attribution off, 
 shapley with a budget, one to several texts) go to attnserve.v1 Classify (the project's
 client), the JSON API, V2 gRPC (ModelInfer with our stubs), V2 REST (plain HTTP) and the
 client's file job (`Client.classify_file`, a CSV in and out), all against one real server
-serving a small transformer, the tiny BERT with an int8 label graph and a cascade
-(gru_attention student, the same transformer as teacher).
+serving a small transformer, the tiny BERT with an int8 label graph and a cascade of the two
+kinds (the BERT as student, a small transformer trained on its reviews as teacher).
 
 Each front end is compared with attnserve.v1 answering the request as that front end carries
 it, and those must agree exactly (the file job to its six decimals). What a front end cannot
@@ -54,14 +54,19 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from attnserve.export.cascade import CascadeRequest, export_cascade
 from attnserve.export.cascade_threshold import member_probabilities
+from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import read_bundle
+from attnserve.service.bundle.cascade import DECIDED_ON
 from attnserve.service.client import Client, ClientError, ModelInfo
 from attnserve.service.common.weights import importance
+from attnserve.training.loop.trainer import TrainConfig
+from attnserve.training.run.pipeline import DataSpec, train_run
 from tests.support import http
 from tests.support.cascades import NAME as CASCADE
-from tests.support.cascades import STUDENT_FAMILY, export_duo, set_threshold
+from tests.support.cascades import set_threshold
 from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.tiny_bert import shared_tiny_encoder_run
 from tests.support.v2 import V2Calls, output, text_request
@@ -75,7 +80,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "front-ends-ci",
-    max_examples=80,
+    max_examples=200,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -143,21 +148,30 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def repository(
-    trained_run: Callable[[str], Path],
-    exported_bundle: Callable[[str], Path],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Path:
+def repository(exported_bundle: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("front-ends") / "models"
     shutil.copytree(exported_bundle(FAMILY), root / FAMILY / "1")
+    encoder_run = shared_tiny_encoder_run(tmp_path_factory)
     # A generous gate: the int8 label graph is kept, so the BERT serves two graphs.
-    export_run(shared_tiny_encoder_run(tmp_path_factory), root, ENCODER, max_accuracy_drop=1.0)
-    version = export_duo(trained_run, root)
-    # The threshold at the student's median confidence on its test texts: both members answer.
-    lines = (trained_run(STUDENT_FAMILY) / "test.jsonl").read_text().splitlines()
+    bert = export_run(encoder_run, root, ENCODER, max_accuracy_drop=1.0)
+    # The cascade of the two kinds: the BERT as student, a small transformer trained on the same
+    # reviews as teacher (the suite's transformer knows other labels).
+    config = TrainConfig(epochs=2, batch_size=16, lr=3e-3, progress=False, seed=0, threads=1)
+    with torch_threads(1):
+        teacher = train_run(
+            tmp_path_factory.mktemp("teacher"),
+            FAMILY,
+            {"d_model": 8, "n_layers": 1, "n_heads": 2},
+            config,
+            DataSpec(path=str(encoder_run.parent / "reviews.csv"), seed=0),
+        ).run_dir
+    version = export_cascade(CascadeRequest(student=bert, teacher=teacher, repository=root, name=CASCADE))
+    # The threshold at the student's median confidence on the teacher's test texts, on the graph
+    # a cascade decides on: both members answer.
+    lines = (teacher / "test.jsonl").read_text().splitlines()
     texts = [json.loads(line)["text"] for line in lines if line.strip()]
     student = read_bundle(version / "student")
-    confidences = member_probabilities(student.root, student.manifest, texts).max(axis=1)
+    confidences = member_probabilities(student.root, student.manifest, texts, DECIDED_ON).max(axis=1)
     set_threshold(version, float(np.median(confidences)))
     return root
 
