@@ -72,17 +72,17 @@ def graph_contract(model: Classifier) -> GraphContract:
         TensorSpec(name=name, dtype="int64", shape=[BATCH, SEQUENCE]) for name in (INPUT_IDS, ATTENTION_MASK)
     ]
     outputs = [TensorSpec(name=LOGITS, dtype="float32", shape=[BATCH, int(logits.shape[1])])]
-    if kind == "none":
+    if kind == AttentionKind.NONE:
         return GraphContract(
             inputs=io, outputs=outputs, attention=AttentionSpec(kind=kind, layers=0, heads=0)
         )
     if attention is None:
-        raise ExportError(f"{model.family} declares attention kind {kind!r} but returned no attention")
+        raise ExportError(f"{model.family} declares attention kind {kind.value!r} but returned no attention")
     layers = heads = 0
     shape: list[Dim]
-    if kind == "pool":
+    if kind == AttentionKind.POOL:
         shape = [BATCH, SEQUENCE]
-    elif kind == "self":
+    elif kind == AttentionKind.SELF:
         shape = [BATCH, SEQUENCE, SEQUENCE]
     else:
         layers, heads = int(attention.shape[1]), int(attention.shape[2])
@@ -90,18 +90,15 @@ def graph_contract(model: Classifier) -> GraphContract:
     if attention.dim() != len(shape):
         raise ExportError(
             f"{model.family}: attention has rank {attention.dim()} {tuple(attention.shape)}, "
-            f"kind {kind!r} needs rank {len(shape)}"
+            f"kind {kind.value!r} needs rank {len(shape)}"
         )
     outputs.append(TensorSpec(name=ATTENTION, dtype="float32", shape=shape))
     spec = AttentionSpec(kind=kind, layers=layers, heads=heads)
     return GraphContract(inputs=io, outputs=outputs, attention=spec)
 
 
-_KINDS: dict[str, AttentionKind] = {"pool": "pool", "self": "self", "layers": "layers", "none": "none"}
-
-
 def _attention_kind(model: Classifier) -> AttentionKind:
-    kind = _KINDS.get(model.attention_kind)
-    if kind is None:
-        raise ExportError(f"{model.family}: unknown attention kind {model.attention_kind!r}")
-    return kind
+    try:
+        return AttentionKind(model.attention_kind)
+    except ValueError:
+        raise ExportError(f"{model.family}: unknown attention kind {model.attention_kind!r}") from None

@@ -29,13 +29,16 @@ class Status(enum.Enum):
 
 
 class ServiceError(Exception):
-    """A failure answered to the caller with `code` and `message`."""
+    """A failure answered to the caller with `code` and `message`. `field` names the request
+    field at fault ("texts", "attention", ...) when there is one, so a front end that spells
+    fields its own way can reword the refusal without reading the message."""
 
     code: Status = Status.INTERNAL
 
-    def __init__(self, message: str, code: Status | None = None) -> None:
+    def __init__(self, message: str, code: Status | None = None, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.field = field
         if code is not None:
             self.code = code
         if self.code is Status.OK:
@@ -86,7 +89,8 @@ def detached(error: ServiceError) -> ServiceError:
     request body; a frame that keeps the exception in a local closes a reference cycle that
     only the cyclic collector frees (docs/results/reliability.md, "Where the gaps were").
     Raising one shared instance again and again would also grow its traceback without end,
-    so refusals are new instances, detached once caught."""
+    so refusals are new instances, detached once caught. The error itself, its `field`
+    included, is kept as it is."""
     error.__traceback__ = None
     error.__context__ = None
     error.__cause__ = None

@@ -180,7 +180,7 @@ def test_the_attention_table_gives_each_family_its_kind_and_shape() -> None:
     from tests.support.runs import TINY
 
     rows = {ticked(kind)[0]: (shape.strip("`"), ticked(families)) for kind, shape, families in table(MODELS)}
-    assert sorted(rows) == sorted(typing.get_args(AttentionKind)), "kinds other than the bundle's"
+    assert sorted(rows) == sorted(kind.value for kind in AttentionKind), "kinds other than the bundle's"
     listed = [family for _, families in rows.values() for family in families]
     assert sorted(listed) == sorted(FAMILIES), "each family is in the table once"
     for kind, (shape, families) in rows.items():

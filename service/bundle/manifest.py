@@ -6,6 +6,7 @@ library, pydantic and numpy only: this package is part of the torch-free serving
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import re
@@ -28,10 +29,19 @@ MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 LABEL_MODEL_FILE = "label.onnx"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE)
-AttentionKind = Literal["pool", "self", "layers", "none"]
 Truncation = Literal["head", "tail"]  # which end of a long text the model was trained on
 TensorDType = Literal["int64", "int32", "float32", "float16", "string"]
 Dim = int | str  # an int is a fixed size, a str a symbolic (dynamic) dimension
+
+
+class AttentionKind(enum.StrEnum):
+    """What a model's `attention` output holds (AttentionSpec). A `str`, so the manifest, JSON
+    and attnserve.v1 carry the same words as ever."""
+
+    POOL = "pool"
+    SELF = "self"
+    LAYERS = "layers"
+    NONE = "none"
 
 
 def model_name(value: str) -> str:
@@ -58,7 +68,7 @@ class AttentionSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> AttentionSpec:
-        if self.kind == "layers" and (self.layers < 1 or self.heads < 1):
+        if self.kind == AttentionKind.LAYERS and (self.layers < 1 or self.heads < 1):
             raise ValueError("attention kind 'layers' needs layers >= 1 and heads >= 1")
         return self
 
@@ -218,9 +228,9 @@ class BundleManifest(_Strict):
         if isinstance(classes, int) and classes != len(self.labels):
             raise ValueError(f"logits has {classes} classes but labels lists {len(self.labels)}")
         has_attention = "attention" in outputs
-        if has_attention != (self.attention.kind != "none"):
+        if has_attention != (self.attention.kind != AttentionKind.NONE):
             raise ValueError(
-                f"attention kind {self.attention.kind!r} "
+                f"attention kind {self.attention.kind.value!r} "
                 f"{'needs' if not has_attention else 'must not have'} an 'attention' output"
             )
         if self.label_graph is not None and self.label_graph.file not in self.files:

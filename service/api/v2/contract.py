@@ -43,6 +43,7 @@ from attnserve.service.api.v2.types import (
     RequestedOutput,
     TensorDecl,
 )
+from attnserve.service.bundle import AttentionKind
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.edges import parse_word
 from attnserve.service.engine.models.loading import LoadedModel
@@ -91,9 +92,9 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
         TensorDecl(PROBABILITIES, "FP32", (-1, classes)),
         TensorDecl(LABEL, "BYTES", (-1, 1)),
     ]
-    if model.attention_kind == "pool":
+    if model.attention_kind == AttentionKind.POOL:
         declared.append(TensorDecl(ATTENTION, "FP32", (-1, -1)))
-    elif model.attention_kind != "none":
+    elif model.attention_kind != AttentionKind.NONE:
         declared.append(TensorDecl(ATTENTION, "FP32", (-1, -1, -1)))
     declared.append(TensorDecl(LENGTHS, "INT64", (-1,)))
     if model.cascade is not None:
@@ -226,7 +227,7 @@ def attention_mode(request: InferRequest, wanted: list[str], model: LoadedModel)
         if given is not None:
             missing = (
                 f"model {model.name!r} has no attention weights"
-                if model.attention_kind == "none"
+                if model.attention_kind == AttentionKind.NONE
                 else "the request does not ask for it"
             )
             raise InvalidArgument(

@@ -188,11 +188,7 @@ class V2Plane:
                 self.core, call, model, texts=texts, encoded=encoded, mode=mode, explain=explain
             )
         except InvalidArgument as exc:
-            if exc.message.startswith("attribution"):  # the engine's refusal names the parameter
-                raise InvalidArgument(f"parameters.{exc.message}") from None
-            if exc.message.startswith("attention"):  # ... or the mode of the ATTENTION output
-                raise InvalidArgument(f"output {ATTENTION}: {exc.message}") from None
-            raise InvalidArgument(f"input {request_input}: {exc.message}") from None
+            raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
         writing = time.perf_counter()
         outputs = [output(name, contract, out) for name in wanted]
         response = InferResponse(model.name, str(model.version), request.id, outputs)
@@ -203,6 +199,21 @@ class V2Plane:
         if contract is None:
             contract = self._contracts[model] = Contract(model)
         return contract
+
+
+# The engine's refusals whose field is one of V2's request parameters.
+_PARAMETERS = frozenset({"attribution", "attribution_budget"})
+
+
+def _v2_place(field: str | None, request_input: str) -> str:
+    """What V2 writes before the message of an engine refusal of `field`: "parameters." for a
+    request parameter (whose message starts with its name), the ATTENTION output for its
+    mode, else the input the texts or ids came in."""
+    if field in _PARAMETERS:
+        return "parameters."
+    if field == "attention":
+        return f"output {ATTENTION}: "
+    return f"input {request_input}: "
 
 
 def _not_served_reason(number: int, loaded: list[int], policy: str) -> str:

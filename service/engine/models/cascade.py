@@ -16,7 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from attnserve.service.bundle import Bundle, BundleError, BundleManifest, read_manifest, softmax
+from attnserve.service.bundle import (
+    AttentionKind,
+    Bundle,
+    BundleError,
+    BundleManifest,
+    read_manifest,
+    softmax,
+)
 from attnserve.service.bundle.cascade import CascadeManifest, Member, read_cascade
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import CascadeMembers, LoadedModel, LoadError, load_model
@@ -118,7 +125,9 @@ def _shown_manifest(
         },
     }
     if not shared:
-        update["attention"] = student.attention.model_copy(update={"kind": "none", "layers": 0, "heads": 0})
+        update["attention"] = student.attention.model_copy(
+            update={"kind": AttentionKind.NONE, "layers": 0, "heads": 0}
+        )
         update["outputs"] = [spec for spec in student.outputs if spec.name != "attention"]
     return student.model_copy(update=update)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.service.bundle import (
+    AttentionKind,
     Bundle,
     BundleError,
     BundleManifest,
@@ -159,7 +160,7 @@ def _warm_up(model: LoadedModel, batch: int) -> None:
     width = min(model.manifest.max_len, 16)
     for rows, length in ((1, 1), (batch, width)):
         ids = np.full((rows, length), 1, dtype=np.int64)
-        model.runtime.run(ids, np.ones_like(ids), attention=model.attention_kind != "none")
+        model.runtime.run(ids, np.ones_like(ids), attention=model.attention_kind != AttentionKind.NONE)
         if model.label_runtime is not None:
             model.label_runtime.run(ids, np.ones_like(ids), attention=False)
 

@@ -100,7 +100,8 @@ class TextTokenizer:
         for index, text in enumerate(texts):
             if len(text) > self.max_text_chars:
                 raise InvalidArgument(
-                    f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}"
+                    f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}",
+                    field="texts",
                 )
         if len(texts) == 1:
             encodings = [self._tokenizer.encode(texts[0])]
@@ -112,12 +113,15 @@ class TextTokenizer:
         for index, encoding in enumerate(encodings):
             row = encoding.ids
             if not row:
-                raise InvalidArgument(f"texts[{index}] has no tokens (it is empty after normalisation)")
+                raise InvalidArgument(
+                    f"texts[{index}] has no tokens (it is empty after normalisation)", field="texts"
+                )
             cut = bool(encoding.overflowing)
             if cut and self.reject_long:
                 raise InvalidArgument(
                     f"texts[{index}] has more than the model's max_len of {self.max_len} tokens "
-                    "(the server rejects long texts; shorten it)"
+                    "(the server rejects long texts; shorten it)",
+                    field="texts",
                 )
             ids.append(row)
             lengths.append(len(row))

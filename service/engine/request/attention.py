@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnserve.service.bundle import AttentionKind
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.errors import InvalidArgument
 
 _MAP_MODES = (AttentionMode.POOLED, AttentionMode.LAST_LAYER, AttentionMode.ALL, AttentionMode.ROLLOUT)
-SUPPORTED: dict[str, tuple[AttentionMode, ...]] = {
-    "pool": (AttentionMode.POOLED,),
-    "self": _MAP_MODES,
-    "layers": _MAP_MODES,
-    "none": (),
+SUPPORTED: dict[AttentionKind, tuple[AttentionMode, ...]] = {
+    AttentionKind.POOL: (AttentionMode.POOLED,),
+    AttentionKind.SELF: _MAP_MODES,
+    AttentionKind.LAYERS: _MAP_MODES,
+    AttentionKind.NONE: (),
 }
 
 
-def mode_shapes(attention_kind: str, layers: int, heads: int) -> dict[AttentionMode, str]:
+def mode_shapes(attention_kind: AttentionKind, layers: int, heads: int) -> dict[AttentionMode, str]:
     """Per-text shape of each supported mode, n standing for the text's token count."""
-    if attention_kind == "pool":
+    if attention_kind == AttentionKind.POOL:
         return {AttentionMode.POOLED: "[n]"}
-    if attention_kind == "none":
+    if attention_kind == AttentionKind.NONE:
         return {}
-    layers, heads = (1, 1) if attention_kind == "self" else (layers, heads)
+    layers, heads = (1, 1) if attention_kind == AttentionKind.SELF else (layers, heads)
     return {
         AttentionMode.POOLED: "[n, n]",
         AttentionMode.LAST_LAYER: f"[{heads}, n, n]",
@@ -38,39 +39,44 @@ def mode_shapes(attention_kind: str, layers: int, heads: int) -> dict[AttentionM
 
 
 def reply_bytes(
-    attention_kind: str, layers: int, heads: int, mode: AttentionMode, longest: int, count: int
+    attention_kind: AttentionKind, layers: int, heads: int, mode: AttentionMode, longest: int, count: int
 ) -> int:
     """An upper bound of the attention bytes a reply carries: `count` texts of up to
     `longest` tokens (float32; V2 pads every text to the longest, hence no per-text sum)."""
-    if mode == AttentionMode.NONE or attention_kind == "none":
+    if mode == AttentionMode.NONE or attention_kind == AttentionKind.NONE:
         return 0
-    if attention_kind == "pool":
+    if attention_kind == AttentionKind.POOL:
         return 4 * longest * count
     per_map = 4 * longest * longest * count
-    if attention_kind == "self" or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
+    if attention_kind == AttentionKind.SELF or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
         return per_map
     return per_map * heads * (layers if mode == AttentionMode.ALL else 1)
 
 
-def check_request(attention_kind: str, mode: AttentionMode, top_k: int, model: str) -> None:
+def check_request(attention_kind: AttentionKind, mode: AttentionMode, top_k: int, model: str) -> None:
     """Raise InvalidArgument unless the model can answer this attention request: the one check
     of every front end, so modes are named by their word, as the JSON API, V2 and the client
     write them (attnserve.v1's enum names end in the same word)."""
     if mode != AttentionMode.NONE and mode not in SUPPORTED[attention_kind]:
-        if attention_kind == "none":
-            raise InvalidArgument(f"attention: model {model!r} has no attention weights; ask for none")
+        if attention_kind == AttentionKind.NONE:
+            raise InvalidArgument(
+                f"attention: model {model!r} has no attention weights; ask for none", field="attention"
+            )
         offered = ", ".join(m.word for m in SUPPORTED[attention_kind])
         raise InvalidArgument(
             f"attention: mode {mode.word!r} is not available for model {model!r} "
-            f"(attention kind {attention_kind!r}); it offers: {offered}"
+            f"(attention kind {attention_kind.value!r}); it offers: {offered}",
+            field="attention",
         )
-    if top_k and attention_kind == "none":
-        raise InvalidArgument(f"top_k: model {model!r} has no attention weights to rank tokens by")
+    if top_k and attention_kind == AttentionKind.NONE:
+        raise InvalidArgument(
+            f"top_k: model {model!r} has no attention weights to rank tokens by", field="top_k"
+        )
 
 
-def as_layers(attention: np.ndarray, attention_kind: str) -> np.ndarray:
+def as_layers(attention: np.ndarray, attention_kind: AttentionKind) -> np.ndarray:
     """View a batch's attention as [B, L, H, T, T] (kind "self" or "layers")."""
-    if attention_kind == "self":
+    if attention_kind == AttentionKind.SELF:
         b, t, _ = attention.shape
         return attention.reshape(b, 1, 1, t, t)
     return attention
@@ -92,10 +98,12 @@ def rollout(layers: np.ndarray) -> np.ndarray:
     return np.asarray(result, dtype=np.float32)
 
 
-def extract(attention: np.ndarray, attention_kind: str, row: int, n: int, mode: AttentionMode) -> np.ndarray:
+def extract(
+    attention: np.ndarray, attention_kind: AttentionKind, row: int, n: int, mode: AttentionMode
+) -> np.ndarray:
     """One text's attention in `mode` from the batch output (already `as_layers` for the kinds
     "self" and "layers")."""
-    if attention_kind == "pool":
+    if attention_kind == AttentionKind.POOL:
         return attention[row, :n]
     text = attention[row, :, :, :n, :n]  # [L, H, n, n]
     if mode == AttentionMode.POOLED:

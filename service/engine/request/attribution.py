@@ -225,7 +225,8 @@ def budgets(explain: Explain, units: list[list[list[int]]], max_rows: int) -> li
     if explain.budget > max_rows:
         raise InvalidArgument(
             f"attribution_budget: {explain.budget} coalitions per text asked; this server runs at "
-            f"most {max_rows} rows in one call (max_attribution_rows)"
+            f"most {max_rows} rows in one call (max_attribution_rows)",
+            field="attribution_budget",
         )
     chosen = []
     for index, each in enumerate(units):
@@ -233,7 +234,8 @@ def budgets(explain: Explain, units: list[list[list[int]]], max_rows: int) -> li
         if explain.budget and explain.budget < least:
             raise InvalidArgument(
                 f"attribution_budget: {explain.budget} coalitions cannot determine the scores of the "
-                f"{len(each)} words of text {index}; shapley needs at least {least} (words + 1)"
+                f"{len(each)} words of text {index}; shapley needs at least {least} (words + 1)",
+                field="attribution_budget",
             )
         chosen.append(explain.budget or max(DEFAULT_BUDGET, least))
     return chosen
@@ -252,7 +254,8 @@ def check_rows(explain: Explain, texts: int, needed: int, max_rows: int) -> None
         raise InvalidArgument(
             f"attribution: {explain.method.word} of these {texts} texts takes {needed} forward rows; "
             f"this server allows {max_rows} in one call (max_attribution_rows): send fewer or shorter "
-            f"texts{smaller}"
+            f"texts{smaller}",
+            field="attribution",
         )
 
 

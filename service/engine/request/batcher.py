@@ -51,7 +51,7 @@ from attnserve.service.engine.request.handback import (
     refuse,
 )
 from attnserve.service.engine.request.lone import LonePolicy
-from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, RowQueue
+from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, Row, RowQueue
 from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,8 @@ class Batcher:
         `paced`: the rows hold at most `share` queue places at a time (queue.py)."""
         count = len(lengths)
         window = self.share if paced else 0
-        job = Job(payload, count, deadline, asyncio.get_running_loop().create_future(), lane, window)
+        future = asyncio.get_running_loop().create_future()
+        job = Job(payload, count, deadline, future, lane, window, self._predict(payload, lengths))
         with self._lock:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)
@@ -148,7 +149,7 @@ class Batcher:
                 )
             lone = self._lone
             alone = lone is not None and lone.decide(
-                job.enqueued, count, bool(queued or self._running), self._predict(payload, lengths)
+                job.enqueued, count, bool(queued or self._running), job.predicted
             )
             entered = self._queue.add(job, lengths)
             self._arrivals += 1
@@ -170,6 +171,12 @@ class Batcher:
     def _predict(self, payload: Any, lengths: Sequence[int]) -> float:
         """Predicted seconds of a one-text call (inf: several texts, or no cost model)."""
         return self._cost(payload, lengths[0]) if self._cost is not None and len(lengths) == 1 else math.inf
+
+    def _lone_predicted(self, row: Row) -> float:
+        """Predicted seconds of the one-row batch of `row`: its one-text job's, as submitted; a
+        row of a larger job is predicted here, at its own length."""
+        job = row.job
+        return job.predicted if job.size == 1 else self._predict(job.payload, [row.length])
 
     def _cancel(self, job: Job, *, expired: bool) -> None:
         with self._lock:
@@ -278,7 +285,7 @@ class Batcher:
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
             if self._lone is not None:
                 one = batch.rows[0]
-                predicted = self._predict(one.job.payload, [one.length]) if len(batch.rows) == 1 else math.inf
+                predicted = self._lone_predicted(one) if len(batch.rows) == 1 else math.inf
                 self._lone.ran(len(batch.rows), elapsed, predicted, overlapped, ended)
             for position, row in enumerate(batch.rows):
                 job = row.job

@@ -61,7 +61,9 @@ async def run_cascade(
     assert members is not None, "run_cascade is called for cascade versions only"
     if inputs.texts is None:
         # Each member has its own vocabulary: ids made for one mean nothing to the other.
-        raise InvalidArgument(f"model {model.name!r} is a cascade: send texts, not token ids")
+        raise InvalidArgument(
+            f"model {model.name!r} is a cascade: send texts, not token ids", field="input_ids"
+        )
     # Each text's attention comes from the member that answers it, in that member's shape: a
     # mode is served when both members have it, and the teacher's limits hold for every text.
     first_texts = prepare(student.model, inputs, limits)

@@ -131,7 +131,7 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
     else:
-        raise InvalidArgument("texts: at least one text is required")
+        raise InvalidArgument("texts: at least one text is required", field="texts")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
     return Prepared(encoded, tokenize_seconds, started)
 
@@ -201,9 +201,9 @@ def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> No
 
 def _check_count(count: int, limit: int) -> None:
     if count == 0:
-        raise InvalidArgument("texts: at least one text is required")
+        raise InvalidArgument("texts: at least one text is required", field="texts")
     if count > limit:
-        raise InvalidArgument(f"texts: {count} texts in one request; the limit is {limit}")
+        raise InvalidArgument(f"texts: {count} texts in one request; the limit is {limit}", field="texts")
 
 
 def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode, limit: int) -> None:
@@ -228,7 +228,11 @@ def _check_ids(model: LoadedModel, encoded: EncodedTexts) -> None:
     vocab, max_len = model.tokenizer.vocab_size, model.tokenizer.max_len
     for index, (row, length) in enumerate(zip(encoded.ids, encoded.lengths, strict=True)):
         if not 1 <= length <= max_len:
-            raise InvalidArgument(f"input_ids row {index} has {length} tokens; each row needs 1 to {max_len}")
+            raise InvalidArgument(
+                f"input_ids row {index} has {length} tokens; each row needs 1 to {max_len}", field="input_ids"
+            )
         values = np.asarray(row)
         if values.min() < 0 or values.max() >= vocab:
-            raise InvalidArgument(f"input_ids row {index} holds ids outside the vocabulary [0, {vocab})")
+            raise InvalidArgument(
+                f"input_ids row {index} holds ids outside the vocabulary [0, {vocab})", field="input_ids"
+            )

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from attnserve.service.bundle import AttentionKind
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import SUPPORTED, as_layers, extract
@@ -87,7 +88,7 @@ class TextCost:
         short = min(SHORT_TOKENS, longest)
         kind = model.attention_kind
         probes: dict[CostClass, AttentionMode | None] = {CostClass.LOGITS: None}
-        if kind == "pool":  # one map only: every attention class costs what it costs
+        if kind == AttentionKind.POOL:  # one map only: every attention class costs what it costs
             probes.update(dict.fromkeys(_PROBES, AttentionMode.POOLED))
         else:
             probes.update({c: mode for c, mode in _PROBES.items() if mode in SUPPORTED[kind]})
@@ -106,6 +107,6 @@ def _time(model: LoadedModel, mode: AttentionMode | None, length: int) -> float:
     started = time.perf_counter()
     outputs = model.session_for(mode is not None).run(ids, np.ones_like(ids), mode is not None)
     if mode is not None:
-        layers = outputs[1] if kind == "pool" else as_layers(outputs[1], kind)
+        layers = outputs[1] if kind == AttentionKind.POOL else as_layers(outputs[1], kind)
         np.asarray(extract(layers, kind, 0, length, mode))
     return time.perf_counter() - started

@@ -62,6 +62,7 @@ class Job:
         "parts",
         "payload",
         "pending",
+        "predicted",
         "queue_seconds",
         "ran_until",
         "run_seconds",
@@ -79,6 +80,7 @@ class Job:
         future: asyncio.Future[None],
         lane: int = 0,
         window: int = 0,
+        predicted: float = math.inf,
     ) -> None:
         self.payload = payload  # the runner's: what the rows hold
         self.lane = lane  # the graph its rows need: rows of two lanes never share a batch
@@ -95,6 +97,9 @@ class Job:
         self.ran_until = 0.0  # time.monotonic() when the last batch that carried its rows ended
         self.window = window  # most rows queued at once (0: all of them: not paced)
         self.pending: deque[tuple[int, int]] = deque()  # (row index, length) not queued yet
+        # Seconds a one-text job's batch is predicted to run (inf: several texts, or no cost
+        # model): predicted once when submitted, compared with the run by the lone policy.
+        self.predicted = predicted
 
     @property
     def first_places(self) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
+from attnserve.service.bundle import AttentionKind
 from attnserve.service.bundle.calibration import softmax
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
@@ -137,7 +138,7 @@ class Runner:
     ) -> None:
         """Per-row attention and top tokens; the pooled map is computed once for the batch."""
         pooled: np.ndarray | None = None
-        if self.attention_kind != "pool":
+        if self.attention_kind != AttentionKind.POOL:
             pooled = layers[:, -1].mean(axis=1)  # [B, T, T]: last layer, heads averaged
         attention: list[np.ndarray | None] = [None] * len(rows)
         top: list[TopTokens | None] = [None] * len(rows)

@@ -24,6 +24,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from attnserve.service.bundle import (
     MODEL_FILE,
     TOKENIZER_FILE,
+    AttentionKind,
     AttentionSpec,
     BundleManifest,
     ServingHints,
@@ -125,7 +126,7 @@ def make_bundle(repository: Path, name: str, *, layers: int, hint: int | None = 
         labels=LABELS,
         max_len=64,
         pad_id=0,
-        attention=AttentionSpec(kind="none", layers=0, heads=0),
+        attention=AttentionSpec(kind=AttentionKind.NONE, layers=0, heads=0),
         inputs=[
             TensorSpec(name="input_ids", dtype="int64", shape=dims),
             TensorSpec(name="attention_mask", dtype="int64", shape=dims),

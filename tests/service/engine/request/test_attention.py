@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from attnserve.service.bundle import AttentionKind
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.request.attention import as_layers, extract, rollout, top_k
@@ -38,18 +39,22 @@ def test_extract_strips_padding_per_mode() -> None:
     rng = np.random.default_rng(1)
     batch = _rows(rng, 2, 3, 2, 6, 6)  # [B, L, H, T, T]
     n = 4
-    assert extract(batch, "layers", 1, n, AttentionMode.ALL).shape == (3, 2, n, n)
+    assert extract(batch, AttentionKind.LAYERS, 1, n, AttentionMode.ALL).shape == (3, 2, n, n)
     np.testing.assert_array_equal(
-        extract(batch, "layers", 1, n, AttentionMode.LAST_LAYER), batch[1, -1, :, :n, :n]
+        extract(batch, AttentionKind.LAYERS, 1, n, AttentionMode.LAST_LAYER), batch[1, -1, :, :n, :n]
     )
     np.testing.assert_allclose(
-        extract(batch, "layers", 1, n, AttentionMode.POOLED), batch[1, -1, :, :n, :n].mean(axis=0)
+        extract(batch, AttentionKind.LAYERS, 1, n, AttentionMode.POOLED), batch[1, -1, :, :n, :n].mean(axis=0)
     )
-    assert extract(batch, "layers", 0, n, AttentionMode.ROLLOUT).shape == (n, n)
+    assert extract(batch, AttentionKind.LAYERS, 0, n, AttentionMode.ROLLOUT).shape == (n, n)
     single = _rows(rng, 2, 6, 6)  # "self": [B, T, T]
-    assert extract(as_layers(single, "self"), "self", 0, 3, AttentionMode.ALL).shape == (1, 1, 3, 3)
+    assert extract(
+        as_layers(single, AttentionKind.SELF), AttentionKind.SELF, 0, 3, AttentionMode.ALL
+    ).shape == (1, 1, 3, 3)
     pooled = _rows(rng, 2, 6)
-    np.testing.assert_array_equal(extract(pooled, "pool", 1, 5, AttentionMode.POOLED), pooled[1, :5])
+    np.testing.assert_array_equal(
+        extract(pooled, AttentionKind.POOL, 1, 5, AttentionMode.POOLED), pooled[1, :5]
+    )
 
 
 @pytest.mark.parametrize("shape", [(5,), (5, 5), (2, 5, 5), (3, 2, 5, 5)])
