@@ -30,7 +30,7 @@ from attnserve.service.bundle import read_bundle
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TextTokenizer
-from attnserve.service.engine.request.attribution import without, words
+from attnserve.service.engine.request.attribution import least_budget, without, words
 from bench.render import markdown_table, num, ratio, write_between
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
@@ -112,6 +112,12 @@ def per_word(tokens: np.ndarray, units: list[list[int]]) -> np.ndarray:
     return np.array([float(tokens[unit].sum()) for unit in units])
 
 
+def budget_for(budget: int, text: Text) -> int:
+    """Shapley needs words + 1 coalitions to determine a text's scores (the server refuses
+    fewer): a smaller `--budget` is raised to that for the text."""
+    return max(budget, least_budget(len(text.units)))
+
+
 async def served(port: int, model: str, texts: list[Text], methods: list[Method], budget: int) -> None:
     """Each text through every served method in turn, one call at a time, timed at the client."""
     connection = HttpConnection(port)
@@ -120,9 +126,11 @@ async def served(port: int, model: str, texts: list[Text], methods: list[Method]
     bodies |= {OCCLUSION: {"attribution": "occlusion"},
                SHAPLEY: {"attribution": "shapley", "attribution_budget": budget}}  # fmt: skip
     for method in methods:  # warm-up: first calls of each kind stay out of the figures
+        bodies[SHAPLEY]["attribution_budget"] = budget_for(budget, texts[-1])
         warm = {"texts": [texts[-1].text], **bodies[method.name]}
         await connection.post(url, json.dumps(warm).encode(), headers)
     for text in texts:
+        bodies[SHAPLEY]["attribution_budget"] = budget_for(budget, text)
         for method in methods:
             payload = json.dumps({"texts": [text.text], **bodies[method.name]}).encode()
             started = time.perf_counter()
@@ -296,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--text-column", default="sentence", help="the text column of --texts")
     parser.add_argument("--count", type=int, default=500, help="texts explained (the first N of --texts)")
     parser.add_argument("--steps", type=int, default=50, help="integrated gradients: interpolation steps")
-    parser.add_argument("--budget", type=int, default=64, help="shapley: forward rows per text")
+    parser.add_argument("--budget", type=int, default=64, help="shapley: coalitions a text (min. words + 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random scores")
     parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     parser.add_argument("--publish", type=Path, default=None, help=f"write the tables into DOCS/{PAGE}")

@@ -59,8 +59,10 @@ def test_the_explain_section_scores_every_method_of_both_models(
             else:
                 assert row["ms"] > 0 and row["forward_rows"] >= 1
         by = {row["method"]: row for row in model["rows"]}
-        assert by[IG]["forward_rows"] == 4 and by[SHAPLEY]["forward_rows"] <= 8
-        assert by[OCCLUSION]["forward_rows"] == pytest.approx(model["words"] + 1)
+        # Shapley: --budget 8 coalitions, raised to words + 1 for a longer text, less the text itself
+        # (its value is the reply's), so at most max(7, words) rows a text.
+        assert by[IG]["forward_rows"] == 4 and 1 <= by[SHAPLEY]["forward_rows"] <= model["words"] + 7
+        assert by[OCCLUSION]["forward_rows"] == pytest.approx(model["words"])  # a row per word
     # One adjective decides the label, and removing the word occlusion ranks first removes it.
     bert_rows = {row["method"]: row for row in models["bert"]["rows"]}
     assert bert_rows[OCCLUSION]["comprehensiveness"] >= bert_rows[RANDOM]["comprehensiveness"]

@@ -101,7 +101,7 @@ def test_tokens_coloured_by_attribution_beside_attention(browser: webdriver.Chro
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tokens-a .token")) == len(expected["tokens"])
     cost = browser.find_element(By.ID, "attribution-cost-a")
     assert (
-        cost.get_attribute("data-rows") == str(expected["attribution_rows"]) == str(len(SENTENCE.split()) + 1)
+        cost.get_attribute("data-rows") == str(expected["attribution_rows"]) == str(len(SENTENCE.split()))
     )
     assert f"{expected['attribution_rows']} forward rows" in cost.text and " ms" in cost.text
     assert "(occlusion)" in browser.find_element(By.CSS_SELECTOR, "#attribution-box-a h3").text
@@ -121,7 +121,7 @@ def test_the_method_picker_asks_again_and_redraws(browser: webdriver.Chrome, por
     assert [v for _, v, _ in after] != [v for _, v, _ in before]
     clear = signs_drawn(after)
     assert clear[1] and clear[-1], after  # shapley on this sentence: words for and against
-    assert browser.find_element(By.ID, "attribution-cost-a").get_attribute("data-rows") == "64"
+    assert browser.find_element(By.ID, "attribution-cost-a").get_attribute("data-rows") == "63"  # 64 coalitions, the text's own the reply's
     assert "(shapley)" in browser.find_element(By.CSS_SELECTOR, "#attribution-box-a h3").text
     # "none": no attribution row, no agreement, and the address says so.
     browser.execute_script("document.body.dataset.state = 'stale';")
@@ -141,7 +141,7 @@ def test_a_link_with_shapley_opens_with_shapley(browser: webdriver.Chrome, port:
     for side, text in (("a", SENTENCE), ("b", OTHER)):
         expected = reply(port, text, attention="all", attribution="shapley")["results"][0]
         np.testing.assert_allclose([v for _, v, _ in row(browser, side)], expected["attribution"], atol=1e-5)
-        assert browser.find_element(By.ID, f"attribution-cost-{side}").get_attribute("data-rows") == "64"
+        assert browser.find_element(By.ID, f"attribution-cost-{side}").get_attribute("data-rows") == "63"
     shared = str(browser.find_element(By.ID, "link").get_attribute("value"))
     assert parse_qs(urlsplit(shared).query)["attribution"] == ["shapley"]
 
