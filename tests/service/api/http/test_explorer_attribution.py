@@ -121,7 +121,8 @@ def test_the_method_picker_asks_again_and_redraws(browser: webdriver.Chrome, por
     assert [v for _, v, _ in after] != [v for _, v, _ in before]
     clear = signs_drawn(after)
     assert clear[1] and clear[-1], after  # shapley on this sentence: words for and against
-    assert browser.find_element(By.ID, "attribution-cost-a").get_attribute("data-rows") == "63"  # 64 coalitions, the text's own the reply's
+    # 64 coalitions, less the text itself (its value is the reply's)
+    assert browser.find_element(By.ID, "attribution-cost-a").get_attribute("data-rows") == "63"
     assert "(shapley)" in browser.find_element(By.CSS_SELECTOR, "#attribution-box-a h3").text
     # "none": no attribution row, no agreement, and the address says so.
     browser.execute_script("document.body.dataset.state = 'stale';")
