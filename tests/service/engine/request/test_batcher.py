@@ -12,7 +12,7 @@ import gc
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -355,16 +355,23 @@ class _Output(list[Any]):
     """A batch's output a weak reference can watch (a plain list cannot be weakly referenced)."""
 
 
-def test_an_idle_batcher_thread_keeps_no_output_of_its_last_batch(runner: FakeRunner) -> None:
-    """An idle thread waiting for work must not pin its last batch: through the batch's calls
-    it would hold the model's outputs (every layer's attention for an encoder) until the
-    next batch comes, hundreds of MB per thread."""
+def watching(runner: FakeRunner) -> tuple[Callable[[Batch], _Output], list[weakref.ref[_Output]]]:
+    """A runner whose every batch output is watched by a weak reference (in the list returned)."""
     watched: list[weakref.ref[_Output]] = []
 
     def outputs(batch: Batch) -> _Output:
         output = _Output(runner(batch))
         watched.append(weakref.ref(output))
         return output
+
+    return outputs, watched
+
+
+def test_an_idle_batcher_thread_keeps_no_output_of_its_last_batch(runner: FakeRunner) -> None:
+    """An idle thread waiting for work must not pin its last batch: through the batch's calls
+    it would hold the model's outputs (every layer's attention for an encoder) until the
+    next batch comes, hundreds of MB per thread."""
+    outputs, watched = watching(runner)
 
     async def run() -> None:
         batcher = await started(Batcher("m", outputs, limits(), model_metrics()))
@@ -388,12 +395,7 @@ def test_a_finished_call_is_freed_without_the_cyclic_collector(runner: FakeRunne
     """A call's job, and through it the outputs of the batches that carried its rows, must go
     when the caller lets go of it: a job in a reference cycle (its own future's result, once)
     stays until the cyclic collector runs, and an encoder's attention with it."""
-    watched: list[weakref.ref[_Output]] = []
-
-    def outputs(batch: Batch) -> _Output:
-        output = _Output(runner(batch))
-        watched.append(weakref.ref(output))
-        return output
+    outputs, watched = watching(runner)
 
     async def run() -> None:
         batcher = await started(Batcher("m", outputs, limits(), model_metrics()))
