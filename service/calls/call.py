@@ -33,7 +33,8 @@ from attnserve.service.engine.metrics import UNKNOWN_MODEL
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain
-from attnserve.service.engine.request.classify import Inputs, Outputs
+from attnserve.service.engine.request.classify import Inputs
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -154,11 +155,11 @@ class CallLayer:
     def admit(self, call: Call, within: Permit | None = None) -> Permit:
         """Take the call's permit, once: refused UNAVAILABLE at once while the server starts or
         drains. `within`: the permit of the stream that carries the call."""
-        if call.admitted:
+        if call.admission is not None:
             raise Internal("a call was admitted twice")
         permit = self.core.gate.try_acquire_permit() if within is None else within.within()
         trace = None if call.trace is None else call.trace.span_context
-        call.admit(CallContext(permit, call.deadline, trace))
+        call.admission = CallContext(permit, call.deadline, trace)
         return permit
 
     async def serve(
@@ -191,8 +192,8 @@ class CallLayer:
     def end(self, call: Call, status: Status) -> None:
         """Release the call's permit and count it (inference calls) with `status`; then its
         access line and span, if it has them, and unbind its log ids."""
-        if call.admitted:
-            call.context.permit.release()
+        if call.admission is not None:
+            call.admission.permit.release()
         if call.counted:
             self._metrics.inflight.dec()
             model = call.model

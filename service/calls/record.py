@@ -15,7 +15,7 @@ from contextvars import Token
 from attnserve.service.calls.route import Route
 from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import Internal
 from attnserve.service.observe.logs import CallIds, bind_call
 from attnserve.service.observe.tracing import CallTrace
@@ -23,7 +23,8 @@ from attnserve.service.observe.tracing import CallTrace
 
 class Call:
     __slots__ = (
-        "_context",
+        "admission",
+        "counted",
         "deadline",
         "log_token",
         "method",
@@ -42,30 +43,19 @@ class Call:
         self.method = method  # <service>/<method> or <HTTP method> <route>, when traced or logged
         self.trace: CallTrace | None = None  # its span, when traced (service/observe/tracing.py)
         self.log_token: Token[CallIds | None] | None = None  # its ids bound for log records
-        self._context: CallContext | None = None  # set once, by CallLayer.admit
+        self.counted = route.counted  # an inference call: counted in the request metrics
+        # What the engine receives with the call: set once, by CallLayer.admit.
+        self.admission: CallContext | None = None
         self.model: ModelMetrics | None = None  # the model version it resolved
         self.texts = 0
         self.outputs: Outputs | None = None  # what the engine returned: its stage times
 
     @property
-    def counted(self) -> bool:
-        return self.route.counted
-
-    @property
-    def admitted(self) -> bool:
-        return self._context is not None
-
-    @property
     def context(self) -> CallContext:
         """What the engine receives with the call; only an admitted call has one."""
-        if self._context is None:
+        if self.admission is None:
             raise Internal("the call was served before it was admitted")
-        return self._context
-
-    def admit(self, context: CallContext) -> None:
-        if self._context is not None:
-            raise Internal("a call was admitted twice")
-        self._context = context
+        return self.admission
 
     def name_request(self, request_id: str) -> None:
         """The client's request id, in every log record of the rest of the call."""

@@ -14,7 +14,7 @@ import time
 
 from attnserve.service.calls.record import Call
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import Status
 from attnserve.service.observe.logs import AccessLog
 from attnserve.service.observe.tracing import CallTrace

@@ -121,18 +121,13 @@ class Permit:
     A stream's message gets a permit within the stream's (`within`): the stream is counted,
     so its messages hold bytes only, and a message read before the drain began is served."""
 
-    __slots__ = ("_counted", "_gate", "_held", "_live")
+    __slots__ = ("_counted", "_gate", "_held", "live")
 
     def __init__(self, gate: Gate, counted: bool) -> None:
         self._gate = gate
         self._counted = counted
         self._held = 0
-        self._live = True
-
-    @property
-    def live(self) -> bool:
-        """Taken and not yet released."""
-        return self._live
+        self.live = True  # taken and not yet released
 
     def within(self) -> Permit:
         """A permit for one message of this call's stream: bytes only, not counted."""
@@ -145,9 +140,9 @@ class Permit:
 
     def release(self) -> None:
         """Give back what the call holds; safe to call more than once."""
-        if not self._live:
+        if not self.live:
             return
-        self._live = False
+        self.live = False
         gate = self._gate
         if self._held:
             gate.unreserve(self._held)

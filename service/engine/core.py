@@ -14,7 +14,7 @@ version it resolved. The tracer, when tracing is on, is given here and reaches t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from attnserve.service.engine.admission import Gate, State
 from attnserve.service.engine.context import CallContext
@@ -22,8 +22,9 @@ from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.request.cascade import run_cascade
-from attnserve.service.engine.request.classify import CallLimits, Inputs, Outputs, run
+from attnserve.service.engine.request.classify import CallLimits, Inputs, run
 from attnserve.service.engine.request.predictor import Predictors
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import Internal
 from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
@@ -38,19 +39,13 @@ class Core:
 
     def __post_init__(self) -> None:
         self._calls = 0  # calls inside `classify` now
-        self.predictors = Predictors(self.settings, self.tracing, self._lone)
+        self.predictors = Predictors(self.settings, self.tracing)
         self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
         settings = self.settings
         self.limits = CallLimits(
             settings.max_texts_per_request, settings.max_reply_bytes, settings.attribution_rows
         )
-
-    def _lone(self) -> bool:
-        """Whether the call asking is the only one in the server (the batcher then runs it on
-        the loop): no other call admitted, counted from its arrival (still reading its body
-        or waiting to resolve), and no other inside the engine (a stream's messages)."""
-        return self.gate.active <= 1 and self._calls <= 1
 
     @property
     def serving(self) -> bool:
@@ -67,6 +62,10 @@ class Core:
         if not context.permit.live:
             raise Internal("a call reached the engine after its permit was released")
         self._calls += 1
+        # Whether the call is the only one in the server (the batcher may then run it on the
+        # loop): no other call admitted, counted from its arrival (still reading its body or
+        # waiting to resolve), and no other inside the engine (a stream's messages).
+        context = replace(context, alone=self.gate.active <= 1 and self._calls <= 1)
         try:
             predictors = self.predictors
             if model.cascade is not None:

@@ -28,7 +28,7 @@ from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import mode_shapes
 from attnserve.service.engine.request.attribution import Explain
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.request.results import Outputs
 
 
 class NativePlane:
@@ -94,7 +94,8 @@ class NativePlane:
     # --- classify -------------------------------------------------------------------------
     async def classify(self, request: ClassifyRequest, call: Call) -> ClassifyReply:
         """Classify the request's texts: one result per text, in order."""
-        call.name_request(request.request_id)
+        if request.request_id:
+            call.name_request(request.request_id)
         model = self.core.resolve(request.model, request.version)
         explain = Explain(request.attribution, request.attribution_budget)
         out = await classify(
@@ -118,7 +119,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
     for i, label_id in enumerate(label_ids):
-        tokens = encoded.tokens(i)
+        tokens, offsets, special = encoded.pieces(i)
         top: list[TokenWeight] = []
         if top_tokens is not None:
             index, weight = top_tokens[i]
@@ -133,8 +134,8 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 probabilities=probabilities[i],
                 logits=logits[i],
                 tokens=tokens,
-                offsets=encoded.offsets(i),
-                special=encoded.special(i),
+                offsets=offsets,
+                special=special,
                 truncated=encoded.truncated[i],
                 attention=None if attention is None else attention[i],
                 top_tokens=top,

@@ -25,7 +25,7 @@ from attnserve.service.api.v2.types import InferRequest, OutputTensor, TensorDec
 from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.edges import parse_word, quote
 from attnserve.service.engine.request.attribution import Explain
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument
 
 ATTRIBUTION, ATTRIBUTION_ROWS = "ATTRIBUTION", "ATTRIBUTION_ROWS"

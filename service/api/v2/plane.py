@@ -27,7 +27,7 @@ from attnserve.service.api.v2.contract import (
     decode_ids,
     inputs_by_name,
     metadata,
-    output,
+    outputs,
     requested_outputs,
 )
 from attnserve.service.api.v2.stats import StatsTable
@@ -50,7 +50,7 @@ from attnserve.service.calls.record import Call
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.classify import Outputs
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
 
 SERVER_NAME = "attnserve"
@@ -149,13 +149,14 @@ class V2Plane:
             stats.fail.add(time.perf_counter() - started)
             raise
         timings = out.timings
-        stats.success.add(time.perf_counter() - started)
-        stats.queue.add(timings.queue)
-        stats.compute_input.add(decode_seconds + timings.tokenize)
         attributed = timings.attribution if out.attribution is not None else 0.0
-        stats.compute_infer.add(timings.inference + attributed)  # its attribution's rows too
-        stats.compute_output.add(output_seconds)
-        stats.last_inference_ms = int(time.time() * 1000)
+        stats.succeeded(
+            time.perf_counter() - started,
+            timings.queue,
+            decode_seconds + timings.tokenize,
+            timings.inference + attributed,  # its attribution's rows too
+            output_seconds,
+        )
         return response
 
     async def _infer(
@@ -169,7 +170,8 @@ class V2Plane:
         mode = attention_mode(request, wanted, model)
         explain, wanted = explain_of(request, wanted, named=bool(request.outputs))
         inputs = inputs_by_name(request.inputs)
-        call.name_request(request.id)
+        if request.id:
+            call.name_request(request.id)
         decode_seconds = 0.0
         if TEXT in inputs:
             if len(inputs) > 1:
@@ -190,8 +192,7 @@ class V2Plane:
         except InvalidArgument as exc:
             raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
         writing = time.perf_counter()
-        outputs = [output(name, contract, out) for name in wanted]
-        response = InferResponse(model.name, str(model.version), request.id, outputs)
+        response = InferResponse(model.name, str(model.version), request.id, outputs(wanted, contract, out))
         return response, decode_seconds, out, time.perf_counter() - writing
 
     def _contract(self, model: LoadedModel) -> Contract:

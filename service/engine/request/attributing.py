@@ -97,10 +97,10 @@ async def attribute(
         model.metrics.metrics.attribution_rows.labels(
             model.name, str(model.version), explain.method.word
         ).inc(len(rows))
-        _, gathered = await predictor.predict(
+        out = await predictor.predict(
             EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, context, lane, paced=True
         )
-        values, spans = gathered.probabilities, gathered.batch_spans
+        values, spans = out.probabilities, out.batch_spans
     solved = await asyncio.to_thread(_solve, plans, values, labels, full)
     return Attributed(solved, [len(plan.rows) for plan in plans], spans, started, time.perf_counter())
 

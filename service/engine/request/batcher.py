@@ -42,14 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.request.handback import (
-    complete,
-    expired_error,
-    fail,
-    hand_back,
-    internal_error,
-    refuse,
-)
+from attnserve.service.engine.request.handback import complete, expired_error, fail, hand_back, internal_error
 from attnserve.service.engine.request.lone import LonePolicy
 from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, Row, RowQueue
 from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
@@ -59,20 +52,13 @@ log = logging.getLogger(__name__)
 HOLD_FACTOR = 1.0  # a batch waits at most this many run times of the previous batch for more rows
 MAX_HOLD_S = 0.002
 RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is each row's `part`
-TextCost = Callable[[Any, int], float]  # predicted seconds of a one-text batch: (payload, length)
 
 
 class Batcher:
     """Bounded queue + `max_concurrent` threads that take batches and run them."""
 
     def __init__(
-        self,
-        name: str,
-        runner: RunBatch,
-        limits: BatchLimits,
-        metrics: ModelMetrics,
-        lone: Callable[[], bool] | None = None,
-        cost: TextCost | None = None,
+        self, name: str, runner: RunBatch, limits: BatchLimits, metrics: ModelMetrics, lone_path: bool = False
     ) -> None:
         self.name = name
         self.runner = runner
@@ -88,15 +74,14 @@ class Batcher:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._arrivals = 0  # calls submitted so far (read around each batch)
         self._hold = 0.0  # how long the next batch may wait for more rows (see "Holding under load")
-        # Whether the calling call is the server's only one in flight (None: never run on the loop);
-        # a fixed max_delay_s asks every text to wait for company, so it turns the lone path off.
-        self._lone = LonePolicy(lone) if lone is not None and limits.max_delay_s == 0 else None
-        self._cost = cost  # None: no call's run time can be predicted, so none runs on the loop
+        # Whether a lone call may run on the loop (`lone_path`); a fixed max_delay_s asks every
+        # text to wait for company, so it turns the lone path off.
+        self._lone = LonePolicy() if lone_path and limits.max_delay_s == 0 else None
 
     @property
     def lone_path(self) -> bool:
         """Whether a lone call may run on the event loop (then its cost is worth measuring)."""
-        return self._lone is not None and self._cost is not None
+        return self._lone is not None
 
     @property
     def queued(self) -> int:
@@ -130,53 +115,50 @@ class Batcher:
         deadline: float | None,
         lane: int = 0,
         paced: bool = False,
+        *,
+        predicted: float = math.inf,
+        alone: bool = False,
     ) -> Job:
         """Queue one call's rows; returns the job once every row has been through a batch.
         `lane`: the graph its rows need (0 unless the runner has two); lanes never share a batch.
-        `paced`: the rows hold at most `share` queue places at a time (queue.py)."""
+        `paced`: the rows hold at most `share` queue places at a time (queue.py).
+        `predicted`: a one-text call's predicted run time (inf: unknown); `alone`: no other call
+        was in the server when the engine took this one (both for the lone path, lone.py)."""
         count = len(lengths)
         window = self.share if paced else 0
         future = asyncio.get_running_loop().create_future()
-        job = Job(payload, count, deadline, future, lane, window, self._predict(payload, lengths))
+        job = Job(payload, count, deadline, future, lane, window, predicted)
         with self._lock:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)
             queued = self._queue.queued
-            if queued + job.first_places > self.limits.max_queue:
+            if queued + (min(count, window) if window else count) > self.limits.max_queue:
                 raise ResourceExhausted(
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
                 )
-            lone = self._lone
-            alone = lone is not None and lone.decide(
-                job.enqueued, count, bool(queued or self._running), job.predicted
-            )
-            entered = self._queue.add(job, lengths)
             self._arrivals += 1
-            self.metrics.queue_depth.inc(entered)  # under the lock: a thread may take the rows at once
-            if alone:
-                batches, expired = self._take_all()
-                self._running += len(batches)
+            lone = self._lone
+            # Busy: rows queued or a batch running; a call already past its deadline is queued,
+            # where the next take refuses it.
+            busy = bool(queued or self._running) or (deadline is not None and job.enqueued >= deadline)
+            if lone is not None and lone.decide(job.enqueued, count, busy, predicted, alone):
+                # Nothing is queued or running: the call's one row is its own batch, run here.
+                self._running += 1
+                batch = Batch([Row(job, 0, lengths[0], job.enqueued)], lengths[0], lengths[0], lane)
             else:
+                batch = None
+                entered = self._queue.add(job, lengths)
+                self.metrics.queue_depth.inc(entered)  # under the lock: a thread may take the rows at once
                 self._work.notify()
-        if alone:
-            self._run_here(batches, expired)
+        if batch is not None:
+            self._run_here(batch)
         try:
             await job.future
         except asyncio.CancelledError:
             self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
             raise
         return job
-
-    def _predict(self, payload: Any, lengths: Sequence[int]) -> float:
-        """Predicted seconds of a one-text call (inf: several texts, or no cost model)."""
-        return self._cost(payload, lengths[0]) if self._cost is not None and len(lengths) == 1 else math.inf
-
-    def _lone_predicted(self, row: Row) -> float:
-        """Predicted seconds of the one-row batch of `row`: its one-text job's, as submitted; a
-        row of a larger job is predicted here, at its own length."""
-        job = row.job
-        return job.predicted if job.size == 1 else self._predict(job.payload, [row.length])
 
     def _cancel(self, job: Job, *, expired: bool) -> None:
         with self._lock:
@@ -234,24 +216,11 @@ class Batcher:
                 return batch, expired
         return None, expired
 
-    def _take_all(self) -> tuple[list[Batch], list[Job]]:
-        """Every batch of what is queued, taken now (holding the lock; a lone call's rows)."""
-        batches: list[Batch] = []
-        expired: list[Job] = []
-        now = time.monotonic()
-        while (bucket := self._queue.next_due(now)[0]) is not None:
-            batch = self._queue.take(bucket, now, expired)
-            if batch.rows:
-                batches.append(batch)
-        return batches, expired
-
-    def _run_here(self, batches: list[Batch], expired: list[Job]) -> None:
-        """Run a lone call's batches on the event loop: its future is done when this returns
+    def _run_here(self, batch: Batch) -> None:
+        """Run a lone call's batch on the event loop: its future is done when this returns
         (failed on the next loop iteration if the model raised)."""
-        refuse(expired, expired_error)
         try:
-            for batch in batches:
-                self._run(batch, self._arrivals, complete)
+            self._run(batch, self._arrivals, complete)
         finally:
             with self._lock:
                 idle = self._idle_now()
@@ -284,8 +253,9 @@ class Batcher:
             overlapped = self._arrivals != arrivals
             self._hold = min(elapsed * HOLD_FACTOR, MAX_HOLD_S) if overlapped else 0.0
             if self._lone is not None:
-                one = batch.rows[0]
-                predicted = self._lone_predicted(one) if len(batch.rows) == 1 else math.inf
+                # A one-row batch of a one-text job: its prediction, made when it was submitted.
+                one = batch.rows[0].job
+                predicted = one.predicted if len(batch.rows) == 1 and one.size == 1 else math.inf
                 self._lone.ran(len(batch.rows), elapsed, predicted, overlapped, ended)
             for position, row in enumerate(batch.rows):
                 job = row.job

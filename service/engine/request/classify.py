@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from opentelemetry.trace.span import SpanContext
 
-from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
@@ -30,7 +29,7 @@ from attnserve.service.engine.request.attention import check_request, reply_byte
 from attnserve.service.engine.request.attributing import Attributed, attribute, find_words
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
-from attnserve.service.engine.request.runner import TopTokens
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
 
 
@@ -52,43 +51,6 @@ class CallLimits:
     max_texts: int
     max_reply_bytes: int
     max_attribution_rows: int = 512  # forward rows one call's attributions may take
-
-
-@dataclass(slots=True)
-class EngineTimings:
-    """Seconds spent per stage of one call inside the engine."""
-
-    tokenize: float  # tokenizing texts, or validating the caller's ids
-    queue: float  # the longest wait of its texts for a batch
-    inference: float  # the longest batch that carried its texts (post-processing included)
-    attribution: float = 0.0  # the attribution's rows, from their submission to their last batch
-    attribution_started: float = 0.0  # when they were submitted (perf_counter)
-    # When, for the call's stage spans: the engine took it (perf_counter), its rows were
-    # queued and its last batch ended (the batcher's time.monotonic()).
-    started: float = 0.0
-    enqueued: float = 0.0
-    ran_until: float = 0.0
-
-
-@dataclass(slots=True)
-class Outputs:
-    """One call's results, in request order (k texts, C classes)."""
-
-    encoded: EncodedTexts  # ids, lengths, truncation and token strings per text
-    logits: np.ndarray  # [k, C] float32
-    probabilities: np.ndarray  # [k, C] float32
-    label_ids: np.ndarray  # [k] int64
-    attention: list[np.ndarray] | None  # per text, in the requested mode, padding stripped
-    top_tokens: list[TopTokens] | None  # per text: (token indices, weights), largest first
-    timings: EngineTimings
-    batch_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran its texts
-    answered_by: tuple[str, ...] | None = None  # a cascade's member per text; None: any other model
-    attribution: list[np.ndarray] | None = None  # per text [n] float32 (attribution.py); None: not asked
-    attribution_rows: list[int] | None = None  # per text, the forward rows its attribution took
-    attribution_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran those rows
-
-    def __len__(self) -> int:
-        return len(self.label_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,20 +80,19 @@ class Prepared:
 def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
     """Validate `inputs` for `model` and tokenize them: every refusal that needs no row."""
     started = time.perf_counter()
-    if inputs.texts is not None:
-        _check_count(len(inputs.texts), limits.max_texts)
+    texts = inputs.texts
+    _check_count(len(texts) if texts is not None else len(inputs.encoded or ()), limits.max_texts)
+    if inputs.mode is not AttentionMode.NONE or inputs.top_k:  # asking no attention needs no check
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
-        encoded = model.tokenizer.encode(inputs.texts)
+    if texts is not None:
+        encoded = model.tokenizer.encode(texts)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
-    elif inputs.encoded is not None:
+    else:
+        assert inputs.encoded is not None  # a count of 0 was refused above
         encoded = inputs.encoded
-        _check_count(len(encoded), limits.max_texts)
-        check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
-    else:
-        raise InvalidArgument("texts: at least one text is required", field="texts")
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
     return Prepared(encoded, tokenize_seconds, started)
 
@@ -142,7 +103,8 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
     prepared = prepare(model, inputs, limits)
     explain = inputs.explain
     words = None
-    if explain.wanted:  # refused before any row runs when a budget or the cap does not hold
+    # Refused before any row runs when a budget or the cap does not hold.
+    if explain.method is not Attribution.NONE:
         words = await find_words(model, explain, prepared.encoded, limits.max_attribution_rows)
         check_rows(explain, len(prepared.encoded), sum(words.rows), limits.max_attribution_rows)
     lane = predictor.lane(inputs.mode, inputs.top_k)
@@ -160,25 +122,16 @@ async def answer(
 ) -> Outputs:
     """The call's texts through the version's batcher on `lane`: labels, probabilities, attention."""
     encoded = prepared.encoded
-    if inputs.texts is not None:
+    if inputs.texts is not None and any(encoded.truncated):
         predictor.model.metrics.drift.observe_truncated(encoded.truncated)
-    job, gathered = await predictor.predict(encoded, inputs.mode, inputs.top_k, context, lane)
-    return Outputs(
+    return await predictor.predict(
         encoded,
-        gathered.logits,
-        gathered.probabilities,
-        gathered.label_ids,
-        gathered.attention,
-        gathered.top,
-        EngineTimings(
-            prepared.tokenize_seconds,
-            job.queue_seconds,
-            job.run_seconds,
-            started=prepared.started,
-            enqueued=job.enqueued,
-            ran_until=job.ran_until,
-        ),
-        gathered.batch_spans,
+        inputs.mode,
+        inputs.top_k,
+        context,
+        lane,
+        tokenize=prepared.tokenize_seconds,
+        started=prepared.started,
     )
 
 
@@ -210,11 +163,14 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
     """Refuse up front a request whose reply would exceed `limit` (max_reply_bytes): built anyway,
     it would fail at a client with the default receive limit after all the work."""
     lengths = encoded.lengths
-    spec = model.manifest.attention
     # Per text besides attention: logits, probabilities, tokens with their offsets and special
     # flags, and framing.
     estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
-    estimate += reply_bytes(model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths))
+    if mode is not AttentionMode.NONE:
+        spec = model.manifest.attention
+        estimate += reply_bytes(
+            model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths)
+        )
     if estimate > limit:
         raise ReplyTooLarge(
             f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.context import CallContext
@@ -27,12 +27,12 @@ from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.cost import TextCost
-from attnserve.service.engine.request.queue import BatchLimits, Job
+from attnserve.service.engine.request.queue import BatchLimits
+from attnserve.service.engine.request.results import Outputs
 from attnserve.service.engine.request.runner import (
     EXPLAIN_LANE,
     LABEL_LANE,
     CallRows,
-    Gathered,
     Runner,
     gather,
 )
@@ -56,19 +56,13 @@ def batch_limits(settings: Settings) -> BatchLimits:
 class Predictor:
     """One served version's runner and batcher (threads run while it is served)."""
 
-    def __init__(
-        self,
-        model: LoadedModel,
-        limits: BatchLimits,
-        tracing: Tracing | None,
-        lone: Callable[[], bool] | None = None,
-    ) -> None:
+    def __init__(self, model: LoadedModel, limits: BatchLimits, tracing: Tracing | None) -> None:
         self.model = model
         self.cost = TextCost()
         self._calls = 0  # calls that entered and have not left (see `enter`)
         self._waiters: list[asyncio.Future[None]] = []
         name = f"{model.name}/{model.version}"
-        self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone, self._predict)
+        self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone_path=True)
 
     def lane(self, mode: AttentionMode, top_k: int) -> int:
         """The graph a call's reply needs: the label graph's lane when the version has one and
@@ -102,11 +96,6 @@ class Predictor:
             self._waiters.append(waiter)
             await waiter
 
-    def _predict(self, request: Any, length: int) -> float:
-        """Predicted seconds of a one-text batch of `request` (CallRows) at `length` tokens."""
-        rows: CallRows = request
-        return self.cost.predict(rows.mode, rows.top_k, length)
-
     def start(self) -> None:
         """Start the batcher threads, and time the model when lone calls may run on the loop
         (a thread of its own: a large model takes seconds; until then no call runs there)."""
@@ -131,26 +120,29 @@ class Predictor:
         context: CallContext,
         lane: int,
         paced: bool = False,
-    ) -> tuple[Job, Gathered]:
+        *,
+        tokenize: float = 0.0,
+        started: float = 0.0,
+    ) -> Outputs:
         """Run encoded texts through the batcher on `lane` (classify.run validates them first);
-        `paced`: a call's attribution rows, which hold a bounded share of the queue."""
+        `paced`: a call's attribution rows, which hold a bounded share of the queue;
+        `tokenize`, `started`: the call's tokenizing seconds and arrival, for its timings."""
         request = CallRows(encoded.ids, mode, k, context.trace)
-        job = await self.batcher.submit(request, encoded.lengths, context.deadline, lane, paced)
-        return job, gather(job, request)
+        lengths = encoded.lengths
+        # A one-text call's run time, predicted once here and carried by its job.
+        predicted = self.cost.predict(mode, k, lengths[0]) if len(lengths) == 1 else math.inf
+        job = await self.batcher.submit(
+            request, lengths, context.deadline, lane, paced, predicted=predicted, alone=context.alone
+        )
+        return gather(job, request, encoded, tokenize, started)
 
 
 class Predictors:
     """The predictor of every served version; opened and closed by the repository."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        tracing: Tracing | None = None,
-        lone: Callable[[], bool] | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
         self._limits = batch_limits(settings)
         self._tracing = tracing
-        self._lone = lone  # whether the asking call is the server's only one (batcher.py)
         self._served: dict[LoadedModel, Predictor] = {}
 
     def open(self, model: LoadedModel) -> None:
@@ -160,7 +152,7 @@ class Predictors:
                 self.open(member)
             return
         if model not in self._served:
-            predictor = Predictor(model, self._limits, self._tracing, self._lone)
+            predictor = Predictor(model, self._limits, self._tracing)
             predictor.start()
             self._served[model] = predictor
 

@@ -116,17 +116,14 @@ class Row:
 
 
 class Batch:
-    __slots__ = ("lane", "real", "rows", "width")
+    __slots__ = ("lane", "real", "rows", "tokens", "width")
 
     def __init__(self, rows: list[Row], width: int, real: int, lane: int = 0) -> None:
         self.lane = lane  # every row's job's lane
         self.rows = rows
         self.width = width  # the longest row: what the batch is padded to
         self.real = real  # tokens that are not padding
-
-    @property
-    def tokens(self) -> int:
-        return len(self.rows) * self.width
+        self.tokens = len(rows) * width  # padded tokens
 
 
 class RowQueue:

@@ -3,7 +3,7 @@
 The batcher hands a `Batch` of rows (each a text of some call's `CallRows`) to `Runner`,
 in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
 with numpy over the batch (probabilities, labels, pooled attention), and `gather` later
-picks a call's rows out of the outputs of the batches that carried them. Probabilities are
+builds the call's `Outputs` from the batches that carried its rows (results.py). Probabilities are
 softmax(logits / T) with the version's calibrated temperature (1 for a bundle without one);
 the logits stay the graph's own.
 """
@@ -24,9 +24,10 @@ from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.runtime import pad_ids
-from attnserve.service.engine.models.tokenization import TokenIds
+from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.engine.request.attention import as_layers, extract, top_k
 from attnserve.service.engine.request.queue import Batch, Job, Row
+from attnserve.service.engine.request.results import BatchOutput, EngineTimings, Outputs, TopTokens
 from attnserve.service.observe.tracing import Tracing, trace_batch
 
 
@@ -46,29 +47,6 @@ class CallRows:
 
 EXPLAIN_LANE = 0  # model.onnx: logits and attention
 LABEL_LANE = 1  # label.onnx: logits only (a version that has one)
-TopTokens = tuple[np.ndarray, np.ndarray]  # (indices, weights), largest first
-
-
-@dataclass(slots=True)
-class BatchOutput:
-    logits: np.ndarray  # [B, C] float32
-    probabilities: np.ndarray  # [B, C] float32
-    label_ids: np.ndarray  # [B] int64
-    attention: list[np.ndarray | None] | None  # per row, in its call's mode, padding stripped
-    top: list[TopTokens | None] | None  # per row
-    span: SpanContext | None = None  # the batch's span, when a call in it is traced
-
-
-@dataclass(slots=True)
-class Gathered:
-    """One call's rows, in request order."""
-
-    logits: np.ndarray  # [k, C]
-    probabilities: np.ndarray  # [k, C]
-    label_ids: np.ndarray  # [k]
-    attention: list[np.ndarray] | None
-    top: list[TopTokens] | None
-    batch_spans: tuple[SpanContext, ...] = ()
 
 
 class Runner:
@@ -155,22 +133,42 @@ class Runner:
                 attention[i] = weights
             if request.top_k:
                 top[i] = top_k(importance(weights), request.top_k)
-        result.attention, result.top = attention, top
+        result.attention, result.top_tokens = attention, top
 
 
 _EMPTY_TOP: TopTokens = (np.zeros(0, np.int64), np.zeros(0, np.float32))
 
 
-def gather(job: Job, request: CallRows) -> Gathered:
-    """A finished call's rows out of its batches' outputs, in request order."""
+def gather(
+    job: Job, request: CallRows, encoded: EncodedTexts, tokenize: float = 0.0, started: float = 0.0
+) -> Outputs:
+    """A finished call's result, its rows picked out of its batches' outputs in request order
+    (`tokenize`: seconds its texts took to tokenize; `started`: when the engine took it)."""
+    timings = EngineTimings(
+        tokenize,
+        job.queue_seconds,
+        job.run_seconds,
+        started=started,
+        enqueued=job.enqueued,
+        ran_until=job.ran_until,
+    )
     parts = job.parts
     if len(parts) == 1:  # one text: views into the batch's arrays
         out, position, _ = parts[0]
         pick = slice(position, position + 1)
         attention = [out.attention[position]] if request.mode != AttentionMode.NONE else None
-        top = [out.top[position] or _EMPTY_TOP] if request.top_k else None
+        top = [out.top_tokens[position] or _EMPTY_TOP] if request.top_k else None
         spans = (out.span,) if out.span is not None and request.trace is not None else ()
-        return Gathered(out.logits[pick], out.probabilities[pick], out.label_ids[pick], attention, top, spans)
+        return Outputs(
+            encoded,
+            out.logits[pick],
+            out.probabilities[pick],
+            out.label_ids[pick],
+            attention,
+            top,
+            timings,
+            spans,
+        )
     first = parts[0][0]
     size, classes = job.size, first.logits.shape[1]
     logits = np.empty((size, classes), np.float32)
@@ -185,18 +183,20 @@ def gather(job: Job, request: CallRows) -> Gathered:
         entry[2].append(index)
         if out.attention is not None and out.attention[position] is not None:
             attention_rows[index] = out.attention[position]
-        if out.top is not None:
-            top_rows[index] = out.top[position] or _EMPTY_TOP
+        if out.top_tokens is not None:
+            top_rows[index] = out.top_tokens[position] or _EMPTY_TOP
     for out, positions, indices in by_output.values():
         logits[indices] = out.logits[positions]
         probabilities[indices] = out.probabilities[positions]
         label_ids[indices] = out.label_ids[positions]
-    return Gathered(
+    return Outputs(
+        encoded,
         logits,
         probabilities,
         label_ids,
         attention_rows if request.mode != AttentionMode.NONE else None,
         top_rows if request.top_k else None,
+        timings,
         _batch_spans(by_output.values()) if request.trace is not None else (),
     )
 

@@ -43,24 +43,27 @@ def predicted(payload: Any, length: int) -> float:
     return LONE_MAX_RUN_S / 10 if length < SLOW_LENGTH else LONE_MAX_RUN_S * 5
 
 
-def lone_batcher(recorder: ThreadRecorder, *, in_flight: list[int], **overrides: Any) -> Batcher:
-    batcher = Batcher(
-        "m", recorder, limits(**overrides), model_metrics(), lambda: in_flight[0] <= 1, predicted
-    )
+def lone_batcher(recorder: ThreadRecorder, **overrides: Any) -> Batcher:
+    batcher = Batcher("m", recorder, limits(**overrides), model_metrics(), lone_path=True)
     batcher.start()
     return batcher
 
 
-async def one_by_one(batcher: Batcher, calls: int) -> None:
+async def submit(batcher: Batcher, payload: Any, length: int, *, alone: bool = True) -> None:
+    """A one-text call as the predictor submits it: its cost predicted, whether it came alone."""
+    await batcher.submit(payload, [length], None, predicted=predicted(payload, length), alone=alone)
+
+
+async def one_by_one(batcher: Batcher, calls: int, *, alone: bool = True) -> None:
     for i in range(calls):
-        await batcher.submit(i, [5], None)
+        await submit(batcher, i, 5, alone=alone)
 
 
 def test_calls_one_at_a_time_run_on_the_loop_except_the_probes() -> None:
     recorder = ThreadRecorder()
 
     async def run() -> None:
-        batcher = lone_batcher(recorder, in_flight=[1])
+        batcher = lone_batcher(recorder)
         await one_by_one(batcher, 4 * PROBE_EVERY)
         await batcher.close()
 
@@ -77,8 +80,8 @@ def test_no_call_runs_on_the_loop_while_another_is_in_flight() -> None:
     recorder = ThreadRecorder()
 
     async def run() -> None:
-        batcher = lone_batcher(recorder, in_flight=[2])
-        await one_by_one(batcher, 2 * PROBE_EVERY)
+        batcher = lone_batcher(recorder)
+        await one_by_one(batcher, 2 * PROBE_EVERY, alone=False)
         await batcher.close()
 
     asyncio.run(run())
@@ -90,10 +93,10 @@ def test_after_calls_overlap_none_runs_on_the_loop_for_a_while() -> None:
     recorder = ThreadRecorder(hold)
 
     async def run() -> None:
-        batcher = lone_batcher(recorder, in_flight=[1])
-        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        batcher = lone_batcher(recorder)
+        first = asyncio.ensure_future(submit(batcher, "first", 5))
         await asyncio.to_thread(recorder.entered.wait, 10)
-        second = asyncio.ensure_future(batcher.submit("second", [5], None))  # arrives during a batch
+        second = asyncio.ensure_future(submit(batcher, "second", 5))  # arrives during a batch
         await asyncio.sleep(0)
         hold.set()
         await asyncio.gather(first, second)
@@ -115,7 +118,7 @@ def test_a_fixed_delay_or_a_slow_model_keeps_every_call_off_the_loop() -> None:
 
     async def run() -> None:
         for recorder, overrides in ((delayed, {"max_delay_s": 0.0001}), (slow, {})):
-            batcher = lone_batcher(recorder, in_flight=[1], **overrides)
+            batcher = lone_batcher(recorder, **overrides)
             await one_by_one(batcher, PROBE_EVERY)
             await batcher.close()
 
@@ -128,10 +131,10 @@ def test_a_call_of_several_texts_goes_to_the_threads() -> None:
     recorder = ThreadRecorder()
 
     async def run() -> None:
-        batcher = lone_batcher(recorder, in_flight=[1])
+        batcher = lone_batcher(recorder)
         await one_by_one(batcher, 2)  # the model's one-text time is known from here on
         recorder.threads.clear()
-        await batcher.submit("pair", [5, 6], None)
+        await batcher.submit("pair", [5, 6], None, alone=True)
         await batcher.close()
 
     asyncio.run(run())
@@ -142,11 +145,11 @@ def test_a_quick_call_never_lets_a_slow_one_onto_the_loop() -> None:
     recorder = ThreadRecorder()
 
     async def run() -> None:
-        batcher = lone_batcher(recorder, in_flight=[1])
+        batcher = lone_batcher(recorder)
         await one_by_one(batcher, 2)  # a short text ran quickly: the next short one runs on the loop
         recorder.threads.clear()
         for length in (5, SLOW_LENGTH, 5, 4 * SLOW_LENGTH):
-            await batcher.submit(length, [length], None)
+            await submit(batcher, length, length)
         await batcher.close()
 
     asyncio.run(run())
@@ -154,13 +157,13 @@ def test_a_quick_call_never_lets_a_slow_one_onto_the_loop() -> None:
     assert [name == main for name in recorder.threads] == [True, False, True, False]
 
 
-def test_without_a_cost_model_no_call_runs_on_the_loop() -> None:
+def test_without_a_predicted_cost_no_call_runs_on_the_loop() -> None:
     recorder = ThreadRecorder()
 
     async def run() -> None:
-        batcher = Batcher("m", recorder, limits(), model_metrics(), lambda: True)
-        batcher.start()
-        await one_by_one(batcher, PROBE_EVERY)
+        batcher = lone_batcher(recorder)
+        for i in range(PROBE_EVERY):  # alone, but no cost predicted: the model was never timed
+            await batcher.submit(i, [5], None, alone=True)
         await batcher.close()
 
     asyncio.run(run())
