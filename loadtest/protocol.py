@@ -17,6 +17,7 @@ from typing import cast
 from google.protobuf.message import DecodeError
 
 from attnserve.service.api.v2.tensors import encode_bytes
+from attnserve.service.client.messages import to_model_info
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from attnserve.service.proto.inference import grpc_service_pb2 as vpb
 from kit.v2 import MODEL_INFER, text_request
@@ -176,9 +177,4 @@ class V2Protocol:
 
 
 def limits_of(info: npb.ModelInfo) -> ModelLimits:
-    return ModelLimits(
-        max_len=info.max_len,
-        max_texts_per_request=info.limits.max_texts_per_request,
-        max_text_chars=info.limits.max_text_chars,
-        long_text=info.limits.long_text or "truncate",
-    )
+    return ModelLimits.of(to_model_info(info))

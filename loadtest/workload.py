@@ -14,6 +14,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from attnserve.service.common.model_info import ModelInfo
+
 LENGTH_CLASSES = ("short", "medium", "long", "over")
 
 _CLAUSES = (
@@ -34,12 +36,21 @@ _CLAUSES = (
 
 @dataclass(frozen=True)
 class ModelLimits:
-    """What the server says about the model (GetModel / ModelMetadata), used to aim requests."""
+    """What the server says about the model (GetModel / ModelMetadata), used to aim requests:
+    the model's max_len and the server's limits under their own names (`LimitsInfo`)."""
 
     max_len: int
     max_texts_per_request: int = 64
     max_text_chars: int = 10_000
     long_text: str = "truncate"  # or "reject": over-length texts are then expected errors
+
+    @classmethod
+    def of(cls, info: ModelInfo) -> ModelLimits:
+        """A model's limits as the client reads them back from the server."""
+        limits = info.limits
+        return cls(
+            info.max_len, limits.max_texts_per_request, limits.max_text_chars, limits.long_text or "truncate"
+        )
 
 
 @dataclass(frozen=True)

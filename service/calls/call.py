@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from opentelemetry.context import Context
@@ -25,16 +25,10 @@ from opentelemetry.context import Context
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route
 from attnserve.service.calls.telemetry import access_line, finish_span
-from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.admission import Permit
 from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
-from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain
-from attnserve.service.engine.request.classify import Inputs
-from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     DeadlineExceeded,
@@ -52,28 +46,6 @@ R = TypeVar("R")
 # A cancellation within this long of the call's deadline is the client's deadline timer: a
 # client whose deadline expires resets the call exactly as one that cancels.
 DEADLINE_SLACK_S = 0.05
-
-
-async def classify(
-    core: Core,
-    call: Call,
-    model: LoadedModel,
-    *,
-    texts: Sequence[str] | None = None,
-    encoded: EncodedTexts | None = None,
-    mode: AttentionMode = AttentionMode.NONE,
-    top_k: int = 0,
-    explain: Explain = NO_ATTRIBUTION,
-) -> Outputs:
-    """The engine's part of a call, the same for every plane: the texts (or rows of ids) and
-    the call's context handed to the engine; the model version, texts and outputs recorded
-    for the call's metrics and stage spans."""
-    call.model = model.metrics
-    call.texts = len(texts) if texts is not None else len(encoded) if encoded is not None else 0
-    inputs = Inputs(texts=texts, encoded=encoded, mode=mode, top_k=top_k, explain=explain)
-    out = await core.classify(model, inputs, call.context)
-    call.outputs = out
-    return out
 
 
 def error_of(exc: Exception) -> ServiceError:

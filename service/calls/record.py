@@ -2,9 +2,11 @@
 
 The call layer (call.py) starts it with what the transport read before serving it (route,
 deadline, span name, trace parent), admits it (its permit, and with it the `CallContext` the
-engine receives) and ends it; `classify` (call.py) records the model version, texts and
-outputs the engine ran. The planes add the client's request id (`name_request`), and the V2
-plane records the model as soon as it resolves, so a refusal after that counts under it.
+engine receives) and ends it, counting it from what the record holds then. A plane, which
+asks the engine itself, tells the record three things through its methods and writes
+nothing else: the client's request id (`name_request`), the model version the call resolved
+and its texts (`resolved`: a refusal after that counts under the version) and what the
+engine returned (`answered`: the stage times of its spans).
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ class Call:
         if self.admission is None:
             raise Internal("the call was served before it was admitted")
         return self.admission
+
+    def resolved(self, model: ModelMetrics, texts: int) -> None:
+        """The model version the call resolved and the texts it carries."""
+        self.model = model
+        self.texts = texts
+
+    def answered(self, outputs: Outputs) -> None:
+        """What the engine returned for the call."""
+        self.outputs = outputs
 
     def name_request(self, request_id: str) -> None:
         """The client's request id, in every log record of the rest of the call."""

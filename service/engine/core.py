@@ -18,11 +18,12 @@ from dataclasses import dataclass, field, replace
 
 from attnserve.service.engine.admission import Gate, State
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import call_limits
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.repository import Repository
 from attnserve.service.engine.request.cascade import run_cascade
-from attnserve.service.engine.request.classify import CallLimits, Inputs, run
+from attnserve.service.engine.request.classify import Inputs, run
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import Internal
@@ -42,10 +43,7 @@ class Core:
         self.predictors = Predictors(self.settings, self.tracing)
         self.repository = Repository(self.settings, self.metrics, self.predictors)
         self.gate.max_inflight_bytes = self.settings.max_inflight_bytes
-        settings = self.settings
-        self.limits = CallLimits(
-            settings.max_texts_per_request, settings.max_reply_bytes, settings.attribution_rows
-        )
+        self.limits = call_limits(self.settings)
 
     @property
     def serving(self) -> bool:

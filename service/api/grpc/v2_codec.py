@@ -128,7 +128,12 @@ def _fill(into: pb.ModelInferResponse, response: InferResponse) -> pb.ModelInfer
     add, raws = into.outputs.add, into.raw_output_contents
     for tensor in response.outputs:
         add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        raws.append(tensor.array.tobytes() if tensor.items is None else encode_bytes(tensor.items))
+        if tensor.items is not None:
+            raws.append(encode_bytes(tensor.items))
+        elif tensor.array is not None:
+            raws.append(tensor.array.tobytes())
+        else:
+            raise ValueError(f"output {tensor.name} holds no data")
     return into
 
 

@@ -21,13 +21,14 @@ from attnserve.service.api.native.types import (
     TokenWeight,
 )
 from attnserve.service.bundle import BundleManifest
-from attnserve.service.calls.call import classify
 from attnserve.service.calls.record import Call
-from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, ModelInfo, ThreadInfo
+from attnserve.service.common.model_info import AttentionInfo, ModelInfo, ThreadInfo
 from attnserve.service.engine.core import Core
+from attnserve.service.engine.limits import limits_info
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import mode_shapes
 from attnserve.service.engine.request.attribution import Explain
+from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.engine.request.results import Outputs
 
 
@@ -71,13 +72,7 @@ class NativePlane:
             attention=AttentionInfo(
                 kind=spec.kind, layers=spec.layers, heads=spec.heads, modes=list(shapes), shapes=shapes
             ),
-            limits=LimitsInfo(
-                max_texts_per_request=settings.max_texts_per_request,
-                max_text_chars=settings.max_text_chars,
-                max_batch_size=settings.max_batch_size,
-                max_batch_tokens=settings.max_batch_tokens,
-                long_text=settings.long_text,
-            ),
+            limits=limits_info(settings),
             provider=model.provider,
             label_graph=label_graph_form(manifest),
             threads=ThreadInfo(
@@ -97,16 +92,11 @@ class NativePlane:
         if request.request_id:
             call.name_request(request.request_id)
         model = self.core.resolve(request.model, request.version)
+        call.resolved(model.metrics, len(request.texts))
         explain = Explain(request.attribution, request.attribution_budget)
-        out = await classify(
-            self.core,
-            call,
-            model,
-            texts=request.texts,
-            mode=request.attention,
-            top_k=request.top_k,
-            explain=explain,
-        )
+        inputs = Inputs(texts=request.texts, mode=request.attention, top_k=request.top_k, explain=explain)
+        out = await self.core.classify(model, inputs, call.context)
+        call.answered(out)
         return reply(model, request, out, call.started)
 
 

@@ -45,11 +45,11 @@ from attnserve.service.api.v2.types import (
     ServerMetadata,
 )
 from attnserve.service.bundle import scan
-from attnserve.service.calls.call import classify
 from attnserve.service.calls.record import Call
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
 
@@ -141,7 +141,7 @@ class V2Plane:
         """Run one inference request, counted in the model's V2 statistics."""
         started = call.started
         model = self.resolve(request.model_name, request.model_version)
-        call.model = model.metrics
+        call.resolved(model.metrics, 0)  # a refusal from here on counts under the version
         stats = self.stats.of(model)
         try:
             response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
@@ -185,12 +185,12 @@ class V2Plane:
             texts, encoded = None, decode_ids(inputs)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
+        call.resolved(model.metrics, len(texts) if texts is not None else len(encoded or ()))
         try:
-            out = await classify(
-                self.core, call, model, texts=texts, encoded=encoded, mode=mode, explain=explain
-            )
+            out = await self.core.classify(model, Inputs(texts, encoded, mode, explain=explain), call.context)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
+        call.answered(out)
         writing = time.perf_counter()
         response = InferResponse(model.name, str(model.version), request.id, outputs(wanted, contract, out))
         return response, decode_seconds, out, time.perf_counter() - writing

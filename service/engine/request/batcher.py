@@ -2,7 +2,7 @@
 
 The batcher knows rows (a length each), calls (a deadline and a future each) and limits;
 what a row holds and what a batch produces belong to the runner it is given. Each model
-version has one `Batcher` with `max_concurrent` threads of its own. A call's rows enter a
+version has one `Batcher` with `max_concurrent_batches` threads of its own. A call's rows enter a
 bounded queue (full -> RESOURCE_EXHAUSTED at once) split into length buckets (queue.py).
 A batch is taken when it is full (`max_batch_size` rows or `max_batch_tokens` padded
 tokens) or when its oldest row has waited `max_delay_s`.
@@ -41,10 +41,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from attnserve.service.engine.limits import BatchLimits
 from attnserve.service.engine.metrics import ModelMetrics
 from attnserve.service.engine.request.handback import complete, expired_error, fail, hand_back, internal_error
 from attnserve.service.engine.request.lone import LonePolicy
-from attnserve.service.engine.request.queue import Batch, BatchLimits, Job, Row, RowQueue
+from attnserve.service.engine.request.queue import Batch, Job, Row, RowQueue
 from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ RunBatch = Callable[[Batch], Any]  # runs in a batcher thread; its result is eac
 
 
 class Batcher:
-    """Bounded queue + `max_concurrent` threads that take batches and run them."""
+    """Bounded queue + `max_concurrent_batches` threads that take batches and run them."""
 
     def __init__(
         self, name: str, runner: RunBatch, limits: BatchLimits, metrics: ModelMetrics, lone_path: bool = False
@@ -96,7 +97,7 @@ class Batcher:
         if not self._threads:
             self._threads = [
                 threading.Thread(target=self._serve, name=f"batcher-{self.name}-{i}", daemon=True)
-                for i in range(self.limits.max_concurrent)
+                for i in range(self.limits.max_concurrent_batches)
             ]
             for thread in self._threads:
                 thread.start()
@@ -106,7 +107,7 @@ class Batcher:
         """Queue places a paced job (a call's attribution rows) holds at most at a time: enough
         to fill every batcher thread's next batch, and at most a quarter of the queue."""
         limits = self.limits
-        return max(1, min(limits.max_batch_size * limits.max_concurrent, limits.max_queue // 4))
+        return max(1, min(limits.max_batch_size * limits.max_concurrent_batches, limits.max_queue // 4))
 
     async def submit(
         self,

@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import CallLimits
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attributing import attribute, find_words
 from attnserve.service.engine.request.attribution import check_rows
-from attnserve.service.engine.request.classify import CallLimits, Inputs, answer, attach, prepare
+from attnserve.service.engine.request.classify import Inputs, answer, attach, prepare
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import EngineTimings, Outputs
 from attnserve.service.engine.request.runner import EXPLAIN_LANE

@@ -23,6 +23,7 @@ import numpy as np
 
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import CallLimits
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.attention import check_request, reply_bytes
@@ -42,15 +43,6 @@ class Inputs:
     mode: AttentionMode = AttentionMode.NONE
     top_k: int = 0
     explain: Explain = NO_ATTRIBUTION  # an attribution to compute beside the labels (attribution.py)
-
-
-@dataclass(frozen=True, slots=True)
-class CallLimits:
-    """The server's per-call limits the request path enforces."""
-
-    max_texts: int
-    max_reply_bytes: int
-    max_attribution_rows: int = 512  # forward rows one call's attributions may take
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +73,7 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
     """Validate `inputs` for `model` and tokenize them: every refusal that needs no row."""
     started = time.perf_counter()
     texts = inputs.texts
-    _check_count(len(texts) if texts is not None else len(inputs.encoded or ()), limits.max_texts)
+    _check_count(len(texts) if texts is not None else len(inputs.encoded or ()), limits.max_texts_per_request)
     if inputs.mode is not AttentionMode.NONE or inputs.top_k:  # asking no attention needs no check
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
     if texts is not None:

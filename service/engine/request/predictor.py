@@ -23,11 +23,11 @@ from collections.abc import Iterator
 
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import BatchLimits, batch_limits
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.cost import TextCost
-from attnserve.service.engine.request.queue import BatchLimits
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.engine.request.runner import (
     EXPLAIN_LANE,
@@ -41,16 +41,6 @@ from attnserve.service.observe.tracing import Tracing
 from attnserve.service.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def batch_limits(settings: Settings) -> BatchLimits:
-    return BatchLimits(
-        max_batch_size=settings.max_batch_size,
-        max_batch_tokens=settings.max_batch_tokens,
-        max_delay_s=settings.max_delay_ms / 1000.0,
-        max_queue=settings.max_queue,
-        max_concurrent=settings.max_concurrent_batches,
-    )
 
 
 class Predictor:

@@ -23,9 +23,9 @@ import math
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from attnserve.service.engine.limits import BatchLimits
 from attnserve.service.engine.metrics import ModelMetrics
 
 MAX_PADDING_RATIO = 0.5
@@ -39,15 +39,6 @@ def bucket_of(length: int) -> int:
 def bucket_limit(bucket: int) -> int:
     """The longest length that falls in `bucket`."""
     return math.floor(_BUCKET_BASE**bucket + 1e-9)
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    max_batch_size: int
-    max_batch_tokens: int
-    max_delay_s: float
-    max_queue: int
-    max_concurrent: int
 
 
 class Job:

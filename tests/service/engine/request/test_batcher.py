@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from attnserve.service.engine.limits import BatchLimits
 from attnserve.service.engine.metrics import Metrics, ModelMetrics
 from attnserve.service.engine.request.batcher import MAX_HOLD_S, Batcher
-from attnserve.service.engine.request.queue import Batch, BatchLimits, Job
+from attnserve.service.engine.request.queue import Batch, Job
 from attnserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 from tests.support.waits import until
 
@@ -68,7 +69,7 @@ class FakeRunner:
 
 def limits(**overrides: Any) -> BatchLimits:
     values = {"max_batch_size": 32, "max_batch_tokens": 4096, "max_delay_s": 0.0, "max_queue": 1024,
-              "max_concurrent": 1}  # fmt: skip
+              "max_concurrent_batches": 1}  # fmt: skip
     return BatchLimits(**{**values, **overrides})
 
 
@@ -260,7 +261,7 @@ def test_several_batcher_threads_run_batches_at_once(runner: FakeRunner, threads
 
     async def run() -> list[threading.Thread]:
         batcher = await started(
-            Batcher("m", runner, limits(max_concurrent=threads, max_batch_size=1), model_metrics())
+            Batcher("m", runner, limits(max_concurrent_batches=threads, max_batch_size=1), model_metrics())
         )
         calls = [asyncio.ensure_future(batcher.submit(f"call{i}", [5], None)) for i in range(2 * threads)]
         await asyncio.gather(*calls)

@@ -12,9 +12,10 @@ from prometheus_client import CollectorRegistry
 
 from attnserve.service.engine.admission import Gate, Permit
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import CallLimits
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.engine.models.repository import Repository
-from attnserve.service.engine.request.classify import CallLimits, Inputs, run
+from attnserve.service.engine.request.classify import Inputs, run
 from attnserve.service.engine.request.predictor import Predictors
 from attnserve.service.errors import Unavailable
 from tests.support.servers import make_settings
@@ -35,7 +36,7 @@ def test_the_repository_opens_and_closes_each_versions_predictor(repository: Pat
             assert predictors.of(pool).model is pool
             assert len(_batcher_threads("car/1")) == 2
             inputs = Inputs(texts=["a white car", "a red car"])
-            limits = CallLimits(max_texts=8, max_reply_bytes=1 << 20)
+            limits = CallLimits(max_texts_per_request=8, max_reply_bytes=1 << 20)
             out = await run(predictors.of(car), inputs, limits, CallContext(Permit(Gate(), counted=False)))
             assert out.label_ids.shape == (2,) and out.probabilities.shape == (2, len(car.labels))
 

@@ -16,17 +16,18 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from attnserve.service.bundle import AttentionKind
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.engine.context import CallContext
+from attnserve.service.engine.limits import CallLimits
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts, TextTokenizer
 from attnserve.service.engine.request.attention import check_request
 from attnserve.service.engine.request.attribution import Explain, budgets, check_rows
 from attnserve.service.engine.request.cascade import run_cascade
-from attnserve.service.engine.request.classify import CallLimits, Inputs, prepare
+from attnserve.service.engine.request.classify import Inputs, prepare
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.errors import InvalidArgument, detached
 
 WORDS = ["[UNK]", "a", "white", "car", "red"]
-LIMITS = CallLimits(max_texts=4, max_reply_bytes=1 << 20, max_attribution_rows=512)
+LIMITS = CallLimits(max_texts_per_request=4, max_reply_bytes=1 << 20, max_attribution_rows=512)
 
 
 @pytest.fixture(scope="module")
