@@ -23,13 +23,12 @@ from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet, graph_logits
 from attnserve.export.parity import cpu_session
 from attnserve.export.profile import measure_profile
-from attnserve.export.rows_file import LABEL_COLUMN, TEXT_COLUMN, read_rows_file
+from attnserve.export.rows_file import LABEL_COLUMN, ROWS_SPLIT, TEXT_COLUMN, read_rows_file
 from attnserve.export.writer import check_name, publish, read_back, staged, verify_bundle
 from attnserve.service.bundle import Bundle, BundleError, BundleManifest, sha256_file, softmax, write_manifest
 from attnserve.service.bundle.cascade import is_cascade
 
 log = logging.getLogger(__name__)
-ROWS_SPLIT = "rows"  # how the manifest names rows given with --rows
 
 
 @dataclass(frozen=True)

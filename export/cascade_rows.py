@@ -19,11 +19,10 @@ import numpy.typing as npt
 
 from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet, read_gate_rows
-from attnserve.export.rows_file import read_rows_file
+from attnserve.export.rows_file import ROWS_SPLIT, read_rows_file
 from attnserve.service.bundle import GateRows, sha256_file
 from attnserve.training.run.checkpoint import TEST_SET
 
-ROWS_SPLIT = "rows"  # how the manifest names rows given with --rows
 SPLIT_RULE: Literal["sha256-alternate"] = "sha256-alternate"  # the rule above, as the manifest names it
 IndexArray = npt.NDArray[np.int64]
 

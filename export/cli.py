@@ -2,6 +2,7 @@
 
     attnserve-export RUN_DIR --repository models --name NAME [--version N]
                      [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
+    attnserve-export HF_FOLDER --repository models --name NAME [--rows FILE] [--max-len N] [...]
     attnserve-export cascade --student S --teacher T --repository models --name NAME
                      [--max-drop 0.005] [--rows FILE]
     attnserve-export calibrate BUNDLE_DIR --rows FILE [--repository R --name N] [--measure]
@@ -9,7 +10,9 @@
 Every proof (ONNX checker, symbolic dims, parity with PyTorch, int8 accuracy, the bundle
 read back) must pass, or nothing is published and the command exits non-zero with a message
 naming the mismatch. On success it prints the files, parity figures and the latency of
-onnxruntime against PyTorch measured there and then.
+onnxruntime against PyTorch measured there and then. A Hugging Face sequence-classifier
+folder (config.json, weights, tokenizer: what save_pretrained writes) exports the same way,
+proven against transformers itself (source.py, hf_import.py).
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
 from attnserve.export.parity import DEFAULT_TOLERANCE
 from attnserve.export.pipeline import NO_QUANTIZATION
 from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP, METHODS
+from attnserve.export.source import is_imported, load_model
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.writer import export_run
 from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.training.cli.exits import run_cli
-from attnserve.training.run.checkpoint import load_run
 
 PROG = "attnserve-export"
 
@@ -46,7 +49,10 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description=__doc__.split("\n\n")[0], formatter_class=DefaultsHelpFormatter
     )
     p.add_argument(
-        "run_dir", type=Path, help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl)"
+        "run_dir",
+        type=Path,
+        help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl), or a Hugging Face "
+        "sequence-classifier folder (config.json, weights, tokenizer files)",
     )
     p.add_argument("--repository", type=Path, required=True, help="model repository folder, e.g. models/")
     p.add_argument("--name", required=True, help="model name: the bundle goes to REPOSITORY/NAME/VERSION")
@@ -63,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_MAX_DROP * 100,
         help="int8 (--quantize int8, or an encoder's label graph): refuse it if accuracy on the run's "
-        "test split drops by more than this many points",
+        "test split (a Hugging Face folder: --rows) drops by more than this many points",
     )
     p.add_argument(
         "--int8-tolerance",
@@ -71,6 +77,19 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_INT8_TOLERANCE,
         help="int8 (--quantize int8, or an encoder's label graph): max |int8 - PyTorch| output on the "
         "golden cases, and their tolerance",
+    )
+    p.add_argument(
+        "--rows",
+        type=Path,
+        default=None,
+        help="a Hugging Face folder's held-out rows (CSV, TSV, JSONL or Parquet with text and label "
+        "columns): the int8 gates, golden texts and data profile; unset: float32, built-in golden texts",
+    )
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        help="a Hugging Face folder's longest input in tokens; unset: the model's and tokenizer's limit",
     )
     p.add_argument("--optimize", action="store_true", help="store the ORT_ENABLE_EXTENDED-optimized graph")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (>= 17)")
@@ -81,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-calibration",
         action="store_true",
-        help="fit no temperature on the validation split: probabilities served as softmax(logits)",
+        help="fit no temperature on the validation split: probabilities served as softmax(logits), as "
+        "they always are for a Hugging Face folder",
     )
     p.add_argument("--latency-length", type=int, default=DEFAULT_LENGTH, help="tokens per row when timing")
     p.add_argument("--latency-threads", type=int, default=1, help="threads for both runtimes when timing")
@@ -129,16 +149,21 @@ def _export(argv: Sequence[str]) -> int:
             golden_count=args.golden,
             seed=args.seed,
             calibrate=not args.no_calibration,
+            rows=args.rows,
+            max_len=args.max_len,
         )
     bundle = read_bundle(path)
     latency: list[Latency] = []
     if not args.no_latency:
         with console.status("timing PyTorch and onnxruntime"):
-            model = load_run(args.run_dir).model
+            model = load_model(args.run_dir, args.max_len)
             latency = measure_latency(
                 model, bundle.model_path, length=args.latency_length, threads=args.latency_threads
             )
-    _report(console, path, bundle.manifest, latency, tolerance=args.tolerance, optimized=args.optimize)
+    # An imported model's PyTorch side is transformers' own classifier (hf_model.py).
+    reference = "transformers" if is_imported(args.run_dir) else "PyTorch"
+    _report(console, path, bundle.manifest, latency, tolerance=args.tolerance, optimized=args.optimize,
+            reference=reference)  # fmt: skip
     return 0
 
 
@@ -150,6 +175,7 @@ def _report(
     *,
     tolerance: float,
     optimized: bool,
+    reference: str = "PyTorch",
 ) -> None:
     files = Table(title=f"{manifest.name} version {manifest.version} — {path}")
     for column in ("file", "size", "sha256"):
@@ -177,9 +203,9 @@ def _report(
             "symbolic batch/sequence dims",
             f"ran at lengths {parity.lengths} x batch sizes {parity.batch_sizes} ({parity.provider})",
         )
-        proofs.add_row("logits max |Δ| vs PyTorch", f"{parity.logits_max_abs_diff:.2e} ({gate})")
-        if parity.attention_max_abs_diff is not None:
-            proofs.add_row("attention max |Δ| vs PyTorch", f"{parity.attention_max_abs_diff:.2e} ({gate})")
+        proofs.add_row(f"logits max |Δ| vs {reference}", f"{parity.logits_max_abs_diff:.2e} ({gate})")
+        if (attention := parity.attention_max_abs_diff) is not None:
+            proofs.add_row(f"attention max |Δ| vs {reference}", f"{attention:.2e} ({gate})")
             proofs.add_row("attention on padded positions", "exactly 0")
     if manifest.quantization is not None:
         q = manifest.quantization
@@ -190,7 +216,7 @@ def _report(
             f"allowed drop {100 * q.max_drop:.2f})",
         )
         if q.tolerance is not None:
-            proofs.add_row("int8 golden outputs vs PyTorch", f"within the declared {q.tolerance:g}")
+            proofs.add_row(f"int8 golden outputs vs {reference}", f"within the declared {q.tolerance:g}")
     proofs.add_row(
         "bundle read back", f"sha256 verified, I/O as declared, {len(manifest.golden)} golden cases match"
     )

@@ -8,25 +8,25 @@ held-out test split] -> golden cases from PyTorch (for int8, within the gate's d
 tolerance) -> [an encoder's label graph: logits only, int8 per channel when its gate holds
 (label_graph.py)] -> [the temperature, fitted on the validation split through the shipped
 model.onnx (calibration.py)] -> the data profile at that temperature. Every text is cut on the
-side the run trained on, as the server will cut it.
+side the run trained on, as the server will cut it. Which labelled texts each step reads is
+the source's (held_out.py): a run's splits, or the rows given with an imported model.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import onnx
 
-from attnserve.export.calibration import RowsName, calibrate_or_warn
+from attnserve.export.calibration import calibrate_or_warn
 from attnserve.export.contract import GraphContract, graph_contract
 from attnserve.export.errors import ExportRequestError
-from attnserve.export.evalset import EvalSet, read_eval_set, read_gate_rows
-from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden, pick_texts
+from attnserve.export.evalset import EvalSet
+from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden
+from attnserve.export.held_out import HeldOut
 from attnserve.export.label_graph import LabelSource, build_label_graph
 from attnserve.export.onnx import (
     DEFAULT_EXPORTER,
@@ -61,7 +61,6 @@ from attnserve.service.bundle import (
     ParityReport,
     QuantizationInfo,
     Truncation,
-    sha256_file,
 )
 from attnserve.training.models import REGISTRY
 from attnserve.training.models.base import Classifier
@@ -112,19 +111,20 @@ class Built:
     calibration: Calibration | None = None  # None: no temperature (not asked, or the rows place none)
 
 
-def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOptions) -> Built:
+def build_files(
+    run: LoadedRun, held_out: HeldOut, bundle_dir: Path, work: Path, options: ExportOptions
+) -> Built:
     """Export and prove the graph, then place model.onnx and tokenizer.json in ``bundle_dir``."""
     model = run.model.cpu().eval()
     hints = REGISTRY[run.family].export
     truncation = run_truncation(run)
-    eval_set = read_eval_set(run.eval_path, len(run.labels))
     int8 = options.quantize in METHODS
     gate = None
-    if int8:  # read first: a run without held-out rows fails before the slow steps
-        gate = read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
+    if int8:  # read first: a source without held-out rows fails before the slow steps
+        gate = held_out.gate()
     label_gate = gate
     if hints.label_graph and options.quantize is None:
-        label_gate = _optional_gate(run)
+        label_gate = _optional_gate(held_out)
     contract = graph_contract(model)
     graph = work / "exported.onnx"
     log.info("exporting %s with the %s exporter, opset %d", run.family, options.exporter, options.opset)
@@ -166,12 +166,11 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
     elif options.optimize:
         parity = _parity(run, graph, options, options.tolerance, "the optimized graph")
     shutil.copyfile(graph, bundle_dir / MODEL_FILE)
-    shutil.copyfile(run.tokenizer_path, bundle_dir / TOKENIZER_FILE)  # the training artifact, byte for byte
-    texts = pick_texts(eval_set, options.golden_count)
+    shutil.copyfile(run.tokenizer_path, bundle_dir / TOKENIZER_FILE)  # the source's file, byte for byte
     golden = make_golden(
         model,
         bundle_dir / TOKENIZER_FILE,
-        texts,
+        held_out.golden_texts,
         max_len=run.max_len,
         truncation=truncation,
         tolerance=golden_tolerance,
@@ -201,22 +200,26 @@ def build_files(run: LoadedRun, bundle_dir: Path, work: Path, options: ExportOpt
             try_int8=options.quantize is None,
         )
     calibration = None
-    if options.calibrate:  # on the validation split: the test split stays unseen for reported figures
-        assert run.eval_path is not None  # read_eval_set has read it
-        validation = RowsName(run.eval_path.name, "validation", sha256_file(run.eval_path))
-        tokenizer = bundle_dir / TOKENIZER_FILE
-        calibration = calibrate_or_warn(session, tokenizer, eval_set, validation, run.max_len, truncation)
-    # What the shipped graph predicts on the validation texts: the server's drift reference.
-    profile = measure_profile(
-        session,
-        bundle_dir / TOKENIZER_FILE,
-        eval_set,
-        run.labels,
-        run.max_len,
-        truncation,
-        run.metrics,
-        temperature=calibration.temperature if calibration is not None else 1.0,
-    )
+    tokenizer = bundle_dir / TOKENIZER_FILE
+    # On the validation split: the test split stays unseen for reported figures.
+    if options.calibrate and held_out.validation is not None:
+        rows, validation = held_out.validation
+        calibration = calibrate_or_warn(session, tokenizer, rows, validation, run.max_len, truncation)
+    # What the shipped graph predicts on held-out texts: the server's drift reference.
+    profile = None
+    if held_out.profile is not None:
+        rows, source = held_out.profile
+        profile = measure_profile(
+            session,
+            tokenizer,
+            rows,
+            run.labels,
+            run.max_len,
+            truncation,
+            run.metrics,
+            temperature=calibration.temperature if calibration is not None else 1.0,
+            source=source,
+        )
     return Built(
         parity=parity.report(),
         golden=golden,
@@ -243,20 +246,13 @@ def run_truncation(run: LoadedRun) -> Truncation:
     return "tail" if run.truncation == "tail" else "head"
 
 
-def _optional_gate(run: LoadedRun) -> tuple[EvalSet, GateRows] | None:
-    """The run's held-out rows for the label graph's int8 gate; None (float32) without them."""
+def _optional_gate(held_out: HeldOut) -> tuple[EvalSet, GateRows] | None:
+    """The held-out rows for the label graph's int8 gate; None (float32) without them."""
     try:
-        return read_gate_rows(run.run_dir, len(run.labels), _data_seed(run.metrics))
+        return held_out.gate()
     except ExportRequestError as exc:
         log.warning("label graph stays float32: %s", exc)
         return None
-
-
-def _data_seed(metrics: Mapping[str, Any]) -> int | None:
-    """The data seed that drew the run's splits (metrics.json ``seeds.data``), if recorded."""
-    seeds = metrics.get("seeds")
-    seed = seeds.get("data") if isinstance(seeds, Mapping) else None
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def fusion_shape(model: Classifier) -> EncoderShape | None:

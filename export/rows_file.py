@@ -21,6 +21,7 @@ from attnserve.training.data.plain_files import read_file
 
 TEXT_COLUMN = "text"
 LABEL_COLUMN = "label"
+ROWS_SPLIT = "rows"  # how the manifest names rows given with --rows
 
 
 def read_rows_file(

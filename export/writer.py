@@ -1,4 +1,5 @@
-"""Turn a training run into a new, never-overwritten bundle version: ``repository/name/N/``.
+"""Turn a training run (or a Hugging Face classifier folder: source.py) into a new,
+never-overwritten bundle version: ``repository/name/N/``.
 
 Everything is built and proven inside a staging folder in ``repository/name/`` (its name
 starts with ``STAGING_PREFIX``, which readers skip), read back with the service's own reader,
@@ -13,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import pickle
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,6 +26,7 @@ from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
 from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
 from attnserve.export.pipeline import Built, ExportOptions, build_files, run_truncation
 from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP
+from attnserve.export.source import open_source
 from attnserve.service.bundle import (
     MODEL_FILE,
     NAME_PATTERN,
@@ -41,7 +42,7 @@ from attnserve.service.bundle import (
     read_bundle,
     write_manifest,
 )
-from attnserve.training.run.checkpoint import LoadedRun, load_run
+from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
 LOCK_FILE = ".export.lock"
@@ -63,8 +64,11 @@ def export_run(
     golden_count: int = DEFAULT_COUNT,
     seed: int = 0,
     calibrate: bool = True,
+    rows: Path | None = None,
+    max_len: int | None = None,
 ) -> Path:
-    """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder."""
+    """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder.
+    ``rows`` and ``max_len``: a Hugging Face folder's held-out rows and longest input (source.py)."""
     options = ExportOptions(
         quantize=quantize,
         optimize=optimize,
@@ -84,19 +88,16 @@ def export_run(
     model_dir = Path(repository) / name
     if version is not None and _taken(model_dir, version):
         raise ExportRequestError(f"{model_dir / str(version)} already exists; versions are never overwritten")
-    try:
-        run = load_run(run_dir)
-    except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:
-        raise ExportRequestError(f"cannot load the training run {run_dir}: {exc}") from exc
-    run_truncation(run)  # refused before any folder is made
-    with staged(model_dir) as bundle_dir:
-        built = build_files(run, bundle_dir, bundle_dir.parent, options)
-        return publish(
-            model_dir,
-            bundle_dir,
-            version,
-            lambda number: _finish(run, bundle_dir, name, number, built, options),
-        )
+    with open_source(Path(run_dir), golden_count, rows=rows, max_len=max_len) as (run, held_out):
+        run_truncation(run)  # refused before any folder is made
+        with staged(model_dir) as bundle_dir:
+            built = build_files(run, held_out, bundle_dir, bundle_dir.parent, options)
+            return publish(
+                model_dir,
+                bundle_dir,
+                version,
+                lambda number: _finish(run, bundle_dir, name, number, built, options),
+            )
 
 
 def check_name(name: str) -> None:

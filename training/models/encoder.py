@@ -177,8 +177,14 @@ def fine_tuning(source: str) -> FineTuning:
 
 
 def _fusion_shape(config: ModelConfig) -> tuple[int, int]:
+    from transformers import AutoConfig
+
     assert isinstance(config, EncoderConfig)
-    return int(config.encoder["num_attention_heads"]), int(config.encoder["hidden_size"])
+    # Through the config class: some families name these fields their own way (DistilBERT's
+    # n_heads and dim), which the class maps to the usual names.
+    settings = {k: v for k, v in config.encoder.items() if k != "model_type"}
+    hf_config = AutoConfig.for_model(str(config.encoder["model_type"]), **settings)
+    return int(hf_config.num_attention_heads), int(hf_config.hidden_size)
 
 
 FAMILY = Family(

@@ -27,7 +27,7 @@ TOKENIZER_FILE = "tokenizer.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 PAD_TOKENS = ("[PAD]", "<pad>")
 # Families whose position ids start after the padding id (RoBERTa's layout): 2 fewer usable.
-OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text")
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "mpnet")
 
 
 class PretrainedError(DataError):
