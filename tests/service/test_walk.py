@@ -27,11 +27,21 @@ def walks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Walk]]
 
 
 def _record(running: RunningServer) -> dict[str, Walk]:
+    """Each front end's walk; one that differs from the page is recorded again, twice at most
+    (on a busy machine a step of the call before can land in the hook): a page that no longer
+    says what the code does fails all three."""
+    page = documented(PAGE.read_text())
     callers = Callers(running.server)
+    walks: dict[str, Walk] = {}
     try:
-        return {front_end: walk_of(running, callers, front_end) for front_end in FRONT_ENDS}
+        for front_end in FRONT_ENDS:
+            for _ in range(3):
+                walk = walks[front_end] = walk_of(running, callers, front_end)
+                if page.get(front_end) == ([str(s) for s in walk.down], [str(s) for s in walk.back]):
+                    break
     finally:
         callers.close()
+    return walks
 
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
