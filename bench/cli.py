@@ -1,15 +1,7 @@
-"""`python -m bench`: every benchmark of attnserve, one command with a section for each.
-
-    python -m bench --quick                       # the serving suite in a few minutes
-    python -m bench                               # the full suite (about 30 minutes on 2 cores)
-    python -m bench --tiny --sections native      # seconds: what CI runs
-    python -m bench peers                         # a section of its own (own flags: --help)
-    python -m bench training-speed --tiny         # any section at its tiny size
-    python -m bench list                          # every section, what it measures, its --tiny
-
-Exit status 1 when a measurement failed, 2 for a bad command line, a missing model or a
-missing tool; 130 after Ctrl-C and 143 after SIGTERM, once every server it started is stopped.
-"""
+"""`python -m bench`: every benchmark of attnserve, one command with a section for each
+(docs/benchmarks.md). Exit status 1 when a measurement failed, 2 for a bad command line, a
+missing model or a missing tool; 130 after Ctrl-C and 143 after SIGTERM, once every server it
+started is stopped."""
 
 from __future__ import annotations
 
@@ -44,6 +36,5 @@ def _run(args: list[str]) -> int:
         from bench.serving.suite import main as suite
 
         return suite(args)
-    module = importlib.import_module(section.module)
-    run = cast(Callable[[list[str]], int], module.main)
+    run = cast(Callable[[list[str]], int], importlib.import_module(section.module).main)
     return run(expand_tiny(section, args[1:]))

@@ -1,12 +1,18 @@
 """The one way every section writes what it measured: numbers, markdown tables, a results
-page's generated part between two markers, and matplotlib figures."""
+page's generated part between two markers, its images, and matplotlib figures."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from kit.results import Point
+
+PREFIX = "bench_"  # of the plots' names in DOCS/img/
 
 
 def num(value: float | None, digits: int = 0) -> str:
@@ -21,6 +27,18 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x"
 
 
+def log_point(point: Point, *setup: str) -> Point:
+    """A measured point as one line on stderr: its system, the `setup` fields named, its figures."""
+    fields = " ".join(f"{name}={getattr(point, name)}" for name in setup)
+    cpu = "" if math.isnan(point.cpu_ms_per_call) else f"  cpu {point.cpu_ms_per_call:.3f} ms/call"
+    if point.cpu_ms_per_call_no_model is not None:
+        cpu += f" ({point.cpu_ms_per_call_no_model:.3f} w/o model)"
+    print(f"  {point.system:<28} {fields}  {point.texts_per_s:8.0f} texts/s  {point.rps:8.0f} calls/s  "
+          f"p50 {point.p50_ms:7.2f} ms  p99 {point.p99_ms:7.2f} ms  errors {point.error_share:.1%}{cpu}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return point
+
+
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
     """A markdown table; `align` has an l, r or c per column (default: the first l, the rest r)."""
     align = align or "l" + "r" * (len(header) - 1)
@@ -30,8 +48,8 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: 
 
 
 def write_between(page: Path, begin: str, end: str, body: str, title: str) -> Path:
-    """Replace what lies between `begin` and `end` in `page` with `body` (the text outside is
-    written by hand and kept; a missing page or missing markers are created)."""
+    """Replace what lies between `begin` and `end` in `page` with `body`, keeping the hand-written
+    text around it (a missing page or missing markers are created)."""
     text = page.read_text() if page.is_file() else f"# {title}\n"
     block = f"{begin}\n{body.rstrip()}\n{end}"
     if begin in text and end in text:
@@ -42,6 +60,13 @@ def write_between(page: Path, begin: str, end: str, body: str, title: str) -> Pa
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
     return page
+
+
+def copy_images(docs: Path, pairs: dict[Path, str]) -> None:
+    """Copy each run file to DOCS/img/ under its published name."""
+    (docs / "img").mkdir(parents=True, exist_ok=True)
+    for source, name in pairs.items():
+        shutil.copyfile(source, docs / "img" / name)
 
 
 def figure(columns: int = 1, size: tuple[float, float] = (8, 4.2)) -> tuple[Any, Any]:

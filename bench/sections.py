@@ -1,12 +1,6 @@
-"""The sections of `python -m bench`: what each measures, where it lives, what `--tiny` means for it.
-
-The serving suite (`python -m bench [--tiny|--quick] [--sections ...]`) runs its sections on
-shared servers into one report (bench/serving/suite.py). Every other section is a command of
-its own, `python -m bench NAME [flags]`, whose `main(argv)` is imported only when it runs, so
-a serving-only install never imports torch. `--tiny` before or among a section's flags stands
-for the flags below: seconds of work, figures that mean nothing, every output written (CI runs
-each section this way); flags given after it override them.
-"""
+"""The sections of `python -m bench`: what each measures, the module whose `main(argv)` runs it
+(imported only then: a serving-only install never imports torch) and the flags `--tiny` stands
+for (seconds of work, figures that mean nothing, every output written; later flags win)."""
 
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ from kit.launch import ROOT
 @dataclass(frozen=True)
 class Section:
     name: str
-    module: str  # has `main(argv: list[str] | None) -> int`
+    module: str
     summary: str
     tiny: tuple[str, ...]  # the flags `--tiny` stands for
 
@@ -65,14 +59,12 @@ BY_NAME: Mapping[str, Section] = {section.name: section for section in SECTIONS}
 
 
 def expand_tiny(section: Section, argv: list[str]) -> list[str]:
-    """`argv` with `--tiny` replaced by the section's tiny flags, in front so that later flags win."""
     if "--tiny" not in argv:
         return argv
     return [*section.tiny, *(arg for arg in argv if arg != "--tiny")]
 
 
 def listing() -> str:
-    """Every section with what it measures and the flags of its --tiny."""
     lines = [
         "serving suite: python -m bench [--tiny|--quick] [--sections SECTIONS]",
         f"  sections: {', '.join(SERVING_SECTIONS)}",
@@ -98,7 +90,7 @@ def parser(name: str, doc: str | None, served: bool = False) -> argparse.Argumen
 
 
 def ints(text: str) -> list[int]:
-    """`1,8,32` -> [1, 8, 32]: the argparse type of a comma-separated list of counts."""
+    """`1,8,32` -> [1, 8, 32]."""
     return [int(item) for item in text.split(",") if item]
 
 
@@ -113,7 +105,6 @@ def subset(parser: argparse.ArgumentParser, text: str, flag: str, allowed: Seque
 def require_at_least(
     parser: argparse.ArgumentParser, args: argparse.Namespace, least: Mapping[str, int]
 ) -> None:
-    """Exit with status 2 and one line naming the first flag below its bound."""
     for flag, bound in least.items():
         if getattr(args, flag) < bound:
             parser.error(f"--{flag} must be at least {bound}")

@@ -1,3 +1,2 @@
-"""Serving benchmarks: the suite (`python -m bench`) and the peers, inprocess and http sections.
-Only inprocess.py imports the service's internals; the rest use the bundle reader, the protos
-and the client, which stay stable while those change."""
+"""Serving benchmarks: the suite (`python -m bench`) and the serving sections. Only inprocess.py and
+explain.py import the service's internals; the rest use its bundle reader, protos and client."""

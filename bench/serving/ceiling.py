@@ -1,21 +1,24 @@
-"""The ceiling: raw onnxruntime in this process on the same bundle and length mix, no gRPC.
-
-Texts sorted by length in batches (length bucketing's best case), run back to back per
-(threads, batch size) without, with tokenization and with the attention output fetched.
-"""
+"""Raw onnxruntime in this process on the served bundle, no gRPC: the ceiling (texts sorted by
+length in batches, length bucketing's best case, without and with tokenization and with the
+attention output), the text-length curves, and the model's own CPU per text."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from attnserve.service.bundle import Bundle
+from attnserve.service.bundle import Bundle, read_bundle
+
+Feed = tuple[np.ndarray, np.ndarray]  # input_ids, attention_mask: [B, T] each
+MODEL_CPU_SECONDS = 0.3
 
 
 @dataclass(frozen=True)
@@ -27,11 +30,21 @@ class CeilingRow:
     attention: float  # texts/s, tokenization excluded, attention output fetched
 
 
-def session_for(bundle: Bundle, threads: int) -> ort.InferenceSession:
+def bundle_dir(repository: Path, model: str) -> Path:
+    """The latest version folder of `model` in `repository`."""
+    versions = sorted(
+        (p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
+    if not versions:
+        raise FileNotFoundError(f"{repository / model} holds no version folder")
+    return versions[-1]
+
+
+def session_for(graph: Path, threads: int, spinning: bool = False) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(bundle.model_path), options, providers=["CPUExecutionProvider"])
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
 def tokenizer_for(bundle: Bundle, pad_to: int | None = None) -> Tokenizer:
@@ -42,20 +55,23 @@ def tokenizer_for(bundle: Bundle, pad_to: int | None = None) -> Tokenizer:
     return tokenizer
 
 
-def encode(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def encode(tokenizer: Tokenizer, texts: Sequence[str]) -> Feed:
     encodings = tokenizer.encode_batch(list(texts))
     ids = np.asarray([e.ids for e in encodings], dtype=np.int64)  # [B, T]
     mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)  # [B, T]
     return ids, mask
 
 
-def rate(work: Callable[[int], int], seconds: float) -> float:
-    """Texts per second of `work(i)` (returns texts done) run back to back for `seconds`."""
-    work(0)  # warm-up: first-run allocations stay out of the figure
-    done, i, started = 0, 0, time.perf_counter()
+def rate(
+    work: Callable[[int], int], seconds: float, clock: Callable[[], float] = time.perf_counter, least: int = 1
+) -> float:
+    """Texts per second of `work(i)` (returns texts done) run back to back for `seconds` of
+    `clock` and at least `least` times, after one warm-up run."""
+    work(0)
+    done, i, started = 0, 0, clock()
     while True:
         done, i = done + work(i), i + 1
-        if (elapsed := time.perf_counter() - started) >= seconds:
+        if (elapsed := clock() - started) >= seconds and i >= least:
             return done / elapsed
 
 
@@ -65,26 +81,16 @@ def sorted_batches(tokenizer: Tokenizer, texts: Sequence[str], batch: int) -> li
     return [ordered[i : i + batch] for i in range(0, len(ordered) - batch + 1, batch)]
 
 
-Feed = tuple[np.ndarray, np.ndarray]  # input_ids, attention_mask: [B, T] each
+def runner(
+    session: ort.InferenceSession, names: list[str], batches: Sequence[Any],
+    prepare: Callable[[Any], Feed] | None = None,
+) -> Callable[[int], int]:  # fmt: skip
+    """`work(i)` for `rate`: runs batch i (cycling), a feed or what `prepare` makes one of."""
 
-
-def run_feeds(session: ort.InferenceSession, feeds: Sequence[Feed], names: list[str]) -> Callable[[int], int]:
     def work(i: int) -> int:
-        ids, mask = feeds[i % len(feeds)]
+        ids, mask = batches[i % len(batches)] if prepare is None else prepare(batches[i % len(batches)])
         session.run(names, {"input_ids": ids, "attention_mask": mask})
         return len(ids)
-
-    return work
-
-
-def run_texts(
-    session: ort.InferenceSession, tokenizer: Tokenizer, groups: Sequence[Sequence[str]]
-) -> Callable[[int], int]:
-    def work(i: int) -> int:
-        group = groups[i % len(groups)]
-        ids, mask = encode(tokenizer, group)
-        session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
-        return len(group)
 
     return work
 
@@ -96,26 +102,22 @@ def measure(
     has_attention = bundle.manifest.attention.kind != "none"
     rows = []
     for thread_count in threads:
-        session = session_for(bundle, thread_count)
+        session = session_for(bundle.model_path, thread_count)
         for batch in batch_sizes:
             groups = sorted_batches(tokenizer, texts, batch)
             feeds = [encode(tokenizer, group) for group in groups]
-            excluded = rate(run_feeds(session, feeds, ["logits"]), seconds)
-            included = rate(run_texts(session, tokenizer, groups), seconds)
-            attention = (
-                rate(run_feeds(session, feeds, ["logits", "attention"]), seconds) if has_attention else 0.0
-            )
+            excluded = rate(runner(session, ["logits"], feeds), seconds)
+            included = rate(runner(session, ["logits"], groups, partial(encode, tokenizer)), seconds)
+            fetched = runner(session, ["logits", "attention"], feeds)
+            attention = rate(fetched, seconds) if has_attention else 0.0
             rows.append(CeilingRow(thread_count, batch, excluded, included, attention))
     return rows
 
 
-def padding_rows(
-    bundle: Bundle, texts: Sequence[str], batch: int, seconds: float, threads: int = 1
-) -> dict[str, float]:
+def padding_rows(bundle: Bundle, texts: Sequence[str], batch: int, seconds: float) -> dict[str, float]:
     """Texts/s of the same mixed-length stream in batches of `batch`, three ways: sorted by
     length (bucketing), in arrival order padded to each batch's longest, padded to max_len."""
-    tokenizer = tokenizer_for(bundle)
-    session = session_for(bundle, threads)
+    tokenizer, session = tokenizer_for(bundle), session_for(bundle.model_path, 1)
     arrival = [list(texts[i : i + batch]) for i in range(0, len(texts) - batch + 1, batch)]
     fixed = tokenizer_for(bundle, pad_to=bundle.manifest.max_len)
     plans = {
@@ -123,26 +125,33 @@ def padding_rows(
         "arrival order, pad to batch's longest": [encode(tokenizer, g) for g in arrival],
         "pad every batch to max_len": [encode(fixed, g) for g in arrival],
     }
-    return {name: rate(run_feeds(session, feeds, ["logits"]), seconds) for name, feeds in plans.items()}
+    return {name: rate(runner(session, ["logits"], feeds), seconds) for name, feeds in plans.items()}
 
 
 def length_curve(
-    bundle: Bundle, texts_by_length: dict[int, list[str]], batch: int, seconds: float, threads: int = 1
+    bundle: Bundle, by_length: dict[int, list[str]], batch: int, seconds: float
 ) -> dict[int, float]:
     """Texts/s at batch `batch` when every text has exactly T tokens, for each T."""
-    tokenizer = tokenizer_for(bundle)
-    session = session_for(bundle, threads)
+    tokenizer, session = tokenizer_for(bundle), session_for(bundle.model_path, 1)
     return {
-        length: rate(run_feeds(session, [encode(tokenizer, (texts * batch)[:batch])], ["logits"]), seconds)
-        for length, texts in texts_by_length.items()
+        length: rate(runner(session, ["logits"], [encode(tokenizer, (texts * batch)[:batch])]), seconds)
+        for length, texts in by_length.items()
     }
 
 
-def bundle_dir(repository: Path, model: str) -> Path:
-    """The latest version folder of `model` in `repository`."""
-    versions = sorted(
-        (p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
-    )
-    if not versions:
-        raise FileNotFoundError(f"{repository / model} holds no version folder")
-    return versions[-1]
+@cache
+def _model(bundle_dir: Path) -> tuple[ort.InferenceSession, Tokenizer, list[str]]:
+    bundle = read_bundle(bundle_dir)
+    names = ["logits"] if bundle.manifest.attention.kind == "none" else ["logits", "attention"]
+    return session_for(bundle.model_path, 1), tokenizer_for(bundle), names
+
+
+@cache
+def model_cpu_per_text(bundle_dir: Path, texts: tuple[str, ...], batch: int) -> float:
+    """CPU seconds (`time.process_time`: a shared machine inflates wall time) of session.run per
+    text at `batch` texts a run, one intra-op thread, attention output included; tokenization
+    stays in the server's share."""
+    session, tokenizer, names = _model(bundle_dir)
+    groups = [[texts[(i * batch + j) % len(texts)] for j in range(batch)] for i in range(8)]
+    work = runner(session, names, [encode(tokenizer, group) for group in groups])
+    return 1 / rate(work, MODEL_CPU_SECONDS, time.process_time)

@@ -1,25 +1,18 @@
 """How faithful each explanation of a model is, and what one costs: ERASER's metrics per method.
 
-    python -m bench explain --repository models sst2-minilm=runs/sst2-minilm student=runs/student \
-        --texts test.csv --count 500 --out explain.json --publish docs
-    python -m bench explain --tiny --repository models bert=runs/bert --texts dev.csv   # seconds
-
-Each argument is MODEL=RUN (MODEL alone leaves Integrated Gradients out). Per method, at the
-word level: comprehensiveness and sufficiency (DeYoung et al., 2020) at 1-50 % of the words
-and their mean (AOPC), scored by the bundle's float32 model.onnx, with ms and forward rows per
-explanation one text at a time; methods and definitions: docs/benchmarks.md.
+Each argument is MODEL=RUN (MODEL alone leaves Integrated Gradients out); methods and
+definitions: docs/benchmarks.md, the metrics: bench/serving/faithfulness.py.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,52 +21,23 @@ import numpy as np
 
 from attnserve.service.bundle import read_bundle
 from attnserve.service.common.weights import importance
-from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import TextTokenizer
-from attnserve.service.engine.request.attribution import least_budget, without, words
+from attnserve.service.engine.request.attribution import least_budget, words
 from bench.render import markdown_table, num, ratio, write_between
 from bench.sections import parser as section_parser
 from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, session_for
+from bench.serving.faithfulness import KS, Method, Row, Text, faithfulness, per_word, probabilities
 from bench.serving.http import HttpConnection
-from bench.serving.machine import describe, one_line
+from bench.serving.results import describe, one_line
+from bench.serving.texts import csv_texts
 from kit.launch import attnserve, run_async
 from kit.ports import free_port
 
-KS = (1, 5, 10, 20, 50)  # percent of a text's words
 RANDOM, OCCLUSION, SHAPLEY, IG = "random", "occlusion", "shapley", "integrated gradients"
 POOLED, CLS, ROLLOUT = "attention: pooled", "attention: [CLS], last layer", "attention: rollout"
 ATTENTION_CALLS = {POOLED: "pooled", CLS: "last_layer", ROLLOUT: "rollout"}
 PAGE, BEGIN, END = Path("results") / "explanations.md", "<!-- explain:begin -->", "<!-- explain:end -->"
-BATCH = 64  # rows per onnxruntime run when scoring
-
-
-@dataclass
-class Text:
-    text: str
-    ids: np.ndarray  # [n] as the server encodes it
-    units: list[list[int]]  # token positions per word
-
-
-@dataclass
-class Method:
-    """One explanation method over the texts: per text its word scores, cost and rows."""
-
-    name: str
-    scores: list[np.ndarray] = field(default_factory=list)  # [m] per text
-    ms: list[float] = field(default_factory=list)
-    rows: list[float] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Row:
-    method: str
-    comprehensiveness: float  # AOPC
-    sufficiency: float  # AOPC, lower is better
-    comprehensiveness_at: list[float]  # per k in KS
-    sufficiency_at: list[float]
-    ms: float | None  # per explanation (None: not measured)
-    forward_rows: float | None
 
 
 @dataclass(frozen=True)
@@ -88,67 +52,40 @@ class ModelResult:
     rows: list[Row]
 
 
-def read_texts(path: Path, column: str, count: int) -> list[str]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        return [row[column] for _, row in zip(range(count), csv.DictReader(handle), strict=False)]
-
-
-def probabilities(session: Any, rows: list[np.ndarray], pad_id: int) -> np.ndarray:
-    """[R, C] class probabilities of each row, batches of similar length padded on the right."""
-    out: np.ndarray = np.zeros((len(rows), 0), dtype=np.float64)
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-    for start in range(0, len(order), BATCH):
-        chosen = order[start : start + BATCH]
-        ids, mask = pad_ids([rows[i] for i in chosen], pad_id)
-        logits = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0].astype(np.float64)
-        if out.shape[1] == 0:
-            out = np.zeros((len(rows), logits.shape[1]))
-        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-        out[chosen] = exp / exp.sum(axis=1, keepdims=True)
-    return out
-
-
-def per_word(tokens: np.ndarray, units: list[list[int]]) -> np.ndarray:
-    return np.array([float(tokens[unit].sum()) for unit in units])
-
-
-def budget_for(budget: int, text: Text) -> int:
-    """Shapley needs words + 1 coalitions to determine a text's scores (the server refuses
-    fewer): a smaller `--budget` is raised to that for the text."""
-    return max(budget, least_budget(len(text.units)))
-
-
 async def served(port: int, model: str, texts: list[Text], methods: list[Method], budget: int) -> None:
     """Each text through every served method in turn, one call at a time, timed at the client."""
     connection = HttpConnection(port)
     url, headers = f"/v1/models/{model}:classify", {"Content-Type": "application/json"}
     bodies: dict[str, dict[str, Any]] = {name: {"attention": mode} for name, mode in ATTENTION_CALLS.items()}
-    bodies |= {OCCLUSION: {"attribution": "occlusion"},
-               SHAPLEY: {"attribution": "shapley", "attribution_budget": budget}}  # fmt: skip
+    bodies |= {OCCLUSION: {"attribution": "occlusion"}, SHAPLEY: {"attribution": "shapley"}}
+
+    async def call(text: Text, method: Method) -> tuple[dict[str, Any], float]:
+        # Shapley needs words + 1 coalitions to determine a text's scores: the server refuses fewer.
+        bodies[SHAPLEY]["attribution_budget"] = max(budget, least_budget(len(text.units)))
+        payload = json.dumps({"texts": [text.text], **bodies[method.name]}).encode()
+        started = time.perf_counter()
+        result: dict[str, Any] = json.loads(await connection.post(url, payload, headers))["results"][0]
+        return result, 1e3 * (time.perf_counter() - started)
+
     for method in methods:  # warm-up: first calls of each kind stay out of the figures
-        bodies[SHAPLEY]["attribution_budget"] = budget_for(budget, texts[-1])
-        warm = {"texts": [texts[-1].text], **bodies[method.name]}
-        await connection.post(url, json.dumps(warm).encode(), headers)
+        await call(texts[-1], method)
     for text in texts:
-        bodies[SHAPLEY]["attribution_budget"] = budget_for(budget, text)
         for method in methods:
-            payload = json.dumps({"texts": [text.text], **bodies[method.name]}).encode()
-            started = time.perf_counter()
-            result = json.loads(await connection.post(url, payload, headers))["results"][0]
-            method.ms.append(1e3 * (time.perf_counter() - started))
+            result, ms = await call(text, method)
+            method.ms.append(ms)
             if len(result["tokens"]) != len(text.ids):
                 raise RuntimeError(f"{model}: the server read {text.text!r} as other tokens than this bench")
-            if method.name in ATTENTION_CALLS:
-                weights = np.asarray(result["attention"], dtype=np.float32)
-                if method.name == POOLED:
-                    tokens = importance(weights)
-                else:  # the first token's query row, heads averaged (last_layer) or rolled out
-                    tokens = (weights.mean(axis=0) if weights.ndim == 3 else weights)[0]
-                method.scores.append(per_word(tokens, text.units))
-                method.rows.append(1.0)
-            else:
+            if method.name not in ATTENTION_CALLS:
                 method.scores.append(np.array([result["attribution"][unit[0]] for unit in text.units]))
                 method.rows.append(float(result["attribution_rows"]))
+                continue
+            weights = np.asarray(result["attention"], dtype=np.float32)
+            if method.name == POOLED:
+                tokens = importance(weights)
+            else:  # the first token's query row, heads averaged (last_layer) or rolled out
+                tokens = (weights.mean(axis=0) if weights.ndim == 3 else weights)[0]
+            method.scores.append(per_word(tokens, text.units))
+            method.rows.append(1.0)
     await connection.close()
 
 
@@ -176,8 +113,7 @@ def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, 
         ids = torch.from_numpy(text.ids.astype(np.int64)).unsqueeze(0)  # [1, n]
         special = torch.tensor([int(t) in special_ids for t in text.ids])
         baseline = torch.where(special, ids, torch.full_like(ids, run.pad_id))
-        mask = torch.ones_like(ids)
-        started = time.perf_counter()
+        mask, started = torch.ones_like(ids), time.perf_counter()
         attributions = ig.attribute(ids, baselines=baseline, target=int(target), n_steps=steps,
                                     additional_forward_args=(mask,), internal_batch_size=steps)  # fmt: skip
         if index > 0:  # the first call warms up and stays out of the figures
@@ -187,40 +123,6 @@ def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, 
     return method
 
 
-def faithfulness(
-    session: Any, texts: list[Text], full: np.ndarray, classes: np.ndarray, methods: list[Method],
-    filler: int, pad_id: int,
-) -> list[Row]:  # fmt: skip
-    """Every method's comprehensiveness and sufficiency per k, one scoring pass over distinct rows."""
-    index: dict[bytes, int] = {}
-    rows: list[np.ndarray] = []
-    # [method, text, k, 2] positions in `rows` of (without the top words, only the top words)
-    where = np.zeros((len(methods), len(texts), len(KS), 2), dtype=np.int64)
-    for t, text in enumerate(texts):
-        m = len(text.units)
-        for i, method in enumerate(methods):
-            order = np.argsort(-method.scores[t], kind="stable")
-            for j, k in enumerate(KS):
-                top = np.zeros(m, dtype=bool)
-                top[order[: min(m, max(1, math.ceil(k * m / 100)))]] = True
-                for side, keep in enumerate((~top, top)):
-                    row = without(text.ids, text.units, keep, filler)
-                    where[i, t, j, side] = index.setdefault(row.tobytes(), len(rows))
-                    if where[i, t, j, side] == len(rows):
-                        rows.append(row)
-    p = probabilities(session, rows, pad_id)
-    p_c = p[where, classes[None, :, None, None]]  # [method, text, k, 2]
-    drop = full[None, :, None, None] - p_c
-    result = []
-    for i, method in enumerate(methods):
-        comp, suff = drop[i, :, :, 0].mean(axis=0), drop[i, :, :, 1].mean(axis=0)  # [k]
-        ms = float(np.mean(method.ms)) if method.ms else None
-        forward = float(np.mean(method.rows)) if method.rows else None
-        result.append(Row(method.name, float(comp.mean()), float(suff.mean()), comp.tolist(), suff.tolist(),
-                          ms, forward))  # fmt: skip
-    return result
-
-
 def measure(
     repository: Path, models: list[tuple[str, Path | None]], raw: list[str], args: Any
 ) -> list[ModelResult]:
@@ -228,10 +130,8 @@ def measure(
     for model, _ in models:
         bundle = read_bundle(bundle_dir(repository, model))
         manifest = bundle.manifest
-        tokenizer = TextTokenizer(
-            bundle.tokenizer_path, manifest.max_len, reject_long=False, max_text_chars=10**6,
-            truncation=manifest.truncation,
-        )  # fmt: skip
+        tokenizer = TextTokenizer(bundle.tokenizer_path, manifest.max_len, reject_long=False,
+                                  max_text_chars=10**6, truncation=manifest.truncation)  # fmt: skip
         encoded, special = tokenizer.encode(raw), tokenizer.special_ids
         assert encoded.encodings is not None
         texts = [Text(raw[i], np.asarray(e.ids, dtype=np.int64), words(e, e.ids, special))
@@ -247,23 +147,26 @@ def measure(
             run_async(served(http_port, model, texts, methods, args.budget))
     results = []
     for (model, run_dir), (bundle, tokenizer, texts, methods) in zip(models, prepared, strict=True):
-        manifest, session = bundle.manifest, session_for(bundle, len(os.sched_getaffinity(0)))
+        manifest, session = bundle.manifest, session_for(bundle.model_path, len(os.sched_getaffinity(0)))
         full_p = probabilities(session, [text.ids for text in texts], manifest.pad_id)
         classes = full_p.argmax(axis=1)
-        full = full_p[np.arange(len(texts)), classes]
         rng = np.random.default_rng(args.seed)
         chosen = [Method(RANDOM, [rng.random(len(text.units)) for text in texts]), *methods]
         if run_dir is not None:
             print(f"  {model}: integrated gradients, {args.steps} steps", file=sys.stderr, flush=True)
             chosen.append(integrated_gradients(run_dir, texts, classes, args.steps, tokenizer.special_ids))
         filler = tokenizer.unk_id if tokenizer.unk_id is not None else manifest.pad_id
+        full = full_p[np.arange(len(texts)), classes]
         rows = faithfulness(session, texts, full, classes, chosen, filler, manifest.pad_id)
         graph = manifest.label_graph
-        form = "float32" if graph is None or graph.quantization is None else "int8"
-        label = "model.onnx" if graph is None else f"label.onnx ({form})"
+        label = (
+            "model.onnx"
+            if graph is None
+            else f"label.onnx ({'float32' if graph.quantization is None else 'int8'})"
+        )
         mean_words = float(np.mean([len(t.units) for t in texts]))
-        version, family = manifest.version, manifest.family
-        results.append(ModelResult(model, version, family, label, len(texts), mean_words, args.steps, rows))
+        results.append(ModelResult(model, manifest.version, manifest.family, label, len(texts), mean_words,
+                                   args.steps, rows))  # fmt: skip
     return results
 
 
@@ -274,14 +177,14 @@ def render(results: list[ModelResult], started: str, machine: dict[str, Any], co
               "ms per explanation", "forward rows", f"comprehensiveness at {percents} %",
               f"sufficiency at {percents} %"]  # fmt: skip
     for r in results:
-        floor = next(row.comprehensiveness for row in r.rows if row.method == RANDOM)
+        by = {row.method: row for row in r.rows}
+        floor = by[RANDOM].comprehensiveness
         body = [[row.method, num(row.comprehensiveness, 3), ratio(row.comprehensiveness, floor),
                  num(row.sufficiency, 3), "-" if row.ms is None else num(row.ms, 1),
                  "-" if row.forward_rows is None else num(row.forward_rows, 1),
                  " / ".join(f"{v:.3f}" for v in row.comprehensiveness_at),
                  " / ".join(f"{v:.3f}" for v in row.sufficiency_at)] for row in r.rows]  # fmt: skip
         title = f"### {r.model} (v{r.version}, {r.family}): {r.texts} texts, {r.words:.1f} words a text"
-        by = {row.method: row for row in r.rows}
         note = f"Attribution rows served by {r.label_graph}"
         note += f"; integrated gradients: {r.ig_steps} steps." if IG in by else "; no training run given."
         out += ["", title, "", *markdown_table(header, body, "lrrrrrrr"), "", note]
@@ -314,8 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     started, machine = datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), describe()
     command = "python -m bench explain " + shlex.join(argv if argv is not None else sys.argv[2:])
     try:
-        raw = read_texts(args.texts, args.text_column, args.count)
-        results = measure(args.repository, models, raw, args)
+        results = measure(args.repository, models, csv_texts(args.texts, args.text_column, args.count), args)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         print(f"bench explain: {exc}", file=sys.stderr)
         return 2

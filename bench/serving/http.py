@@ -1,22 +1,19 @@
 """The HTTP port next to gRPC, on one server in one run: the same texts through each path.
 
-    python -m bench http --repository models --model car-order
-
-Native gRPC, the JSON API and KServe V2 REST (binary outputs) take turns for `--rounds`
-rounds, closed loop, attention off; the HTTP client is a minimal keep-alive HTTP/1.1 client
-on asyncio streams, so its cost stays near the gRPC client's.
+Native gRPC, the JSON API and KServe V2 REST (binary outputs) take turns for `--rounds` rounds,
+closed loop, attention off; the HTTP client is a minimal keep-alive HTTP/1.1 client on asyncio
+streams, so its cost stays near the gRPC client's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from attnserve.service.client import AsyncClient
-from bench.render import markdown_table
+from bench.render import log_point, markdown_table
 from bench.sections import parser as section_parser
 from kit.launch import attnserve, run_async
 from kit.load import Measurement, callers
@@ -34,6 +31,7 @@ SENTENCES = [
     "in the black and white picture, the white car is on the left of the black car.",
     "the car on the left is black and the car on the right is white.",
 ]
+JSON = {"Content-Type": "application/json"}
 
 
 class HttpConnection:
@@ -67,35 +65,14 @@ class HttpConnection:
             self._writer.close()
 
 
-def combine(rounds: list[Measurement]) -> Measurement:
-    """One measurement from a path's rounds: calls over the summed time, percentiles over every call."""
-    total = Measurement(sum(m.seconds for m in rounds), rounds[0].texts_per_request)
-    for m in rounds:
-        total.ledger.sent.update(m.ledger.sent)
-        total.ledger.closed.update(m.ledger.closed)
-        total.ledger.seconds.setdefault("OK", []).extend(m.ledger.seconds.get("OK", []))
-    return total
-
-
-Call = Callable[[int, list[str]], Awaitable[object]]
-
-
-def _callers(
+def _caller(
     target: str, http_port: int, model: str, path: str, concurrency: int
-) -> tuple[Call, Callable[[], Awaitable[None]]]:
+) -> tuple[Callable[[int, list[str]], Awaitable[object]], Sequence[AsyncClient | HttpConnection]]:
+    """The call of caller `index` with its texts, and the clients to close after."""
     if path == "grpc native":
         clients = [AsyncClient(target, timeout=30) for _ in range(min(concurrency, 8))]
-
-        async def grpc_call(index: int, texts: list[str]) -> object:
-            return await clients[index % len(clients)].classify(texts, model=model)
-
-        async def grpc_close() -> None:
-            for client in clients:
-                await client.close()
-
-        return grpc_call, grpc_close
+        return lambda index, texts: clients[index % len(clients)].classify(texts, model=model), clients
     connections = [HttpConnection(http_port) for _ in range(concurrency)]
-    headers = {"Content-Type": "application/json"}
     url = f"/v1/models/{model}:classify" if path == "http json" else f"/v2/models/{model}/infer"
     outputs = [{"name": name, "parameters": {"binary_data": True}} for name in ("LABEL", "PROBABILITIES")]
 
@@ -105,36 +82,29 @@ def _callers(
         tensor = {"name": "TEXT", "datatype": "BYTES", "shape": [len(texts), 1], "data": texts}
         return json.dumps({"inputs": [tensor], "outputs": outputs}).encode()
 
-    async def http_call(index: int, texts: list[str]) -> object:
-        return await connections[index].post(url, body(texts), headers)
-
-    async def http_close() -> None:
-        for connection in connections:
-            await connection.close()
-
-    return http_call, http_close
+    return lambda index, texts: connections[index].post(url, body(texts), JSON), connections
 
 
 async def measure(
-    target: str, http_port: int, model: str, path: str, concurrency: int, per_call: int, seconds: float
-) -> Measurement:
-    call, close = _callers(target, http_port, model, path, concurrency)
+    target: str, http_port: int, model: str, path: str, concurrency: int, per_call: int, seconds: float,
+    into: Measurement,
+) -> None:  # fmt: skip
+    """One round of `path` into `into`: its calls in the ledger, its seconds added."""
+    call, clients = _caller(target, http_port, model, path, concurrency)
     for index in range(concurrency):  # connect and warm up before measuring
         await call(index, SENTENCES[:per_call])
-    stop = time.perf_counter() + seconds
-    sent = [0] * concurrency
-    measured = Measurement(seconds, per_call)
+    stop, sent = time.perf_counter() + seconds, [0] * concurrency
 
     async def step(index: int) -> None:
         texts = [SENTENCES[(index + sent[index] + j) % len(SENTENCES)] for j in range(per_call)]
         sent[index] += 1
-        await measured.ledger.call(lambda: call(index, texts))
+        await into.ledger.call(lambda: call(index, texts))
 
     began = time.perf_counter()
     await callers(concurrency, step, lambda: time.perf_counter() < stop)
-    measured.seconds = time.perf_counter() - began
-    await close()
-    return measured
+    into.seconds += time.perf_counter() - began
+    for client in clients:
+        await client.close()
 
 
 def table(points: list[Point]) -> str:
@@ -153,23 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers")
     parser.add_argument("--per-call", type=int, nargs="+", default=[1, 32], help="texts per call")
     args = parser.parse_args(argv)
-    http_port = free_port()
-    points = []
+    http_port, points = free_port(), []
     with attnserve(args.repository, ["--http-port", str(http_port)]) as server:
         for per_call in args.per_call:
             for concurrency in args.concurrency:
-                turns: dict[str, list[Measurement]] = {path: [] for path in PATHS}
+                # a path's rounds in one measurement: calls over the summed time, percentiles over all
+                turns = {path: Measurement(0.0, per_call) for path in PATHS}
                 for _ in range(args.rounds):
                     for path in PATHS:
-                        run = measure(
-                            server.target, http_port, args.model, path, concurrency, per_call, args.seconds
-                        )
-                        turns[path].append(run_async(run))
+                        run_async(measure(server.target, http_port, args.model, path, concurrency, per_call,
+                                          args.seconds, turns[path]))  # fmt: skip
                 for path in PATHS:
-                    points.append(Point.of(combine(turns[path]), system=path, concurrency=concurrency))
-                    print(
-                        f"  {path} x{per_call} c={concurrency}: {points[-1].texts_per_s:.0f} texts/s",
-                        file=sys.stderr,
-                    )
+                    point = Point.of(turns[path], system=path, concurrency=concurrency)
+                    points.append(log_point(point, "texts", "concurrency"))
     print(table(points))
     return 0

@@ -1,23 +1,19 @@
 """attnserve's own cost per single-text call with gRPC taken out: the engine and the V2 handler.
 
-    .venv/bin/python -m bench inprocess --repository models --model car-order
-    .venv/bin/python -m bench inprocess --layers v2 --levels 1 --tracing off,1,0.01
-
-A `Server` that never listens serves the bundle in this process; `--levels` asyncio callers
-drive `Core.classify` (`engine`) or the V2 `ModelInfer` handler as grpc.aio calls it (`v2`).
-Per point: calls/s, CPU ms per call of the event loop and of the other threads, the model's
-share at the mean batch (docs/benchmarks.md). With `--tracing`, spans go over OTLP to a
-receiver in another process (bench/serving/otlp_sink.py), so only the sender's CPU counts.
-"""
+A `Server` that never listens serves the bundle in this process; asyncio callers drive
+`Core.classify` (`engine`) or the V2 `ModelInfer` handler as grpc.aio calls it (`v2`). Spans go
+to kit's OTLP receiver in another process (SINK), so only the sender's CPU counts."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,18 +28,24 @@ from attnserve.service.server import Server
 from attnserve.service.settings import Settings
 from bench.sections import ints, subset
 from bench.sections import parser as section_parser
-from bench.serving.model_cost import model_cpu_per_text
-from bench.serving.otlp_sink import OtlpSink
+from bench.serving.ceiling import model_cpu_per_text
 from bench.serving.profiling import thread_cpu
 from bench.serving.texts import exact_length_texts
-from kit.launch import run_async
+from kit.launch import ROOT, run_async
 from kit.load import callers
 from kit.results import Point
 from kit.v2 import MODEL_INFER, text_request
 
-TEXTS = 32
-TOKENS = 16
+TEXTS, TOKENS = 32, 16
 Call = Callable[[int], Awaitable[None]]
+SINK = """
+import sys
+from kit.otlp import OtlpReceiver
+with OtlpReceiver() as receiver:
+    print(receiver.grpc_port, flush=True)
+    sys.stdin.read()
+    print(len(receiver.spans), flush=True)
+"""  # prints its port, receives until stdin closes, then prints the spans received
 
 
 class _Context:
@@ -85,18 +87,27 @@ def tracing_values(text: str) -> list[float | None]:
     return values
 
 
+@contextlib.contextmanager
+def otlp_sink() -> Iterator[str]:
+    """kit's OTLP receiver in a process of its own: its endpoint; the spans it got, printed at the end."""
+    process = subprocess.Popen([sys.executable, "-c", SINK], cwd=ROOT, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert process.stdout is not None
+    if not (line := process.stdout.readline()).strip().isdigit():
+        process.kill()
+        raise RuntimeError(f"the OTLP sink did not start: {line!r}")
+    try:
+        yield f"http://127.0.0.1:{int(line)}"
+    finally:
+        spans = process.communicate(timeout=30)[0].split()[-1]
+        print(f"  spans received by the OTLP receiver: {spans}", flush=True)
+
+
 async def measure(
-    repository: Path,
-    name: str,
-    levels: list[int],
-    calls: int,
-    layers: list[str],
-    *,
-    tracing: float | None = None,
-    otlp_endpoint: str | None = None,
-) -> list[Point]:
-    """The points of one server: tracing off (`tracing` None) or on at that sampling ratio,
-    exporting to `otlp_endpoint`."""
+    repository: Path, name: str, levels: list[int], calls: int, layers: list[str], *,
+    tracing: float | None = None, otlp_endpoint: str | None = None,
+) -> list[Point]:  # fmt: skip
+    """The points of one server: tracing off (`tracing` None) or on at that sampling ratio."""
     # a dict: mypy, without pydantic's plugin, reads every field as a required argument
     values: dict[str, Any] = {"repository": repository, "metrics": False}
     if tracing is not None:
@@ -124,8 +135,7 @@ async def measure(
                 permit.release()
 
         async def v2_call(index: int) -> None:
-            reply = await handler(raws[index % TEXTS], context)
-            if not isinstance(reply, bytes):
+            if not isinstance(await handler(raws[index % TEXTS], context), bytes):
                 raise RuntimeError("the V2 handler returned no reply bytes")
 
         calls_of: dict[str, Call] = {"engine": engine_call, "v2": v2_call}
@@ -133,8 +143,7 @@ async def measure(
         for layer in layers:
             for concurrency in levels:
                 await _run(calls_of[layer], concurrency, min(calls, 200))  # warm
-                point = await _point(server, model, layer, calls_of[layer], concurrency, calls, texts)
-                points.append(point)
+                points.append(await _point(server, model, layer, calls_of[layer], concurrency, calls, texts))
                 print(_line(points[-1]), flush=True)
         return points
     finally:
@@ -190,17 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     tracing = "off, or sampling ratios (1,0.01): a server each"
     parser.add_argument("--tracing", default="off", type=tracing_values, help=tracing)
     args = parser.parse_args(argv)
-    levels, layers = args.levels, subset(parser, args.layers, "layers", ("engine", "v2"))
-    sink = OtlpSink.start() if any(value is not None for value in args.tracing) else None
-    try:
-        for value in args.tracing:
-            endpoint = None if sink is None else sink.endpoint
-            run_async(measure(args.repository, args.model, levels, args.calls, layers, tracing=value,
-                                otlp_endpoint=endpoint))  # fmt: skip
-    except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
-        print(f"bench inprocess: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if sink is not None:
-            print(f"  spans received by the OTLP receiver: {sink.stop()}", flush=True)
+    layers = subset(parser, args.layers, "layers", ("engine", "v2"))
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(otlp_sink()) if any(v is not None for v in args.tracing) else None
+        try:
+            for value in args.tracing:
+                run_async(measure(args.repository, args.model, args.levels, args.calls, layers, tracing=value,
+                                  otlp_endpoint=endpoint))  # fmt: skip
+        except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
+            print(f"bench inprocess: {exc}", file=sys.stderr)
+            return 2
     return 0

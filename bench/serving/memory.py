@@ -1,8 +1,6 @@
-"""Server memory: RSS at idle, after N single-text calls, and over a soak at 70% of capacity.
-
-Growth is the least-squares slope of RSS over the soak's second half, after the arenas and
-caches have had the first half to reach their working size.
-"""
+"""Server memory: RSS at idle, after N single-text calls, and over a soak at 70% of capacity;
+growth is the least-squares slope over the soak's second half, when the arenas and caches have
+had the first half to reach their working size."""
 
 from __future__ import annotations
 
@@ -24,46 +22,40 @@ SOAK_SHARE = 0.7
 MB = 1024 * 1024
 
 
-class Sampler:
-    """Samples a process tree's RSS in a thread, labelled with the current phase."""
+class Sampler(threading.Thread):
+    """Samples a process tree's RSS every `every` seconds, labelled with the current phase."""
 
     def __init__(self, pid: int, every: float) -> None:
-        self.pid = pid
-        self.every = every
-        self.phase = "idle"
+        super().__init__(name="rss-sampler", daemon=True)
+        self.pid, self.every, self.phase = pid, every, "idle"
         self.samples: list[RssSample] = []
-        self._stop = threading.Event()
-        self._start = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._done, self._began = threading.Event(), time.monotonic()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def run(self) -> None:
+        while not self._done.is_set():
             self.sample()
-            self._stop.wait(self.every)
+            self._done.wait(self.every)
 
     def sample(self) -> float:
         rss = rss_bytes(self.pid) / MB
-        self.samples.append(RssSample(self.phase, time.monotonic() - self._start, rss))
+        self.samples.append(RssSample(self.phase, time.monotonic() - self._began, rss))
         return rss
 
     def __enter__(self) -> Sampler:
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        self._done.set()
+        self.join(10)
 
 
 def slope_mb_per_min(samples: Sequence[RssSample]) -> float:
-    if len(samples) < 3:
-        return math.nan
     second_half = samples[len(samples) // 2 :]
     minutes = np.asarray([s.seconds for s in second_half]) / 60.0
-    rss = np.asarray([s.rss_mb for s in second_half])
-    if np.ptp(minutes) == 0:
+    if len(samples) < 3 or np.ptp(minutes) == 0:
         return math.nan
-    return float(np.polyfit(minutes, rss, 1)[0])
+    return float(np.polyfit(minutes, [s.rss_mb for s in second_half], 1)[0])
 
 
 def measure(repository: Path, model: str, texts: Sequence[str], plan: Plan) -> Memory:
@@ -81,14 +73,12 @@ def measure(repository: Path, model: str, texts: Sequence[str], plan: Plan) -> M
         capacity = run_closed(server.target, single, 64, max(plan.seconds, 1.0), warmup=plan.warmup)
         if capacity.rps <= 0:
             raise RuntimeError(f"no call succeeded while measuring capacity: {dict(capacity.errors)}")
-        memory.capacity = capacity.rps
-        memory.soak_rate = SOAK_SHARE * capacity.rps
+        memory.capacity, memory.soak_rate = capacity.rps, SOAK_SHARE * capacity.rps
         sampler.phase = "soak"
         memory.soak_start_mb = sampler.sample()
         soak = run_open(server.target, single, memory.soak_rate, plan.soak_seconds, warmup=0.0)
         memory.soak_end_mb = sampler.sample()
-        memory.soak_error_share = soak.error_share
-        memory.soak_errors = dict(soak.errors)
+        memory.soak_error_share, memory.soak_errors = soak.error_share, dict(soak.errors)
     memory.samples = list(sampler.samples)
     memory.slope_mb_per_min = slope_mb_per_min([s for s in memory.samples if s.phase == "soak"])
     return memory

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.render import figure, markdown_table, save, write_between
-from bench.serving.report import PREFIX, copy_images
+from bench.render import PREFIX, copy_images, figure, markdown_table, save, write_between
 from kit.results import Point
 
 Results = dict[str, Any]  # peers.json, its "points" read back as `Point`s (see `load`)
@@ -72,17 +71,13 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
     return rows
 
 
-def _cell(point: Point | None) -> str:
-    if point is None:
-        return "–"
-    return f"{point.rps:,.0f} ({point.p50_ms:.2f} / {point.p99_ms:.2f})"
+def _cell(p: Point) -> str:
+    return f"{p.rps:,.0f} ({p.p50_ms:.2f} / {p.p99_ms:.2f})"
 
 
-def _cpu(point: Point | None) -> str:
-    if point is None:
-        return "–"
-    without = point.cpu_ms_per_call_no_model
-    return f"{point.cpu_ms_per_call:.3f}" + ("" if without is None else f" ({without:.3f})")
+def _cpu(p: Point) -> str:
+    without = p.cpu_ms_per_call_no_model
+    return f"{p.cpu_ms_per_call:.3f}" + ("" if without is None else f" ({without:.3f})")
 
 
 def tables(results: Results) -> str:
@@ -106,15 +101,14 @@ def tables(results: Results) -> str:
                 row = [find(results, s, api=api, generator=generator, workload=workload, mode=mode, c=c)
                        for s in systems]  # fmt: skip
                 if any(row):
-                    rows.append([api, generator, workload, mode, str(c), *(cell(p) for p in row)])
+                    rows.append(
+                        [api, generator, workload, mode, str(c), *(cell(p) if p else "–" for p in row)]
+                    )
         header = ["api", "generator", "workload", "mode", "c", *systems]
         lines += [f"**{title}**", "", *markdown_table(header, rows, "llllr" + "r" * len(systems)), ""]
-    if results.get("raw_32_texts_per_s"):
-        raw = results["raw_32_texts_per_s"]
-        lines += [
-            f"Raw onnxruntime in-process, 32 texts per run, tokenization included: {raw:,.0f} texts/s.",
-            "",
-        ]
+    if raw := results.get("raw_32_texts_per_s"):
+        lines += [f"Raw onnxruntime in-process, 32 texts per run, tokenization included: {raw:,.0f} texts/s."]
+        lines += [""]
     lines += [f"Not measured: {note}" for note in results["notes"]]
     return "\n".join(lines) + "\n"
 

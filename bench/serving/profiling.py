@@ -26,28 +26,6 @@ from kit.launch import attnserve
 from kit.load import run_closed
 
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
-
-
-def py_spy() -> str | None:
-    found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return found if Path(found).is_file() else None
-
-
-def record(tool: str, pid: int, seconds: float, out: Path, fmt: str) -> subprocess.Popen[bytes]:
-    command = [tool, "record", "--pid", str(pid), "--duration", f"{max(1, round(seconds))}", "--rate", "250",
-               "--threads", "--nonblocking", "--format", fmt, "--output", str(out)]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def frame_name(frame: str) -> str:
-    """'run_batch (service/model.py:97)' -> 'run_batch (service/model.py)'; site-packages trimmed."""
-    match = _FRAME.match(frame.strip())
-    if match is None:
-        return frame.strip()
-    path = match["file"].split("site-packages/")[-1].split("/work/main/")[-1]
-    return f"{match['name']} ({path})"
-
-
 KINDS = (  # (kind, test on (thread, frame names)); the first that matches wins
     ("onnxruntime Session.run (inference thread)", lambda t, f: f[-1].startswith("Session.run ")),
     ("tokenization (tokenizers, Rust)", lambda t, f: any(n.startswith("TextTokenizer.encode ") for n in f)),
@@ -55,14 +33,20 @@ KINDS = (  # (kind, test on (thread, frame names)); the first that matches wins
     ("grpc.aio call handling (Cython) and asyncio task steps", lambda t, f: f[-1].startswith("Handle._run ")),
     ("event loop waiting in epoll", lambda t, f: f[-1].startswith("EpollSelector.select ")),
     ("attnserve Python code (service/)", lambda t, f: any("(service/" in n for n in f)),
+    ("other (asyncio, prometheus_client, threads)", lambda t, f: True),
 )
 
 
-def kind_of(thread: str, names: Sequence[str]) -> str:
-    for kind, test in KINDS:
-        if test(thread, names):
-            return kind
-    return "other (asyncio, prometheus_client, threads)"
+def py_spy() -> str | None:
+    found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return found if Path(found).is_file() else None
+
+
+def frame_name(frame: str) -> str:
+    """'run_batch (service/model.py:97)' -> 'run_batch (service/model.py)'; site-packages trimmed."""
+    if (match := _FRAME.match(frame.strip())) is None:
+        return frame.strip()
+    return f"{match['name']} ({match['file'].split('site-packages/')[-1].split('/work/main/')[-1]})"
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
@@ -70,71 +54,47 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return {thread.id: thread.user_time + thread.system_time for thread in psutil.Process(pid).threads()}
 
 
-def thread_names(collapsed: str) -> dict[int, str]:
-    """Thread id -> Python thread name, from py-spy's 'thread (TID): NAME;...' stack prefixes."""
+def named_cpu(
+    pid: int, before: dict[int, float], after: dict[int, float], collapsed: str
+) -> dict[str, float]:
+    """CPU seconds each thread spent between two `thread_cpu` readings, by its Python name (from
+    py-spy's 'thread (TID): NAME;...' stack prefixes) or, for grpc's own threads, /proc's."""
     names: dict[int, str] = {}
     for match in re.finditer(r"^thread \((?:0x)?(\w+)\): ([^;]*);", collapsed, re.MULTILINE):
-        raw, name = match.groups()
-        tid = int(raw, 16) if match.group(0).startswith("thread (0x") else int(raw)
-        names[tid] = name
-    return names
-
-
-def named_cpu(
-    pid: int, before: dict[int, float], after: dict[int, float], names: dict[int, str]
-) -> dict[str, float]:
-    """CPU seconds each thread spent between two `thread_cpu` readings, by readable name."""
+        names[int(match[1], 16) if match[0].startswith("thread (0x") else int(match[1])] = match[2]
     out: dict[str, float] = {}
     for tid, seconds in after.items():
-        name = names.get(tid) or _comm(pid, tid)
-        out[f"{name} ({tid})"] = seconds - before.get(tid, 0.0)
+        if tid not in names:
+            try:
+                names[tid] = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            except OSError:
+                names[tid] = "?"
+        out[f"{names[tid]} ({tid})"] = seconds - before.get(tid, 0.0)
     return out
 
 
-def _comm(pid: int, tid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()  # grpc's threads name themselves
-    except OSError:
-        return "?"
-
-
 def summarize(collapsed: str, top: int = 12) -> dict[str, Any]:
-    """Samples by thread, and the functions with the most samples on top of the stack (self)
-    and anywhere in it (inclusive), as shares of all samples."""
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    threads: Counter[str] = Counter()
-    kinds: Counter[str] = Counter()
-    total = 0
+    """Samples by thread and kind of work, and the functions with the most samples on top of the
+    stack (self) and anywhere in it (inclusive), as shares of all samples."""
+    counters: dict[str, Counter[str]] = {key: Counter() for key in ("threads", "kinds", "self", "inclusive")}
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
-        count = int(count_text)
-        frames = stack.split(";")
-        thread, frames = (
-            (frames[0], frames[1:]) if frames[0].startswith(("thread", "process")) else ("", frames)
-        )
+        count, frames = int(count_text), stack.split(";")
+        thread = frames.pop(0) if frames[0].startswith(("thread", "process")) else ""
         names = [frame_name(f) for f in frames] or ["(no Python frame)"]
-        total += count
-        threads[thread or "(all)"] += count
-        own[names[-1]] += count
-        kinds[kind_of(thread, names)] += count
+        counters["threads"][thread or "(all)"] += count
+        counters["self"][names[-1]] += count
+        counters["kinds"][next(kind for kind, test in KINDS if test(thread, names))] += count
         for name in set(names):
-            inclusive[name] += count
-    if total == 0:
+            counters["inclusive"][name] += count
+    if (total := sum(counters["threads"].values())) == 0:
         return {"samples": 0, "threads": {}, "kinds": {}, "self": [], "inclusive": []}
-
-    def share(counter: Counter[str]) -> list[tuple[str, float]]:
-        return [(name, count / total) for name, count in counter.most_common(top)]
-
-    return {
-        "samples": total,
-        "threads": dict(share(threads)),
-        "kinds": dict(share(kinds)),
-        "self": share(own),
-        "inclusive": share(inclusive),
+    shares = {
+        key: [(name, n / total) for name, n in counter.most_common(top)] for key, counter in counters.items()
     }
+    return {"samples": total, **shares, "threads": dict(shares["threads"]), "kinds": dict(shares["kinds"])}
 
 
 def tables(summary: dict[str, Any], cpu: dict[str, float], calls: int, *, full: bool = True) -> list[str]:
@@ -154,17 +114,22 @@ def tables(summary: dict[str, Any], cpu: dict[str, float], calls: int, *, full: 
     return [*lines, f"{summary['samples']} samples."]
 
 
+def record(tool: str, pid: int, seconds: float, out: Path, fmt: str) -> subprocess.Popen[bytes]:
+    command = [tool, "record", "--pid", str(pid), "--duration", f"{max(1, round(seconds))}", "--rate", "250",
+               "--threads", "--nonblocking", "--format", fmt, "--output", str(out)]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out: Path) -> dict[str, Any]:
-    tool = py_spy()
-    if tool is None:
+    if (tool := py_spy()) is None:
         raise FileNotFoundError("py-spy is not installed in this environment (pip install py-spy)")
     single = prepared("native", model, texts, 1, False)
     results: dict[str, Any] = {}
+    formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")][
+        : 1 if plan.name == "tiny" else 2
+    ]
     with attnserve(repository) as server:
-        formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")]
-        readings: tuple[dict[int, float], dict[int, float]] = ({}, {})
-        calls = 0
-        for fmt, path in formats[: 1 if plan.name == "tiny" else 2]:
+        for fmt, path in formats:
             before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
             with ThreadPoolExecutor(1) as pool:  # the load runs while py-spy records
@@ -174,11 +139,12 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
             if fmt == "raw":
                 readings, calls = (before, thread_cpu(server.pid)), load.result().calls
             if recorder.returncode != 0 or not path.is_file():
-                tail = errors.decode(errors="replace")[-600:]
-                raise RuntimeError(f"py-spy failed ({recorder.returncode}): {tail}")
+                raise RuntimeError(
+                    f"py-spy failed ({recorder.returncode}): {errors.decode(errors='replace')[-600:]}"
+                )
             results[fmt] = str(path)
         collapsed = (out / "profile.txt").read_text()
-        cpu = named_cpu(server.pid, *readings, thread_names(collapsed))
+        cpu = named_cpu(server.pid, *readings, collapsed)
     summary = summarize(collapsed)
     title = f"attnserve under closed-loop load, concurrency {plan.saturation}, single-text calls"
     (out / "profile.md").write_text("\n".join([f"### {title}", "", *tables(summary, cpu, calls)]) + "\n")

@@ -1,15 +1,25 @@
-"""What the serving suite measured (results.json): kit's `Point`s and the sections' own figures."""
+"""What the serving suite measured (results.json): kit's `Point`s, the sections' own figures and
+the machine they ran on (also the explain section's header)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import platform
+import subprocess
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench.serving.ceiling import CeilingRow
+from kit.launch import ROOT
 from kit.results import Point
+
+PACKAGES = ("onnxruntime", "grpcio", "tokenizers", "numpy", "protobuf", "locust")
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,9 @@ class Results:
         results = cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
                          "points": [Point.from_dict(point) for point in data["points"]]})  # fmt: skip
         if memory is not None:
-            samples = [RssSample(**sample) for sample in memory.pop("samples")]
-            results.memory = Memory(**memory, samples=samples)
+            results.memory = Memory(
+                **memory, samples=[RssSample(**sample) for sample in memory.pop("samples")]
+            )
         if seqlen is not None:
             results.seqlen = SeqLen(
                 raw_texts_per_s={int(k): v for k, v in seqlen["raw_texts_per_s"].items()},
@@ -83,3 +94,31 @@ class Results:
                 padding=seqlen["padding"],
             )
         return results
+
+
+def describe() -> dict[str, Any]:
+    """The machine a benchmark ran on, for its report's header."""
+    cpu = platform.processor() or platform.machine()
+    if os.path.isfile("/proc/cpuinfo"):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    changes = " (uncommitted changes)" if dirty.strip() else ""
+    installed = {str(d.metadata["Name"]).lower(): d.version for d in distributions()}
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+        "packages": {name: installed.get(name, "-") for name in PACKAGES},
+        "commit": "-" if commit.returncode else commit.stdout.strip() + changes,
+    }  # fmt: skip
+
+
+def one_line(machine: dict[str, Any]) -> str:
+    load = ", ".join(str(x) for x in machine["load_average"])
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, {machine['os']}, "
+        f"Python {machine['python']}, onnxruntime {machine['packages']['onnxruntime']}, "
+        f"grpcio {machine['packages']['grpcio']}; load average at start {load}; commit {machine['commit']}"
+    )

@@ -1,9 +1,6 @@
-"""Cost against text length: texts of exactly T tokens, T from 8 to max_len.
-
-Raw onnxruntime at batch 32 beside the service at a fixed concurrency; mixed lengths in
-batches of 32 grouped by length, padded to each batch's longest and padded to max_len, in
-process, since the service has no setting to turn its bucketing off.
-"""
+"""Cost against text length: texts of exactly T tokens, T from 8 to max_len, in raw onnxruntime at
+batch 32 and through the service; and mixed lengths in batches of 32 bucketed or padded (in
+process: the service has no setting to turn its bucketing off)."""
 
 from __future__ import annotations
 
@@ -32,6 +29,7 @@ def measure(repository: Path, model: str, mixed: Sequence[str], plan: Plan) -> S
     result.padding = ceiling.padding_rows(bundle, mixed, BATCH, plan.ceiling_seconds)
     with attnserve(repository) as server:
         for length, texts in by_length.items():
-            c, setup = plan.seqlen_concurrency, {"system": NATIVE, "batching": True, "workers": 1}
-            result.service[length] = closed_point(server, "native", model, texts, 1, False, c, plan, **setup)
+            result.service[length] = closed_point(
+                server, "native", model, texts, 1, False, plan.seqlen_concurrency, plan, system=NATIVE
+            )
     return result

@@ -1,12 +1,10 @@
-"""Texts and prepared requests for the benchmark: the load test's length mix, or exact lengths.
-
-The mix is the load test's (loadtest/workload.py): short, medium, long and over-length
-sentences. `exact_length_texts` builds texts that the bundle's tokenizer turns into exactly
-T tokens, for the sequence-length sweep.
-"""
+"""Texts and prepared requests for the benchmarks: the load test's length mix (loadtest/workload.py:
+short, medium, long and over-length sentences), texts of an exact token length, or a CSV column."""
 
 from __future__ import annotations
 
+import csv
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +18,12 @@ from loadtest.workload import Call, Mix, ModelLimits, Workload
 def mixed_texts(count: int, max_len: int, seed: int = 0) -> list[str]:
     workload = Workload(Mix(), ModelLimits(max_len=max_len), (), seed=seed)
     return [workload.random_text() for _ in range(count)]
+
+
+def csv_texts(path: Path, column: str, count: int | None = None) -> list[str]:
+    """The first `count` (default: all) texts of a CSV file's `column`, in file order."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return [row[column] for row in itertools.islice(csv.DictReader(handle), count)]
 
 
 def exact_length_texts(tokenizer_path: Path, length: int, count: int, seed: int = 0) -> list[str]:
@@ -36,8 +40,7 @@ def exact_length_texts(tokenizer_path: Path, length: int, count: int, seed: int 
             words -= 1
             text = workload.corpus.sentence(words)
         texts.append(text)
-    got = {len(tokenizer.encode(text).ids) for text in texts}
-    if got != {length}:
+    if (got := {len(tokenizer.encode(text).ids) for text in texts}) != {length}:
         raise ValueError(
             f"cannot build texts of exactly {length} tokens with this tokenizer (got {sorted(got)})"
         )
@@ -53,10 +56,9 @@ def prepared(api: str, model: str, texts: Sequence[str], texts_per_request: int,
         start = (i * texts_per_request) % len(texts)
         chosen = [texts[(start + j) % len(texts)] for j in range(texts_per_request)]
         calls.append(Call("bench", tuple(chosen), attention, None))
-    first = calls[0]
     return Requests(
         method=protocol.method,
         bodies=[protocol.prepare(call).body for call in calls],
         texts_per_request=texts_per_request,
-        check=lambda reply: protocol.check(first, reply),
+        check=lambda reply: protocol.check(calls[0], reply),
     )

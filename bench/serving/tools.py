@@ -1,29 +1,65 @@
-"""The tools a serving benchmark needs beyond this environment, checked before it measures
-anything: perf_analyzer (.venv-tools), PyTriton (.venv-pytriton) and MLServer (.venv-mlserver).
-A run that lacks one stops at once with one message naming every missing tool and the command
-that installs it, instead of starting servers and failing at each point."""
+"""The tools beyond this environment: NVIDIA's perf_analyzer (V2 from its C++ client, run by
+tools/perf-analyzer.sh), and MLServer and PyTriton serving the bundle from their own environments
+(systems/). A run that lacks one stops before it measures, naming each and its install command."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from bench.serving import perf_analyzer
-from bench.serving.systems.mlserver import Unavailable, mlserver_env
-from bench.serving.systems.pytriton_env import pytriton_python
+from kit.launch import ROOT, Launched, launched, v2_ready
+from kit.ports import free_port
+from kit.results import Point
 
 INSTALL = {
     "perf_analyzer": "bash tools/triton-env.sh",
     "PyTriton": "bash bench/serving/systems/pytriton-env.sh",
     "MLServer": "bash bench/serving/systems/mlserver-env.sh",
 }
+SYSTEMS = Path(__file__).resolve().parent / "systems"
+VENVS = {"PyTriton": ("ATTNSERVE_PYTRITON_VENV", ".venv-pytriton"),
+         "MLServer": ("ATTNSERVE_MLSERVER_VENV", ".venv-mlserver")}  # fmt: skip
+
+
+class Unavailable(Exception):
+    """A tool cannot run here; the message says why."""
+
+
+def venv_python(tool: str, must_exist: bool = True) -> Path:
+    """The python of PyTriton's or MLServer's own environment."""
+    variable, default = VENVS[tool]
+    venv = Path(os.environ.get(variable, ROOT / default))
+    if must_exist and not (venv / "bin" / "python").is_file():
+        raise Unavailable(f"no {tool} environment at {venv}: create it with `{INSTALL[tool]}`")
+    return venv / "bin" / "python"
+
+
+def mlserver_env(create: bool) -> Path:
+    """MLServer's python, checked (with `create`, made when missing) by mlserver-env.sh."""
+    python = venv_python("MLServer", must_exist=not create)
+    script = ROOT / INSTALL["MLServer"].split()[-1]
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise Unavailable(f"mlserver-env.sh failed: {(done.stdout + done.stderr).strip()[-800:]}")
+    return python
 
 
 def problem(tool: str) -> str | None:
     """None when `tool` (a key of INSTALL) can run here, else why it cannot."""
     if tool == "perf_analyzer":
-        return perf_analyzer.locate()
+        return locate_perf_analyzer()
     try:
-        pytriton_python() if tool == "PyTriton" else mlserver_env(create=False)
+        venv_python(tool) if tool == "PyTriton" else mlserver_env(create=False)
     except Unavailable as exc:
         return str(exc)
     return None
@@ -39,3 +75,108 @@ def message(found: dict[str, str], leave_out: str) -> str:
     lines = [f"bench: missing {', '.join(found)}; nothing was measured"]
     lines += [f"  {tool}: {why}\n    install: {INSTALL[tool]}" for tool, why in found.items()]
     return "\n".join([*lines, f"  or {leave_out}"])
+
+
+PERF_ANALYZER = ROOT / "tools" / "perf-analyzer.sh"
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    """One run: its CSV row (None when it failed), the calls it made (if counted), its output."""
+
+    row: dict[str, str] | None
+    calls: int
+    output: str
+
+    def point(self, texts: int = 1, **setup: Any) -> Point:
+        """The row as a point (perf_analyzer counts inferences: texts, not calls); none in a failed run."""
+        if self.row is None:
+            nan = math.nan
+            return Point(rps=nan, p50_ms=nan, p99_ms=nan, texts=texts, texts_per_s=nan, error_share=1.0,
+                         errors={"perf_analyzer": 1}, **setup)  # fmt: skip
+        per_s = float(self.row["Inferences/Second"])
+        ms: dict[str, Any] = {f"p{q}_ms": float(self.row[f"p{q} latency"]) / 1000 for q in (50, 95, 99)}  # µs
+        return Point(rps=per_s / texts, texts=texts, texts_per_s=per_s, **ms, **setup)
+
+    @property
+    def problem(self) -> str:
+        """perf_analyzer's last line of output: why a failed run failed."""
+        return (self.output.strip().splitlines() or ["(no output)"])[-1]
+
+
+def locate_perf_analyzer() -> str | None:
+    """None when perf_analyzer can run here, else why it cannot."""
+    done = subprocess.run(
+        ["bash", str(PERF_ANALYZER), "--locate"], capture_output=True, text=True, timeout=60
+    )
+    if done.returncode != 0:
+        return f"perf_analyzer is not usable ({done.stderr.strip()}); run tools/triton-env.sh"
+    return None
+
+
+def run_perf_analyzer(
+    target: str, model: str, data: Path, concurrency: int, *, interval_ms: int, trials: int,
+    flags: Sequence[str] = ("--async",), count_calls: bool = False, timeout: float = 600,
+) -> PerfRun:  # fmt: skip
+    """perf_analyzer against `target` at one concurrency, inputs from `data` (its JSON format).
+    No stability required: on a shared machine a run waiting for stable windows may never end."""
+    with tempfile.TemporaryDirectory() as folder:
+        report, export = Path(folder) / "perf.csv", Path(folder) / "requests.json"
+        command = [
+            "bash", str(PERF_ANALYZER), "-m", model, "-u", target, "-i", "grpc", "--input-data", str(data),
+            *flags, "--concurrency-range", str(concurrency), "--measurement-interval", str(interval_ms),
+            "--stability-percentage", "999", "--max-trials", str(trials), "-f", str(report),
+            *(["--profile-export-file", str(export)] if count_calls else []),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        output = done.stdout + done.stderr
+        if done.returncode != 0 or not report.is_file():
+            return PerfRun(None, 0, output)
+        with report.open(newline="") as handle:
+            (row,) = list(csv.DictReader(handle))
+        experiments = json.loads(export.read_text())["experiments"] if count_calls else []
+    return PerfRun(row, sum(len(e["requests"]) for e in experiments), output)
+
+
+@contextlib.contextmanager
+def mlserver(python: Path, bundle: Path, model: str) -> Iterator[Launched]:
+    """MLServer with the bundle as `model`, one worker; adaptive batching up to 32 texts or 1 ms."""
+    with tempfile.TemporaryDirectory(prefix="attnserve-mlserver-", ignore_cleanup_errors=True) as name:
+        folder, grpc_port = Path(name), free_port()
+        settings = {"debug": False, "host": "127.0.0.1", "grpc_port": grpc_port, "http_port": free_port(),
+                    "metrics_port": free_port(), "parallel_workers": 1}  # fmt: skip
+        (folder / "settings.json").write_text(json.dumps(settings))
+        model_dir = folder / model
+        model_dir.mkdir()
+        shutil.copy(SYSTEMS / "mlserver_runtime.py", model_dir)
+        parameters = {"uri": str(bundle.resolve()), "extra": {"intra_op_threads": 1}}
+        runtime = "mlserver_runtime.AttnOnnxRuntime"
+        model_settings = {"name": model, "implementation": runtime, "max_batch_size": 32,
+                          "max_batch_time": 0.001, "parameters": parameters}  # fmt: skip
+        (model_dir / "model-settings.json").write_text(json.dumps(model_settings))
+        command = [str(python.absolute().parent / "mlserver"), "start", str(folder)]
+        with launched(
+            command, f"127.0.0.1:{grpc_port}", lambda target: v2_ready(target, model), "MLServer",
+            log=folder / "mlserver.log", env={"PYTHONPATH": str(model_dir)}, cwd=folder,
+        ) as server:  # fmt: skip
+            yield server
+
+
+@contextlib.contextmanager
+def pytriton_server(python: Path, bundle: Path, model: str, log: Path) -> Iterator[Launched]:
+    """Triton serving the bundle as `model` (TEXT) and `model`_ids (INPUT_IDS)."""
+    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
+    # Triton's Python-backend stub needs the libpython of the environment's own interpreter: else it
+    # loads the system's 3.11.2 beside the venv's 3.11.7 library and fails in multiprocessing.
+    libdir = "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"
+    done = subprocess.run([str(python), "-c", libdir], capture_output=True, text=True, check=True)
+    paths = ":".join([done.stdout.strip(), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])])
+    command = [
+        str(python), str(SYSTEMS / "pytriton_server.py"), "--bundle", str(bundle), "--model", model,
+        "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--metrics-port", str(metrics_port),
+    ]  # fmt: skip
+    with launched(
+        command, f"127.0.0.1:{grpc_port}", lambda target: v2_ready(target, f"{model}_ids"), "PyTriton",
+        log=log, env={"LD_LIBRARY_PATH": paths}, timeout=300,
+    ) as server:  # fmt: skip
+        yield server

@@ -1,8 +1,5 @@
 """car-order's training steps per second: one process, against each batch split over several.
 
-    python -m bench data-parallel                          # 90 steps x 2 rounds, about a minute
-    python -m bench data-parallel --tiny                   # seconds (CI)
-
 With P processes each takes every P-th row of a batch and they sum gradients over loopback
 (one gloo all_reduce of a flat buffer), so all hold the same weights up to the order of
 float additions; the table reports how far apart they end. Settings take turns in a round.
@@ -43,14 +40,12 @@ MAX_LEN = 64  # the transformer's default, which car-order's recipe keeps: the i
 
 def task_data(pairs: int) -> tuple[Split, dict[str, object], TrainConfig]:
     """car-order's training split, its model config and its trainer settings."""
-    defaults = DEFAULTS[TASK]
     ds = load_task(TASK, seed=0, n_pairs=pairs)
     tokenizer = build_tokenizer([e.text for e in ds.train])
     config: dict[str, object] = {"vocab_size": tokenizer.get_vocab_size(), "num_classes": len(ds.labels),
-                                 "max_len": MAX_LEN, **dict(defaults.model)}  # fmt: skip
-    overrides: dict[str, Any] = dict(defaults.training)  # field names and values of TrainConfig
-    cfg = replace(TrainConfig(), **overrides)
-    return encode(tokenizer, ds.train, MAX_LEN, "head"), config, cfg
+                                 "max_len": MAX_LEN, **dict(DEFAULTS[TASK].model)}  # fmt: skip
+    overrides: dict[str, Any] = dict(DEFAULTS[TASK].training)  # field names and values of TrainConfig
+    return encode(tokenizer, ds.train, MAX_LEN, "head"), config, replace(TrainConfig(), **overrides)
 
 
 def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object], TrainConfig],
@@ -68,10 +63,11 @@ def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object
     rng = np.random.default_rng(0)  # the same in every process: the same batches and word dropout
     plan = training_batches(split, cfg.batch_size, rng, by_length=True)
     augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
-    device = torch.device("cpu")
 
     def step(rows: np.ndarray) -> None:
-        ids, mask, labels = batch_tensors(split, rows, device, augment=augment)  # [B, T], [B, T], [B]
+        ids, mask, labels = batch_tensors(
+            split, rows, torch.device("cpu"), augment=augment
+        )  # [B, T] x 2, [B]
         mine = slice(rank, None, world)
         opt.zero_grad(set_to_none=True)
         logits = model.logits(ids[mine], mask[mine])  # [B / world, C]
@@ -150,9 +146,8 @@ def render(result: dict[int, tuple[list[float], float]], steps: int) -> str:
              f"{statistics.median(rates) / one:.2f}x", f"{apart:.1e}"]
             for n, (rates, apart) in result.items()]  # fmt: skip
     header = ["processes", "steps/s (median)", "rounds", "speed-up", "weights apart from 1 process"]
-    lines = [f"car-order's recipe, {steps} steps of 128 texts per round, one torch thread a process.", "",
-             *markdown_table(header, rows, "rrlrr")]  # fmt: skip
-    return "\n".join(lines) + "\n"
+    title = f"car-order's recipe, {steps} steps of 128 texts per round, one torch thread a process."
+    return "\n".join([title, "", *markdown_table(header, rows, "rrlrr")]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

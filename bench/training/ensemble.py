@@ -26,10 +26,8 @@ def probabilities(run: LoadedRun, tokenizer: Tokenizer, texts: list[str]) -> tor
     """[N, C] class probabilities of `run` (whose tokenizer is `tokenizer`) for `texts`."""
     encoded = encode_batch(tokenizer, texts, run.max_len, run.truncation)
     with torch.no_grad():
-        logits = run.model.logits(
-            torch.from_numpy(encoded.input_ids), torch.from_numpy(encoded.attention_mask)
-        )
-    return logits.softmax(-1)  # [N, C]
+        ids, mask = torch.from_numpy(encoded.input_ids), torch.from_numpy(encoded.attention_mask)
+        return run.model.logits(ids, mask).softmax(-1)  # [N, C]
 
 
 def scores(runs: list[LoadedRun], splits: dict[str, list[Example]]) -> dict[str, list[float]]:
@@ -46,22 +44,17 @@ def scores(runs: list[LoadedRun], splits: dict[str, list[Example]]) -> dict[str,
 
 
 def _data_seed(run: LoadedRun) -> int:
-    seeds = run.metrics.get("seeds")
-    if not isinstance(seeds, dict) or "data" not in seeds:
+    if not isinstance(seeds := run.metrics.get("seeds"), dict) or "data" not in seeds:
         raise ValueError(f"{run.run_dir}: no data seed recorded (trained before --data-seed existed)")
     return int(seeds["data"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench ensemble",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = argparse.ArgumentParser(prog="python -m bench ensemble", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of attnserve-train")
-    parser.add_argument(
-        "--limit", type=int, default=0, help="score only the first N texts of each split (0: all of them)"
-    )
+    limit = "score only the first N texts of each split (0: all of them)"
+    parser.add_argument("--limit", type=int, default=0, help=limit)
     args = parser.parse_args(argv)
     try:
         runs = [load_run(path) for path in args.runs]
@@ -76,10 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     splits = {"test": dataset.test, **{k: v for k, v in dataset.extra.items() if v}}
     if args.limit > 0:
         splits = {name: examples[: args.limit] for name, examples in splits.items()}
-    names = [path.name for path in args.runs]
+    header = ["split", *(path.name for path in args.runs), "mean of probabilities"]
     rows = [
         [f"{split} ({len(splits[split])})", *(f"{v:.3f}" for v in row)]
         for split, row in scores(runs, splits).items()
     ]
-    print("\n".join(markdown_table(["split", *names, "mean of probabilities"], rows, "l" * (len(names) + 2))))
+    print("\n".join(markdown_table(header, rows, "l" * len(header))))
     return 0

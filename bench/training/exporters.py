@@ -1,7 +1,5 @@
 """Compare the ONNX exporters by the onnxruntime latency of the graphs they produce.
 
-    .venv/bin/python -m bench exporters [--threads 1] [--rounds 5] [--budget 0.4]
-
 Timings interleave the variants over rounds and keep each one's best median, so a neighbour's
 burst of CPU does not decide the comparison; figures are ratios to TorchScript at opset 18.
 """
@@ -10,49 +8,35 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 import torch
-from rich.console import Console
-from rich.table import Table
 
 from attnserve.export.contract import graph_contract
-from attnserve.export.onnx import Exporter, export_model, verify_graph
+from attnserve.export.onnx import export_model, verify_graph
 from attnserve.export.parity import PROVIDER, measure_parity, random_batch, run_onnx, run_torch, torch_threads
 from attnserve.export.timing import median_ms
 from attnserve.training.models import build_model
 from bench import sections
+from bench.render import markdown_table
 
 SHAPES = [(1, 16), (1, 64), (32, 16), (32, 64)]
 VOCAB = 128  # about the car-order vocabulary
+# (exporter, opset, onnxruntime optimizers disabled); the default graph, the baseline, is the second
+VARIANTS: list[tuple[Any, int, tuple[str, ...]]] = [
+    ("torchscript", 17, ()), ("torchscript", 18, ()), ("torchscript", 20, ()), ("dynamo", 18, ()),
+    ("dynamo", 20, ()), ("dynamo", 20, ("SkipLayerNormFusion",)),
+]  # fmt: skip
+BASELINE = VARIANTS[1]
 
 
-@dataclass(frozen=True)
-class Variant:
-    exporter: Exporter
-    opset: int
-    disabled_optimizers: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        extra = f" -{','.join(self.disabled_optimizers)}" if self.disabled_optimizers else ""
-        return f"{self.exporter} opset {self.opset}{extra}"
-
-
-VARIANTS = [
-    Variant("torchscript", 17),
-    Variant("torchscript", 18),
-    Variant("torchscript", 20),
-    Variant("dynamo", 18),
-    Variant("dynamo", 20),
-    Variant("dynamo", 20, ("SkipLayerNormFusion",)),
-]
-BASELINE = Variant("torchscript", 18)
+def label(exporter: str, opset: int, disabled: tuple[str, ...]) -> str:
+    return f"{exporter} opset {opset}" + (f" -{','.join(disabled)}" if disabled else "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,11 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only this exporter's graphs (the torch.export-based one takes seconds a graph)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    variants = [v for v in VARIANTS if args.exporter in ("all", v.exporter) or v == BASELINE]
     if args.clock == "cpu" and args.threads != 1:
         parser.error("--clock cpu measures one thread only: use it with --threads 1")
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
-    console = Console(width=150)
     torch.manual_seed(0)
     model = build_model("transformer", {"vocab_size": VOCAB}).eval()
     contract = graph_contract(model)
@@ -80,39 +62,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         shape: random_batch(rng, *shape, vocab_size=VOCAB, pad_id=0, pad_share=0.0) for shape in SHAPES
     }
     with tempfile.TemporaryDirectory() as tmp:
-        sessions: dict[str, ort.InferenceSession] = {}
-        for variant in variants:
-            path = Path(tmp) / f"{variant.exporter}-{variant.opset}.onnx"
+        runs: dict[str, Callable[[np.ndarray, np.ndarray], object]] = {
+            "torch eager": lambda ids, mask: run_torch(model, ids, mask, None)
+        }
+        for exporter, opset, disabled in VARIANTS:
+            if args.exporter not in ("all", exporter) and (exporter, opset, disabled) != BASELINE:
+                continue
+            path = Path(tmp) / f"{exporter}-{opset}.onnx"
             if not path.exists():
-                export_model(model, path, contract, opset=variant.opset, exporter=variant.exporter)
+                export_model(model, path, contract, opset=opset, exporter=exporter)
                 verify_graph(path, contract)
             options = ort.SessionOptions()
             options.intra_op_num_threads = options.inter_op_num_threads = args.threads
-            disabled = list(variant.disabled_optimizers)
             session = ort.InferenceSession(
-                str(path), options, providers=[PROVIDER], disabled_optimizers=disabled
+                str(path), options, providers=[PROVIDER], disabled_optimizers=list(disabled)
             )
-            parity = measure_parity(model, session, max_len=64, batch_sizes=(1, 3), lengths=(2, 7))
-            parity.raise_on_failure(variant.label)
-            sessions[variant.label] = session
+            measure_parity(model, session, max_len=64, batch_sizes=(1, 3), lengths=(2, 7)).raise_on_failure(
+                label(exporter, opset, disabled)
+            )
+            runs[label(exporter, opset, disabled)] = partial(run_onnx, session)
         best: dict[tuple[str, tuple[int, int]], float] = {}
         for _ in range(args.rounds):
             for shape, (ids, mask) in batches.items():
-                runs = {"torch eager": partial(run_torch, model, ids, mask, None)}
-                runs |= {label: partial(run_onnx, session, ids, mask) for label, session in sessions.items()}
-                for label, run in runs.items():
+                for name, run in runs.items():
                     with torch_threads(args.threads):
-                        ms = median_ms(run, budget_s=args.budget, clock=clock)
-                    best[(label, shape)] = min(best.get((label, shape), ms), ms)
-    table = Table(
-        title=f"onnxruntime {ort.__version__} CPU, {args.threads} thread(s), {args.clock} clock: "
-        "median ms per batch (x baseline)"
-    )
-    table.add_column("graph")
-    for batch, length in SHAPES:
-        table.add_column(f"B={batch} T={length}", justify="right")
-    for label in ["torch eager", *sessions]:
-        pairs = [(best[(label, shape)], best[(BASELINE.label, shape)]) for shape in SHAPES]
-        table.add_row(label, *(f"{own:.3f} ({own / base:.2f}x)" for own, base in pairs))
-    console.print(table)
+                        ms = median_ms(partial(run, ids, mask), budget_s=args.budget, clock=clock)
+                    best[(name, shape)] = min(best.get((name, shape), ms), ms)
+    base = label(*BASELINE)
+    rows = [[name, *(f"{best[(name, s)]:.3f} ({best[(name, s)] / best[(base, s)]:.2f}x)" for s in SHAPES)]
+            for name in runs]  # fmt: skip
+    print(f"onnxruntime {ort.__version__} CPU, {args.threads} thread(s), {args.clock} clock: "
+          "median ms per batch (x baseline)\n")  # fmt: skip
+    print("\n".join(markdown_table(["graph", *(f"B={b} T={t}" for b, t in SHAPES)], rows)))
     return 0

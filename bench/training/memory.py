@@ -1,8 +1,5 @@
 """Peak memory of a real training run on a large long-text corpus, against its budget.
 
-    python -m bench training-memory                    # 120,000 texts at 256 tokens
-    python -m bench training-memory --tiny             # seconds (CI)
-
 ``attnserve-train --data`` runs on a seeded JSONL corpus in a child process that reports its
 peak RSS (VmHWM); the budget is 1.5 x (16 bytes a parameter + one int32 id matrix + 300 MB).
 """
@@ -21,12 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import sections
-from bench.serving.memory import Sampler
+from bench.serving.memory import MB, Sampler
 from bench.training.long_texts import write_jsonl
 
-MB = 1024 * 1024
-BASE_MB = 300
-HEADROOM = 1.5
+BASE_MB, HEADROOM = 300, 1.5
 # Runs the training CLI and writes the process's peak RSS to argv[1] as it exits. The peak is
 # read from /proc/self/status, not from the parent's wait4(): Linux carries the high-water mark
 # of the pre-exec image (the parent's pages) over into the child's rusage.
@@ -45,15 +40,15 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
     """Run the training CLI with ``args``: its peak RSS, an RSS timeline, and whether it timed out."""
     report = work / "peak-kib.txt"
     report.unlink(missing_ok=True)
-    command = [sys.executable, "-c", RUN_AND_REPORT_PEAK, str(report), *args]
-    start = time.monotonic()
+    start, timed_out = time.monotonic(), False
     with open(work / "train.log", "w") as out:
-        child = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen([sys.executable, "-c", RUN_AND_REPORT_PEAK, str(report), *args], env=env,
+                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
         with Sampler(child.pid, 0.5) as sampler:
             try:
                 status = child.wait(timeout)
-                timed_out = False
             except subprocess.TimeoutExpired:
+                timed_out = True
                 child.send_signal(
                     signal.SIGINT
                 )  # KeyboardInterrupt: the child reports its peak on the way out
@@ -62,7 +57,6 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
                 except subprocess.TimeoutExpired:
                     child.kill()
                     status = child.wait()
-                timed_out = True
             except BaseException:  # Ctrl-C or SIGTERM: the training run ends with the bench
                 child.kill()
                 child.wait()
@@ -71,14 +65,9 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
     reported = int(report.read_text()) / 1024 if report.is_file() else math.nan
     sampled = max((rss for _, rss in samples), default=0.0)
     # The kernel updates the high-water mark lazily, so a sample can top it by a page or two.
-    return {
-        "peak_mb": sampled if math.isnan(reported) else max(reported, sampled),
-        "reported_peak_mb": reported,
-        "seconds": time.monotonic() - start,
-        "exit_status": status,
-        "stopped_by_timeout": timed_out,
-        "timeline": samples,
-    }
+    peak = sampled if math.isnan(reported) else max(reported, sampled)
+    return {"peak_mb": peak, "reported_peak_mb": reported, "seconds": time.monotonic() - start,
+            "exit_status": status, "stopped_by_timeout": timed_out, "timeline": samples}  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,18 +83,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="attnserve-memory-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        data = work / f"long-texts-{args.rows}.jsonl"
-        if not data.is_file():
+        if not (data := work / f"long-texts-{args.rows}.jsonl").is_file():
             write_jsonl(data, args.rows)
-        command = ["--data", str(data), "--model", "transformer", "--max-len", str(args.max_len)]
-        command += ["--epochs", "1", "--max-seconds", str(args.max_seconds), "--no-progress"]
-        command += ["--out", str(work / "run")]
+        command = ["--data", str(data), "--model", "transformer", "--max-len", str(args.max_len),
+                   "--epochs", "1", "--max-seconds", str(args.max_seconds), "--no-progress",
+                   "--out", str(work / "run")]  # fmt: skip
         env = dict(os.environ)
         if args.pythonpath is not None:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(args.pythonpath), env.get("PYTHONPATH")]))
         result = run_training(command, env, args.timeout, work)
-        metrics_path = work / "run" / "metrics.json"
-        params = json.loads(metrics_path.read_text())["params"] if metrics_path.is_file() else None
+        metrics = work / "run" / "metrics.json"
+        params = json.loads(metrics.read_text())["params"] if metrics.is_file() else None
     result.update(rows=args.rows, max_len=args.max_len, params=params, pythonpath=str(args.pythonpath or ""))
     matrix_mb = args.rows * args.max_len * 4 / MB
     stopped = ", stopped by --timeout" if result["stopped_by_timeout"] else ""

@@ -1,8 +1,5 @@
 """Training throughput of the default transformer on long texts: the old path against the new.
 
-    python -m bench training-speed                      # 32,000 texts at 256 tokens, ~10 minutes
-    python -m bench training-speed --tiny               # seconds (CI)
-
 Every variant trains the same model from the same weights with the trainer's own step; they
 take turns in rounds and a figure is a variant's median, per wall-clock and per CPU second.
 """
@@ -71,37 +68,28 @@ class TurnClock:
     of its own training, and on the wall clock that minute would pass at nearly every turn."""
 
     def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
-        self.spent = 0.0
-        self._now = now
+        self.spent, self._now = 0.0, now
         self._since: float | None = None
 
     def start(self) -> None:
         self._since = self._now()
 
     def stop(self) -> None:
-        if self._since is not None:
-            self.spent += self._now() - self._since
-            self._since = None
+        self.spent, self._since = self(), None
 
     def __call__(self) -> float:
         return self.spent + (0.0 if self._since is None else self._now() - self._since)
 
 
-def corpus(rows: int, max_len: int, seed: int) -> tuple[Split, int]:
-    texts, labels = long_texts(rows, seed)
-    tok = build_tokenizer(texts)
-    enc = encode_texts(tok, texts, max_len)
-    split = Split(enc.input_ids, enc.lengths, np.asarray(labels, dtype=np.int64))
-    return split, tok.get_vocab_size()
-
-
 def measure(args: argparse.Namespace) -> dict[str, object]:
-    split, vocab = corpus(args.rows, args.max_len, args.seed)
-    config = {"vocab_size": vocab, "max_len": args.max_len}
+    texts, labels = long_texts(args.rows, args.seed)
+    tokenizer = build_tokenizer(texts)
+    encoded = encode_texts(tokenizer, texts, args.max_len)
+    split = Split(encoded.input_ids, encoded.lengths, np.asarray(labels, dtype=np.int64))
+    config = {"vocab_size": tokenizer.get_vocab_size(), "max_len": args.max_len}
     torch.manual_seed(args.seed)
     initial = build_model("transformer", config).state_dict()
-    variants = [Variant(name, asdict(cfg)) for name, cfg in VARIANTS]
-    runs = []
+    variants, runs, device = [Variant(name, asdict(cfg)) for name, cfg in VARIANTS], [], torch.device("cpu")
     for _, cfg in VARIANTS:
         model = build_model("transformer", config)
         model.load_state_dict(initial)
@@ -121,30 +109,29 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             pad_to = args.max_len if cfg.pad_to_max_len else None
             start = round_ * (args.steps + 1)  # every round takes the next batches of the epoch
             batches = [plan[i % len(plan)] for i in range(start, start + args.steps + 1)]
-            device = torch.device("cpu")
             train_step(model, opt, batch_tensors(split, batches[0], device, pad_to=pad_to), cfg)  # warm-up
-            texts = tokens = 0
+            texts_done = tokens = 0
             counts = {threads.count}
             wall, cpu = time.perf_counter(), time.process_time()
             for idx in batches[1:]:
                 counts.add(threads.between_steps())  # as the trainer does (timed again when due)
                 batch = batch_tensors(split, idx, device, pad_to=pad_to, augment=augment)
                 train_step(model, opt, batch, cfg)
-                texts, tokens = texts + len(idx), tokens + batch[0].numel()
+                texts_done, tokens = texts_done + len(idx), tokens + batch[0].numel()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             clock.stop()
-            variant.wall.append(texts / wall)
-            variant.cpu.append(texts / cpu)
-            variant.tokens.append(tokens / texts)
+            variant.wall.append(texts_done / wall)
+            variant.cpu.append(texts_done / cpu)
+            variant.tokens.append(tokens / texts_done)
             variant.counts = sorted(counts | set(variant.counts))
-            print(f"round {round_ + 1}/{args.rounds}  {texts / wall:7.1f} texts/s  {variant.name}",
+            print(f"round {round_ + 1}/{args.rounds}  {texts_done / wall:7.1f} texts/s  {variant.name}",
                   file=sys.stderr, flush=True)  # fmt: skip
-    lengths = split.lengths
     return {
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "rows": args.rows, "max_len": args.max_len, "steps": args.steps, "rounds": args.rounds,
-        "vocab": vocab, "params": sum(p.numel() for p in runs[0][1].parameters()),
-        "mean_tokens": float(lengths.mean()), "truncated_share": float((lengths >= args.max_len).mean()),
+        "vocab": config["vocab_size"], "params": sum(p.numel() for p in runs[0][1].parameters()),
+        "mean_tokens": float(split.lengths.mean()),
+        "truncated_share": float((split.lengths >= args.max_len).mean()),
         "torch": torch.__version__, "variants": [v.summary() for v in variants],
     }  # fmt: skip
 
@@ -152,7 +139,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
 def render(result: dict[str, object]) -> str:
     variants = result["variants"]
     assert isinstance(variants, list)
-    old = variants[0]
+    old = variants[0]["texts_per_s"]
     lines = [
         f"Default transformer ({result['params']:,} parameters, vocabulary {result['vocab']:,}), "
         f"{result['rows']:,} texts of {result['mean_tokens']:.0f} tokens on average at max_len "
@@ -170,10 +157,9 @@ def render(result: dict[str, object]) -> str:
         "32,000-text epoch",
     ]
     rows = [[v["name"], str(v["threads"]), f"{v['texts_per_s']:.1f}", f"{v['texts_per_cpu_s']:.1f}",
-             f"{v['padded_tokens']:.0f}", f"{v['texts_per_s'] / old['texts_per_s']:.2f}x",
+             f"{v['padded_tokens']:.0f}", f"{v['texts_per_s'] / old:.2f}x",
              f"{32_000 / v['texts_per_s']:.0f} s"] for v in variants]  # fmt: skip
-    lines += markdown_table(header, rows)
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *markdown_table(header, rows)]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,8 @@ from attnserve.export.writer import export_run
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
 from bench.cli import main
-from bench.serving.explain import CLS, IG, KS, OCCLUSION, POOLED, RANDOM, ROLLOUT, SHAPLEY
+from bench.serving.explain import CLS, IG, OCCLUSION, POOLED, RANDOM, ROLLOUT, SHAPLEY
+from bench.serving.faithfulness import KS
 from tests.support.tiny_bert import shared_tiny_encoder_run, write_reviews
 
 

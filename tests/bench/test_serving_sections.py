@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
-from bench.serving import perf_analyzer
 from bench.serving.http import PATHS
 from bench.serving.inprocess import measure
 from bench.serving.peer_report import PEERS_BEGIN as BEGIN
 from bench.serving.peer_report import PEERS_END as END
 from bench.serving.peer_report import PEERS_PAGE as PAGE
 from bench.serving.peer_report import dump, load, render
+from bench.serving.tools import locate_perf_analyzer
 from kit.results import Point
 from tests.bench.conftest import MODEL
 
@@ -28,7 +29,7 @@ def test_peers_measures_attnserve_and_renders_and_publishes_a_run_again(
 ) -> None:
     out = tmp_path / "run"
     argv = ["peers", "--tiny", "--repository", str(bench_repository), "--model", MODEL, "--out", str(out)]
-    if perf_analyzer.locate() is not None:  # the systems perf_analyzer drives need it: leave them out
+    if locate_perf_analyzer() is not None:  # the systems perf_analyzer drives need it: leave them out
         argv += ["--systems", "native-w1"]
     assert main(argv) == 0
     results = json.loads((out / "peers.json").read_text())
@@ -57,6 +58,18 @@ def test_a_peers_json_from_before_points_were_one_type_renders(tmp_path: Path) -
     dump(earlier, tmp_path / "peers.json")
     again = load(tmp_path / "peers.json")["points"]
     assert json.dumps([p.as_dict() for p in again]) == json.dumps([p.as_dict() for p in earlier["points"]])
+
+
+def test_peers_from_renders_a_run_beside_the_one_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "peers.json"
+    shutil.copy(ROOT / "docs" / "results" / "peers" / "quiet-2026-11-26.json", run)
+    assert main(["peers", "--from", str(run), "--before", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| goal | before | after | met |" in out and "### Before (same command)" in out
+    assert (tmp_path / "peers.md").read_text() == out.removesuffix("\n")
+    assert (tmp_path / "peers.png").is_file()
 
 
 def test_peers_without_the_model_is_one_line_and_status_2(

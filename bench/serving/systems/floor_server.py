@@ -51,22 +51,21 @@ def key_of(request: pb.ModelInferRequest) -> Key:
     return tuple(part for pair in pairs for part in (pair[0].encode(), pair[1]))
 
 
-class Recording:
-    """attnserve's replies, by method (fixed) and by input bytes (inference)."""
+def record(target: str, model: str, inputs: list[Path]) -> tuple[dict[str, bytes], dict[Key, bytes]]:
+    """attnserve's replies: by method (fixed) and by input bytes (inference)."""
+    with grpc.insecure_channel(target) as channel:
 
-    def __init__(self, target: str, model: str, data: Path) -> None:
-        with grpc.insecure_channel(target) as channel:
+        def ask(method: str, request: object) -> bytes:
+            call = channel.unary_unary(f"/{SERVICE}/{method}", None, None)  # raw bytes both ways
+            reply: bytes = call(request.SerializeToString(), timeout=30)  # type: ignore[attr-defined]
+            return reply
 
-            def ask(method: str, request: object) -> bytes:
-                call = channel.unary_unary(f"/{SERVICE}/{method}", None, None)  # raw bytes both ways
-                reply: bytes = call(request.SerializeToString(), timeout=30)  # type: ignore[attr-defined]
-                return reply
-
-            self.fixed: dict[str, bytes] = {}
-            for m in ("ServerLive", "ServerReady", "ServerMetadata", *FOR_MODEL):
-                request = getattr(pb, f"{m}Request")  # ServerLive -> ServerLiveRequest
-                self.fixed[m] = ask(m, request(name=model) if m in FOR_MODEL else request())
-            self.infer = {key_of(request): ask("ModelInfer", request) for request in requests_of(model, data)}
+        fixed = {}
+        for m in ("ServerLive", "ServerReady", "ServerMetadata", *FOR_MODEL):
+            request = getattr(pb, f"{m}Request")  # ServerLive -> ServerLiveRequest
+            fixed[m] = ask(m, request(name=model) if m in FOR_MODEL else request())
+        infer = {key_of(r): ask("ModelInfer", r) for data in inputs for r in requests_of(model, data)}
+    return fixed, infer
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -80,37 +79,26 @@ def _field(number: int, payload: bytes) -> bytes:
     return bytes(head) + payload
 
 
-def reply_for(table: dict[Key, bytes], raw: bytes, stream: bool) -> bytes:
-    """The recorded reply with the request's id (clients match replies to requests by id)."""
-    request = pb.ModelInferRequest.FromString(raw)
-    found = table.get(key_of(request))
-    if found is None:
-        print(f"floor: no recorded reply for {str(request)[:600]}", file=sys.stderr)
-        raise KeyError("no recorded reply for this request")
-    reply = found + _field(3, request.id.encode()) if request.id else found
-    return _field(2, reply) if stream else reply
-
-
-def handlers(recording: Recording) -> grpc.GenericRpcHandler[bytes, bytes]:
-    methods: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {}
-    for name, reply in recording.fixed.items():
-
-        async def fixed(raw: bytes, context: object, reply: bytes = reply) -> bytes:
-            return reply
-
-        methods[name] = grpc.unary_unary_rpc_method_handler(fixed)
-    table = recording.infer
+def handlers(fixed: dict[str, bytes], table: dict[Key, bytes]) -> grpc.GenericRpcHandler[bytes, bytes]:
     served = [0]
-    template = pb.ModelStatisticsResponse.FromString(recording.fixed["ModelStatistics"])
+    template = pb.ModelStatisticsResponse.FromString(fixed["ModelStatistics"])
+
+    def reply_for(raw: bytes, stream: bool) -> bytes:
+        """The recorded reply with the request's id (clients match replies to requests by id)."""
+        served[0] += 1
+        request = pb.ModelInferRequest.FromString(raw)
+        if (found := table.get(key_of(request))) is None:
+            print(f"floor: no recorded reply for {str(request)[:600]}", file=sys.stderr)
+            raise KeyError("no recorded reply for this request")
+        reply = found + _field(3, request.id.encode()) if request.id else found
+        return _field(2, reply) if stream else reply
 
     async def model_infer(raw: bytes, context: object) -> bytes:
-        served[0] += 1
-        return reply_for(table, raw, stream=False)
+        return reply_for(raw, stream=False)
 
     async def stream_infer(requests: AsyncIterator[bytes], context: object) -> AsyncIterator[bytes]:
         async for raw in requests:
-            served[0] += 1
-            yield reply_for(table, raw, stream=True)
+            yield reply_for(raw, stream=True)
 
     async def statistics(raw: bytes, context: object) -> bytes:
         # perf_analyzer reads the requests served from the counts' growth between two reads.
@@ -131,16 +119,22 @@ def handlers(recording: Recording) -> grpc.GenericRpcHandler[bytes, bytes]:
         data: bytes = reply.SerializeToString()
         return data
 
-    methods["ModelStatistics"] = grpc.unary_unary_rpc_method_handler(statistics)
+    def fixed_reply(reply: bytes) -> grpc.RpcMethodHandler[bytes, bytes]:
+        async def answer(raw: bytes, context: object) -> bytes:
+            return reply
 
+        return grpc.unary_unary_rpc_method_handler(answer)
+
+    methods = {name: fixed_reply(reply) for name, reply in fixed.items()}
+    methods["ModelStatistics"] = grpc.unary_unary_rpc_method_handler(statistics)
     methods["ModelInfer"] = grpc.unary_unary_rpc_method_handler(model_infer)
     methods["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(stream_infer)
     return grpc.method_handlers_generic_handler(SERVICE, methods)
 
 
-async def serve(recording: Recording, port: int) -> None:
+async def serve(handler: grpc.GenericRpcHandler[bytes, bytes], port: int) -> None:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handlers(recording),))
+    server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     await server.wait_for_termination()
@@ -165,13 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input-data", type=Path, action="append", required=True, help=data)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    recordings = [Recording(args.record_from, args.model, data) for data in args.input_data]
-    merged = recordings[0]
-    for other in recordings[1:]:
-        merged.infer.update(other.infer)
-    print(f"floor: {len(merged.infer)} replies recorded; serving 127.0.0.1:{args.port}", file=sys.stderr)
+    fixed, infer = record(args.record_from, args.model, args.input_data)
+    print(f"floor: {len(infer)} replies recorded; serving 127.0.0.1:{args.port}", file=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(merged, args.port))
+        asyncio.run(serve(handlers(fixed, infer), args.port))
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -23,33 +22,28 @@ import grpc
 import numpy as np
 import onnxruntime as ort
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from tokenizers import Tokenizer
 
+from attnserve.service.bundle import read_bundle
+from attnserve.service.bundle.calibration import softmax
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
+from bench.serving.ceiling import tokenizer_for
 from kit.launch import Launched, health_serving, launched
 from kit.ports import free_port
 
-SERVICE = "attnserve.v1.Classifier"
-
 
 class NaiveClassifier:
-    def __init__(self, bundle: Path) -> None:
-        manifest = json.loads((bundle / "bundle.json").read_text())
-        self.name = str(manifest["name"])
-        self.version = int(manifest["version"])
-        self.labels = [str(label) for label in manifest["labels"]]
-        self.kind = str(manifest["attention"]["kind"])
-        # The bundle's calibrated temperature, as attnserve divides the logits by it (absent: 1).
-        self.temperature = float((manifest.get("calibration") or {}).get("temperature", 1.0))
-        self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=int(manifest["max_len"]))
-        self.tokenizer.enable_padding(pad_id=int(manifest["pad_id"]))
+    def __init__(self, folder: Path) -> None:
+        bundle = read_bundle(folder)
+        self.manifest, self.tokenizer = bundle.manifest, tokenizer_for(bundle)
+        self.kind = self.manifest.attention.kind
+        # attnserve divides the logits by the bundle's calibrated temperature (absent: 1)
+        self.temperature = self.manifest.calibration.temperature if self.manifest.calibration else 1.0
         # onnxruntime's defaults, as a hand-written server keeps them: an intra-op thread per core
-        self.session = ort.InferenceSession(str(bundle / "model.onnx"), providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(bundle.model_path), providers=["CPUExecutionProvider"])
 
     def classify(self, raw: bytes, context: grpc.ServicerContext) -> bytes:
-        request = pb.ClassifyRequest.FromString(raw)
-        if request.model not in ("", self.name):
+        request, manifest = pb.ClassifyRequest.FromString(raw), self.manifest
+        if request.model not in ("", manifest.name):
             context.abort(grpc.StatusCode.NOT_FOUND, f"model {request.model!r} is not served")
         if not request.texts:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "texts: at least one text is required")
@@ -59,16 +53,14 @@ class NaiveClassifier:
         attention = request.attention not in (pb.ATTENTION_MODE_UNSPECIFIED, pb.ATTENTION_MODE_NONE)
         names = ["logits", "attention"] if attention and self.kind != "none" else ["logits"]
         outputs = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
-        logits = outputs[0]  # [B, C]
-        scaled = logits / np.float32(self.temperature)
-        shifted = np.exp(scaled - scaled.max(axis=1, keepdims=True))
-        probabilities = shifted / shifted.sum(axis=1, keepdims=True)  # [B, C]
-        reply = pb.ClassifyResponse(model=self.name, version=self.version, request_id=request.request_id)
+        logits, probabilities = outputs[0], softmax(outputs[0], self.temperature)  # [B, C] each
+        reply = pb.ClassifyResponse(
+            model=manifest.name, version=manifest.version, request_id=request.request_id
+        )
         for i, encoding in enumerate(encodings):
-            n = int(mask[i].sum())
-            label_id = int(logits[i].argmax())
+            n, label_id = int(mask[i].sum()), int(logits[i].argmax())
             result = reply.results.add(
-                label=self.labels[label_id], label_id=label_id, probabilities=probabilities[i].tolist(),
+                label=manifest.labels[label_id], label_id=label_id, probabilities=probabilities[i].tolist(),
                 logits=logits[i].tolist(), tokens=encoding.tokens[:n], truncated=bool(encoding.overflowing),
             )  # fmt: skip
             if len(outputs) > 1:
@@ -88,11 +80,11 @@ class NaiveClassifier:
 
 
 @contextlib.contextmanager
-def naive(bundle: Path, *, threads: int = 10) -> Iterator[Launched]:
+def naive(bundle: Path) -> Iterator[Launched]:
     """This server on `bundle` in a subprocess on a free port; ready on return."""
     port = free_port()
     command = [sys.executable, "-m", "bench.serving.systems.naive_server", "--bundle", str(bundle),
-               "--port", str(port), "--threads", str(threads)]  # fmt: skip
+               "--port", str(port)]  # fmt: skip
     with launched(command, f"127.0.0.1:{port}", health_serving, "the naive server") as server:
         yield server
 
@@ -106,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     classifier = NaiveClassifier(args.bundle)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.threads))
     handler = grpc.unary_unary_rpc_method_handler(classifier.classify)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Classify": handler}),))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("attnserve.v1.Classifier", {"Classify": handler}),)
+    )
     status = health.HealthServicer()
     status.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(status, server)

@@ -1,8 +1,5 @@
 """NVIDIA Triton (from the nvidia-pytriton wheel) serving an attnserve bundle, for the benchmark.
 
-    .venv-pytriton/bin/python bench/serving/systems/pytriton_server.py --bundle models/car-order/1 \
-        --model car-order --grpc-port 50070 --http-port 50071 --metrics-port 50072
-
 Runs in its own environment (pytriton-env.sh beside it), importing nothing from this project.
 `<model>` takes TEXT and tokenizes in the inference function, `<model>_ids` takes INPUT_IDS +
 ATTENTION_MASK; both answer the tensors attnserve's V2 API declares, dynamic batching on.
@@ -33,8 +30,7 @@ class Classifier:
         self.tokenizer.enable_truncation(max_length=int(manifest["max_len"]))
         self.tokenizer.enable_padding(pad_id=self.pad_id)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(
             str(bundle / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
@@ -84,54 +80,34 @@ def outputs(kind: str) -> list[Tensor]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for flag in ("--grpc-port", "--http-port", "--metrics-port"):
+        parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--bundle", type=Path, required=True)
     parser.add_argument("--model", required=True)
-    parser.add_argument("--grpc-port", type=int, required=True)
-    parser.add_argument("--http-port", type=int, required=True)
-    parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--max-delay-us", type=int, default=0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     classifier = Classifier(args.bundle)
-    config = TritonConfig(
-        grpc_address="127.0.0.1",
-        grpc_port=args.grpc_port,
-        http_address="127.0.0.1",
-        http_port=args.http_port,
-        metrics_port=args.metrics_port,
-        allow_metrics=False,
-        log_verbose=0,
-    )
-    model_config = ModelConfig(
-        max_batch_size=args.max_batch_size,
-        batcher=DynamicBatcher(max_queue_delay_microseconds=args.max_delay_us),
-    )
+    config = TritonConfig(grpc_address="127.0.0.1", grpc_port=args.grpc_port, http_address="127.0.0.1",
+                          http_port=args.http_port, metrics_port=args.metrics_port, allow_metrics=False,
+                          log_verbose=0)  # fmt: skip
+    batcher = DynamicBatcher(max_queue_delay_microseconds=args.max_delay_us)
+    model_config = ModelConfig(max_batch_size=args.max_batch_size, batcher=batcher)
     # perf_analyzer reads ModelStatistics; PyTriton guards it with a token by default. The
     # server listens on 127.0.0.1 only, so statistics are left open and the rest stays guarded.
     security = TritonSecurityConfig(
         restricted_endpoints=["shared-memory", "model-repository", "trace", "logging"]
     )
+    text = [Tensor(name="TEXT", dtype=bytes, shape=(1,))]
+    ids = [Tensor(name=name, dtype=np.int64, shape=(-1,)) for name in ("INPUT_IDS", "ATTENTION_MASK")]
     with Triton(config=config, security_config=security) as triton:
-        triton.bind(
-            model_name=args.model,
-            infer_func=batch(classifier.text),
-            inputs=[Tensor(name="TEXT", dtype=bytes, shape=(1,))],
-            outputs=outputs(classifier.kind),
-            config=model_config,
-            strict=False,
-        )
-        triton.bind(
-            model_name=f"{args.model}_ids",
-            infer_func=batch(classifier.ids),
-            inputs=[
-                Tensor(name="INPUT_IDS", dtype=np.int64, shape=(-1,)),
-                Tensor(name="ATTENTION_MASK", dtype=np.int64, shape=(-1,)),
-            ],
-            outputs=outputs(classifier.kind),
-            config=model_config,
-            strict=False,
-        )
+        for name, infer, inputs in (
+            (args.model, classifier.text, text),
+            (f"{args.model}_ids", classifier.ids, ids),
+        ):
+            triton.bind(model_name=name, infer_func=batch(infer), inputs=inputs,
+                        outputs=outputs(classifier.kind), config=model_config, strict=False)  # fmt: skip
         triton.serve()
 
 
