@@ -64,6 +64,11 @@ class ReplyTooLarge(ResourceExhausted):
     """The reply would exceed max_reply_bytes: the same request fails again, so no retry is advised."""
 
 
+class BodyTooLarge(ResourceExhausted):
+    """A request body over its route's size limit (both transports; HTTP answers it 413): the
+    same request fails again, so no retry is advised."""
+
+
 class Unavailable(ServiceError):
     code = Status.UNAVAILABLE
 

@@ -86,9 +86,15 @@ class Server:
         # Each API's plane is built once and shared by both transports (one set of V2 statistics).
         self.native_plane = NativePlane(self.core)
         self.v2_plane = V2Plane(self.core)
-        self.apis: list[Api] = [NativeApi(self.core, self.native_plane), V2Api(self.core, self.v2_plane)]
+        # Tokens are read once, here: the call layers of both transports check them per route.
+        self.tokens = load_tokens(settings) if settings.auth else None
+        tokens = self.tokens
+        self.apis: list[Api] = [
+            NativeApi(self.core, self.native_plane, tokens),
+            V2Api(self.core, self.v2_plane, tokens),
+        ]
         self.reloader = Reloader(settings, self.core.repository, self._model_health)
-        self._admin = [AdminApi(self.core, self.reloader)] if settings.admin else []
+        self._admin = [AdminApi(self.core, self.reloader, tokens)] if settings.admin else []
         self.health = Health()
         self._serve_metrics = settings.metrics if serve_metrics is None else serve_metrics
         # A worker of --workers N shares its port: bound before its models are loaded, it
@@ -132,13 +138,12 @@ class Server:
             self.metrics_port = int(httpd.server_port)
         names = [api.service_name for api in self.apis]
         admin = [api.service_name for api in self._admin]
-        handlers = [api.handler() for api in [*self.apis, *self._admin]]
-        if not self._admin:
-            handlers.append(admin_off_handler())
+        handlers = [api.handler() for api in [*self.apis, *self._admin]]  # tokens: their call layers
+        stock = [] if self._admin else [admin_off_handler()]
         if settings.reflection:
-            handlers.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
+            stock.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))
         server = grpc.aio.server(options=grpc_options(settings))
-        server.add_generic_rpc_handlers(tuple(guarded(handlers, settings, self.metrics, admin)))
+        server.add_generic_rpc_handlers((*handlers, *guarded(stock, self.tokens, self.metrics)))
         server.add_generic_rpc_handlers((health_handler(self.health),))  # open: probes carry no token
         self.port = bind(server, settings)
         await server.start()
@@ -156,8 +161,7 @@ class Server:
 
     async def _listen_http(self) -> None:
         """The HTTP port: V2 REST and the JSON API on the same core (and V2 statistics) as gRPC."""
-        tokens = load_tokens(self.settings) if self.settings.auth else None
-        app = build_app(self.core, tokens, self.native_plane, self.v2_plane)
+        app = build_app(self.core, self.tokens, self.native_plane, self.v2_plane)
         http = HttpTransport(app, self.settings)
         self.http_port = await http.start()
         self._http = http

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from opentelemetry.context import Context
 
+from attnserve.service.calls.auth import Authenticator
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route
 from attnserve.service.calls.telemetry import access_line, finish_span
@@ -31,9 +32,9 @@ from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
+    BodyTooLarge,
     DeadlineExceeded,
     Internal,
-    ResourceExhausted,
     ServiceError,
     Status,
     detached,
@@ -80,20 +81,22 @@ async def within(seconds: float | None, work: Awaitable[R]) -> R:
         raise DeadlineExceeded(f"timeout: the call did not finish within {seconds:g} s") from None
 
 
-def too_large(route: Route, size: int) -> ResourceExhausted | None:
-    if not route.limit or size <= route.limit:
-        return None
-    return ResourceExhausted(
-        f"request body: {size} bytes; the limit for this method is {route.limit} ({route.setting})"
-    )
+def too_large(route: Route, size: int | None = None) -> BodyTooLarge:
+    """The refusal of a body over `route`'s limit, for every transport (`size`: the body's
+    bytes, where the transport knows them before it reads past the limit)."""
+    limit, setting = route.limit, route.setting
+    if size is None:
+        return BodyTooLarge(f"request body: larger than the limit of {limit} bytes ({setting})")
+    return BodyTooLarge(f"request body: {size} bytes; the limit for this method is {limit} ({setting})")
 
 
 class CallLayer:
     """Starts, serves and ends the calls of one protocol ("native" or "v2") on one transport
     ("grpc" or "http"): the two labels of its request metrics."""
 
-    def __init__(self, core: Core, protocol: str, transport: str) -> None:
+    def __init__(self, core: Core, protocol: str, transport: str, auth: Authenticator | None = None) -> None:
         self.core = core
+        self.auth = auth  # None: no tokens configured, and no call presents one
         self.protocol = protocol
         self.transport = transport
         self._endpoint = (protocol, transport)  # a version's request_duration key
@@ -136,18 +139,22 @@ class CallLayer:
 
     async def serve(
         self, call: Call, work: Callable[[Call], Awaitable[R]], *, size: int | None = None,
-        within: Permit | None = None,
+        within: Permit | None = None, token: bytes = b"",
     ) -> R | ServiceError:  # fmt: skip
-        """Apply the call's route (its permit, `size` bytes of body against its limit), run
-        `work`: its result, or the error to answer. The call ends here."""
+        """Apply the call's route (its permit, the bearer `token` it presented, `size` bytes of
+        body against its limit), run `work`: its result, or the error to answer. The call ends
+        here. A call `within` a stream was let in with the stream's token."""
         status = Status.OK
         try:
             route = call.route
             permit = self.admit(call, within) if route.gated else None
-            if size is not None:
-                refused = too_large(route, size)
+            if route.token and self.auth is not None and within is None:
+                refused = self.auth.refusal(token, admin=route.admin)
                 if refused is not None:
                     raise refused
+            if size is not None:
+                if route.limit and size > route.limit:
+                    raise too_large(route, size)
                 if permit is not None:
                     permit.hold(size)
             return await work(call)

@@ -1,7 +1,7 @@
 """What a route is, declared where a transport registers it and applied by the call layer
 once, the same for gRPC and HTTP: whether its calls are counted as inference, whether they
-take a permit (refused while the server starts or drains), whether HTTP asks for the token,
-and its body's size limit."""
+take a permit (refused while the server starts or drains), whether it asks for the bearer
+token (and an admin one) where tokens are configured, and its body's size limit."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from attnserve.service.settings import Settings
 class Route:
     counted: bool  # an inference call: in the request metrics and their inflight gauge
     gated: bool = True  # takes a permit first: UNAVAILABLE while starting or draining
-    token: bool = True  # needs the bearer token where tokens are configured (HTTP; gRPC: auth.py)
+    token: bool = True  # needs the bearer token where tokens are configured
+    admin: bool = False  # needs an admin token (the admin API)
     limit: int = 0  # the body's size limit in bytes (0: none)
     setting: str = ""  # the setting that sets `limit`, named in the refusal
 
@@ -28,6 +29,7 @@ class Routes:
     health: Route  # liveness and readiness: no permit, no token
     server: Route  # the server's own metadata: no permit (answers while starting or draining)
     stream: Route  # a stream itself: a permit for its life; its messages are inference calls
+    admin: Route  # the admin API: an admin token
 
 
 def grpc_routes(settings: Settings) -> Routes:
@@ -35,11 +37,12 @@ def grpc_routes(settings: Settings) -> Routes:
     return Routes(
         inference=Route(counted=True, limit=big, setting="max_message_bytes"),
         metadata=Route(counted=False, limit=small, setting="max_metadata_message_bytes"),
-        health=Route(
-            counted=False, gated=False, token=False, limit=small, setting="max_metadata_message_bytes"
-        ),
+        # V2's ServerLive/ServerReady/ModelReady: no permit; a token, as every gRPC method but the
+        # stock grpc.health.v1 service, which orchestrators probe (api/grpc/stock.py).
+        health=Route(counted=False, gated=False, limit=small, setting="max_metadata_message_bytes"),
         server=Route(counted=False, gated=False, limit=small, setting="max_metadata_message_bytes"),
         stream=Route(counted=False),
+        admin=Route(counted=False, admin=True, limit=small, setting="max_metadata_message_bytes"),
     )
 
 
@@ -51,4 +54,5 @@ def http_routes(settings: Settings) -> Routes:
         health=Route(counted=False, gated=False, token=False, limit=limit, setting=setting),
         server=Route(counted=False, gated=False, limit=limit, setting=setting),
         stream=Route(counted=False, limit=limit, setting=setting),
+        admin=Route(counted=False, admin=True, limit=limit, setting=setting),
     )

@@ -17,6 +17,7 @@ import grpc
 from attnserve.service.api.grpc.handlers import Handlers
 from attnserve.service.api.grpc.wire import Context, refuse, to_bytes
 from attnserve.service.bundle import valid_model_name
+from attnserve.service.calls.auth import Tokens
 from attnserve.service.calls.record import Call
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.reload import ModelReport, Reloader
@@ -66,17 +67,17 @@ class AdminApi:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, reloader: Reloader) -> None:
+    def __init__(self, core: Core, reloader: Reloader, tokens: Tokens | None = None) -> None:
         self._reloader = reloader
-        self._handlers = Handlers(core, "native")
+        self._handlers = Handlers(core, "native", tokens)
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         handlers = self._handlers
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
-                "Reload": handlers.unary(pb.ReloadRequest, self.reload, handlers.routes.metadata),
-                "Unload": handlers.unary(pb.UnloadRequest, self.unload, handlers.routes.metadata),
+                "Reload": handlers.unary(pb.ReloadRequest, self.reload, handlers.routes.admin),
+                "Unload": handlers.unary(pb.UnloadRequest, self.unload, handlers.routes.admin),
             },
         )
 

@@ -1,24 +1,25 @@
-"""Bearer-token authentication of gRPC calls (`--auth`), checked by the call layer's tokens
-(service/calls/auth.py).
+"""Bearer tokens on gRPC (`--auth`): reading a call's token from its metadata, and the guard of
+the stock services that do not run through the call layer.
 
 Every call except `grpc.health.v1.Health` (orchestrator probes carry no secrets) must send
-`authorization: Bearer <token>` metadata; the admin API needs an admin token. A method no
-service declares stays UNIMPLEMENTED. Without `--auth` the handlers are not wrapped and
-calls pay nothing.
+`authorization: Bearer <token>` metadata; the admin API needs an admin token. attnserve's own
+methods are checked by the call layer with their route (service/calls/call.py), as on HTTP;
+the stock services beside them (server reflection, the admin API's answer while it is off)
+are checked here while grpc looks their handler up. A method no service declares stays
+UNIMPLEMENTED. Without `--auth` nothing is wrapped and calls pay nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
 from attnserve.service.api.grpc.wire import Context, refuse, refuse_stream
-from attnserve.service.calls.auth import Authenticator, bearer_token, load_tokens
+from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
 from attnserve.service.engine.metrics import Metrics
 from attnserve.service.errors import ServiceError
-from attnserve.service.settings import Settings
 
 WHERE = "metadata 'authorization"
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
@@ -29,7 +30,7 @@ else:  # grpc's classes are not subscriptable at run time
     GenericBase = grpc.GenericRpcHandler
 
 
-def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> bytes:
+def bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> bytes:
     for key, value in metadata or ():
         if key == "authorization" and isinstance(value, str):
             token = bearer_token(value)
@@ -81,14 +82,14 @@ class _Guarded(GenericBase):
 
 
 def guarded(
-    handlers: Sequence[GenericHandler], settings: Settings, metrics: Metrics, admin_services: Sequence[str]
+    handlers: Sequence[GenericHandler], tokens: Tokens | None, metrics: Metrics
 ) -> list[GenericHandler]:
-    """`handlers` behind token checks when `settings.auth` (unchanged otherwise).
+    """Stock `handlers` behind token checks when tokens are configured (unchanged otherwise).
 
     The check runs inside grpc's synchronous handler lookup rather than in a
     grpc.aio.ServerInterceptor: an interceptor adds a coroutine round trip to every call
     (figures: docs/results/reliability.md, "Cost of the features on the call path")."""
-    if not settings.auth:
+    if tokens is None:
         return list(handlers)
-    guard = TokenGuard(Authenticator(load_tokens(settings), metrics, WHERE), admin_services)
+    guard = TokenGuard(Authenticator(tokens, metrics, WHERE), ())
     return [_Guarded(handler, guard) for handler in handlers]

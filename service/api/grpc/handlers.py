@@ -20,8 +20,10 @@ import grpc
 from prometheus_client import Counter
 
 from attnserve.service.allocator import release_after
+from attnserve.service.api.grpc.auth import WHERE, bearer
 from attnserve.service.api.grpc.streams import stream_handler
 from attnserve.service.api.grpc.wire import Context, Handler, M, deadline_of, parse, refuse, unless_expired
+from attnserve.service.calls.auth import Authenticator, Tokens
 from attnserve.service.calls.call import CallLayer
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route, grpc_routes
@@ -33,9 +35,10 @@ from attnserve.service.observe.propagation import extract_metadata
 class Handlers:
     """Builds the method handlers of one protocol's gRPC service ("native" or "v2")."""
 
-    def __init__(self, core: Core, protocol: str) -> None:
+    def __init__(self, core: Core, protocol: str, tokens: Tokens | None = None) -> None:
         self.core = core
-        self.layer = CallLayer(core, protocol, "grpc")
+        auth = None if tokens is None else Authenticator(tokens, core.metrics, WHERE)
+        self.layer = CallLayer(core, protocol, "grpc", auth)
         self.routes = grpc_routes(core.settings)
         self._received = core.metrics.api(protocol, "grpc").received
         self._counted: set[int] = set()  # id() of the handlers of inference methods
@@ -69,7 +72,8 @@ class Handlers:
             parent = extract_metadata(context.invocation_metadata()) if layer.tracing is not None else None
             call = layer.start(route, deadline=deadline_of(context), name=span_name[0], parent=parent)
             size = len(raw)
-            result = await layer.serve(call, partial(work, raw, context), size=size)
+            token = bearer(context.invocation_metadata()) if layer.auth is not None else b""
+            result = await layer.serve(call, partial(work, raw, context), size=size, token=token)
             del raw
             release_after(size)  # a large body's buffers go back to the system soon
             await unless_expired(context)

@@ -12,6 +12,7 @@ from attnserve.service.api.grpc.handlers import Handlers
 from attnserve.service.api.grpc.wire import Context, to_bytes
 from attnserve.service.api.native.plane import NativePlane
 from attnserve.service.api.native.types import ClassifyReply, ClassifyRequest
+from attnserve.service.calls.auth import Tokens
 from attnserve.service.calls.record import Call
 from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
@@ -130,10 +131,10 @@ class NativeApi:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: NativePlane) -> None:
+    def __init__(self, core: Core, plane: NativePlane, tokens: Tokens | None = None) -> None:
         self.core = core
         self.plane = plane
-        self._handlers = Handlers(core, "native")
+        self._handlers = Handlers(core, "native", tokens)
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         handlers = self._handlers

@@ -23,6 +23,7 @@ from functools import partial
 import grpc
 
 from attnserve.service.allocator import release_after
+from attnserve.service.api.grpc.auth import bearer
 from attnserve.service.api.grpc.wire import (
     REFUSAL_READ_SECONDS,
     Context,
@@ -102,7 +103,8 @@ def stream_handler(
 
     async def serve(requests: AsyncIterator[bytes], context: Context) -> None:
         call = layer.start(routes.stream)
-        outcome = await layer.serve(call, partial(messages, requests, context))
+        token = bearer(context.invocation_metadata()) if layer.auth is not None else b""
+        outcome = await layer.serve(call, partial(messages, requests, context), token=token)
         if isinstance(outcome, ServiceError):  # refused before it was served
             await refuse_stream(requests, context, outcome)
 

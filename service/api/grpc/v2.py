@@ -16,6 +16,7 @@ from attnserve.service.api.grpc import v2_codec
 from attnserve.service.api.grpc.handlers import Handlers
 from attnserve.service.api.grpc.wire import Context, M, to_bytes
 from attnserve.service.api.v2.plane import V2Plane
+from attnserve.service.calls.auth import Tokens
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route
 from attnserve.service.engine.core import Core
@@ -31,10 +32,10 @@ class V2Api:
 
     service_name = SERVICE_NAME
 
-    def __init__(self, core: Core, plane: V2Plane) -> None:
+    def __init__(self, core: Core, plane: V2Plane, tokens: Tokens | None = None) -> None:
         self.core = core
         self.plane = plane
-        self._handlers = Handlers(core, "v2")
+        self._handlers = Handlers(core, "v2", tokens)
 
     def handler(self) -> grpc.GenericRpcHandler[bytes, bytes]:
         handlers = self._handlers

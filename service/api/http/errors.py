@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from attnserve.service.errors import ReplyTooLarge, ServiceError, Status
+from attnserve.service.errors import BodyTooLarge, ReplyTooLarge, ServiceError, Status
 
 HTTP_STATUS = {
     Status.CANCELLED: 499,  # the client closed the request (nginx's convention)
@@ -36,14 +36,6 @@ class HttpError(ServiceError):
         self.http_status = http_status
 
 
-def body_too_large(limit: int) -> HttpError:
-    return HttpError(
-        f"request body: larger than the limit of {limit} bytes (--http-max-body-bytes)",
-        Status.RESOURCE_EXHAUSTED,
-        413,
-    )
-
-
 def read_timeout(seconds: float) -> HttpError:
     return HttpError(
         f"request body: not received within {seconds:g} s (--http-read-timeout-s)",
@@ -63,6 +55,8 @@ def method_not_allowed(method: str, path: str) -> HttpError:
 def http_status(error: ServiceError) -> int:
     if isinstance(error, HttpError):
         return error.http_status
+    if isinstance(error, BodyTooLarge):  # the call layer's refusal of a body over its route's limit
+        return 413
     return HTTP_STATUS[error.code]
 
 
@@ -90,4 +84,4 @@ def _retryable(error: ServiceError) -> bool:
     """Overload and unavailability pass; a body or reply over a size limit fails again as sent."""
     if error.code not in (Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED):
         return False
-    return http_status(error) != 413 and not isinstance(error, ReplyTooLarge)
+    return not isinstance(error, BodyTooLarge | ReplyTooLarge)

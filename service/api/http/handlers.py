@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from attnserve.service.api.http.errors import body_too_large, read_timeout
+from attnserve.service.api.http.errors import read_timeout
 from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
-from attnserve.service.calls.call import CallLayer, deadline_after, within
+from attnserve.service.calls.call import CallLayer, deadline_after, too_large, within
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route, http_routes
 from attnserve.service.edges import inflate, parse_json, quote
@@ -55,15 +55,9 @@ class Handlers:
     def __init__(self, core: Core, tokens: Tokens | None, protocol: str) -> None:
         self.core = core
         self.settings = core.settings
-        self.layer = CallLayer(core, protocol, "http")
+        auth = None if tokens is None else Authenticator(tokens, core.metrics, WHERE)
+        self.layer = CallLayer(core, protocol, "http", auth)
         self.routes = http_routes(core.settings)
-        self._auth = None if tokens is None else Authenticator(tokens, core.metrics, WHERE)
-
-    def authenticate(self, request: Request) -> None:
-        if self._auth is not None:
-            error = self._auth.refusal(bearer_token(request.headers.get("authorization", "")))
-            if error is not None:
-                raise error
 
     async def body(self, request: Request, call: Call) -> bytes:
         """The request body, decoded (gzip/deflate), within the size limit and read timeout,
@@ -72,7 +66,7 @@ class Handlers:
         declared = request.headers.get("content-length")
         digits = declared is not None and declared.isascii() and declared.isdigit()
         if declared is not None and digits and (len(declared) > len(str(limit)) or int(declared) > limit):
-            raise body_too_large(limit)
+            raise too_large(call.route)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -80,14 +74,14 @@ class Handlers:
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > limit:
-                        raise body_too_large(limit)
+                        raise too_large(call.route)
                     chunks.append(chunk)
         except TimeoutError:
             raise read_timeout(seconds) from None
         except ClientDisconnect:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
-        data = inflate(b"".join(chunks), request.headers.get("content-encoding", ""), limit=limit,
-                       too_large=body_too_large)  # fmt: skip
+        encoding = request.headers.get("content-encoding", "")
+        data = inflate(b"".join(chunks), encoding, limit=limit, too_large=lambda _: too_large(call.route))
         call.context.permit.hold(len(data))
         return data
 
@@ -113,9 +107,9 @@ class Handlers:
         async def work(call: Call) -> Response:
             if refused is not None:
                 raise refused
-            if route.token:
-                self.authenticate(request)
             return await within(timeout, handler(request, call))
 
-        result = await layer.serve(call, work)
+        # The token is the call layer's check, as on gRPC; read only where tokens are configured.
+        token = bearer_token(request.headers.get("authorization", "")) if layer.auth is not None else b""
+        result = await layer.serve(call, work, token=token)
         return style(result) if isinstance(result, ServiceError) else result
