@@ -59,7 +59,7 @@ lint: setup
 	bash scripts/typecheck.sh
 
 pytest: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 # The inner loop: no Debian packages, no images, no long documented commands; minutes on 2 cores.
 check: lint

@@ -73,7 +73,10 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
     """Validate `inputs` for `model` and tokenize them: every refusal that needs no row."""
     started = time.perf_counter()
     texts = inputs.texts
-    _check_count(len(texts) if texts is not None else len(inputs.encoded or ()), limits.max_texts_per_request)
+    count = len(texts) if texts is not None else len(inputs.encoded or ())
+    limit = limits.max_texts_per_request
+    if count == 0 or count > limit:  # the refusal is built off the common path
+        _refuse_count(count, limit)
     if inputs.mode is not AttentionMode.NONE or inputs.top_k:  # asking no attention needs no check
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
     if texts is not None:
@@ -144,7 +147,7 @@ def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> No
     timings.attribution = max(timings.attribution, attributed.ended - timings.attribution_started)
 
 
-def _check_count(count: int, limit: int) -> None:
+def _refuse_count(count: int, limit: int) -> None:
     if count == 0:
         raise InvalidArgument("texts: at least one text is required", field="texts")
     if count > limit:

@@ -117,7 +117,7 @@ class Predictor:
         """Run encoded texts through the batcher on `lane` (classify.run validates them first);
         `paced`: a call's attribution rows, which hold a bounded share of the queue;
         `tokenize`, `started`: the call's tokenizing seconds and arrival, for its timings."""
-        request = CallRows(encoded.ids, mode, k, context.trace)
+        request = CallRows(encoded.ids, mode, k, context.trace, mode is not AttentionMode.NONE or k > 0)
         lengths = encoded.lengths
         # A one-text call's run time, predicted once here and carried by its job.
         predicted = self.cost.predict(mode, k, lengths[0]) if len(lengths) == 1 else math.inf
