@@ -4,8 +4,9 @@ A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/handlers.py)
 `Call` when a request arrives (`CallLayer.start`, with the route it arrived on), serves it
 with `CallLayer.serve` and converts what that returns (a result, or the `ServiceError` to
 answer) to its wire form. `serve` is the one way in and out: it applies the route (the
-permit first, UNAVAILABLE while starting or draining, engine/admission.py; then the body's
-size limit and bytes), runs the work, and ends the call: the status it ended with, its
+permit first, UNAVAILABLE while starting or draining, engine/admission.py; then the bearer
+token where tokens are configured, calls/auth.py; then the body's size limit and bytes),
+runs the work, and ends the call: the status it ended with, its
 permit released, its duration and texts counted under its protocol and transport. Errors
 are returned, never raised to the transport, detached from their tracebacks, so a refused
 body is freed at once (see errors.detached); CancelledError propagates after the call is
