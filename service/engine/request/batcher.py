@@ -140,10 +140,10 @@ class Batcher:
                 )
             self._arrivals += 1
             lone = self._lone
-            # Busy: rows queued or a batch running; a call already past its deadline is queued,
-            # where the next take refuses it.
-            busy = bool(queued or self._running) or (deadline is not None and job.enqueued >= deadline)
-            if lone is not None and lone.decide(job.enqueued, count, busy, predicted, alone):
+            # A call already past its deadline is queued, where the next take refuses it.
+            expired = deadline is not None and job.enqueued >= deadline
+            busy = bool(queued or self._running)  # rows queued or a batch running
+            if lone is not None and not expired and lone.decide(job.enqueued, count, busy, predicted, alone):
                 # Nothing is queued or running: the call's one row is its own batch, run here.
                 self._running += 1
                 batch = Batch([Row(job, 0, lengths[0], job.enqueued)], lengths[0], lengths[0], lane)
