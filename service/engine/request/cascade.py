@@ -33,7 +33,7 @@ from attnserve.service.engine.request.attribution import check_rows
 from attnserve.service.engine.request.classify import Inputs, answer, attach, prepare
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import EngineTimings, Outputs
-from attnserve.service.engine.request.runner import EXPLAIN_LANE
+from attnserve.service.engine.request.runner import ATTENTION_LANE
 from attnserve.service.errors import InvalidArgument
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ async def run_cascade(
         )
         needed = sum(max(a, b) for a, b in zip(first_words.rows, second_words.rows, strict=True))
         check_rows(explain, len(inputs.texts), needed, cap)
-    first = await answer(student, first_texts, inputs, context, EXPLAIN_LANE)
+    first = await answer(student, first_texts, inputs, context, ATTENTION_LANE)
     deferred = [int(i) for i in np.flatnonzero(first.probabilities.max(axis=1) < members.threshold)]
     counter = model.metrics.metrics.cascade_texts
     version = str(model.version)
@@ -95,7 +95,7 @@ async def run_cascade(
         runs = [
             (which, attribute(predictor, explain, texts.encoded, words, which, replied, context, lane))
             for which, predictor, texts, words, lane in (
-                (kept, student, first_texts, first_words, EXPLAIN_LANE),
+                (kept, student, first_texts, first_words, ATTENTION_LANE),
                 (deferred, teacher, second_texts, second_words, second_lane),
             )
             if which

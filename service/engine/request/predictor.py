@@ -30,7 +30,7 @@ from attnserve.service.engine.request.batcher import Batcher
 from attnserve.service.engine.request.cost import TextCost
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.engine.request.runner import (
-    EXPLAIN_LANE,
+    ATTENTION_LANE,
     LABEL_LANE,
     CallRows,
     Runner,
@@ -59,7 +59,7 @@ class Predictor:
         the call asks no attention, so label batches never wait on or carry attention. Every
         row of the call (its attribution's too) runs on this one graph."""
         if self.model.label_runtime is None or mode != AttentionMode.NONE or top_k > 0:
-            return EXPLAIN_LANE
+            return ATTENTION_LANE
         return LABEL_LANE
 
     @property

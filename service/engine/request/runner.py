@@ -42,7 +42,7 @@ class CallRows:
     wants_attention: bool = False  # mode or top_k asks for it (set by the predictor, once a call)
 
 
-EXPLAIN_LANE = 0  # model.onnx: logits and attention
+ATTENTION_LANE = 0  # model.onnx: logits and attention
 LABEL_LANE = 1  # label.onnx: logits only (a version that has one)
 
 
