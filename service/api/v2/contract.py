@@ -170,9 +170,9 @@ def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[Out
     built: list[OutputTensor] = []
     for name in wanted:
         if name == LOGITS:
-            array = np.ascontiguousarray(out.logits, dtype=np.float32)
+            array = np.ascontiguousarray(out.logits, dtype="<f4")  # the wire is little endian
         elif name == PROBABILITIES:
-            array = np.ascontiguousarray(out.probabilities, dtype=np.float32)
+            array = np.ascontiguousarray(out.probabilities, dtype="<f4")
         elif name == LABEL:
             labels = contract.labels
             built.append(
@@ -182,7 +182,7 @@ def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[Out
         elif name == ATTENTION:
             if out.attention is None:
                 raise RuntimeError("the batch returned no attention although it was requested")
-            array = np.ascontiguousarray(pad_attention(out.attention, out.encoded.lengths), dtype=np.float32)
+            array = np.ascontiguousarray(pad_attention(out.attention, out.encoded.lengths), dtype="<f4")
         elif name in attribution.OUTPUTS:
             built.append(attribution.output(name, out))
             continue
@@ -192,7 +192,7 @@ def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[Out
             continue
         else:  # LENGTHS
             built.append(
-                OutputTensor(LENGTHS, "INT64", (count,), array=np.asarray(out.encoded.lengths, np.int64))
+                OutputTensor(LENGTHS, "INT64", (count,), array=np.asarray(out.encoded.lengths, "<i8"))
             )
             continue
         built.append(OutputTensor(name, "FP32", array.shape, array=array))
