@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.errors import InvalidArgument, ServiceError
@@ -149,17 +149,10 @@ def parse_word(kind: type[Spelled], value: object, *, field: str) -> Spelled:
         raise InvalidArgument(f"{field}: {exc}") from None
 
 
-_BY_NUMBER: dict[tuple[type[Any], int], Any] = {}  # (kind, number) -> member, as parsed before
-
-
 def parse_number(kind: type[Spelled], value: int, *, field: str) -> Spelled:
     """A mode or method from its attnserve.v1 number (0: unset, NONE)."""
-    member: Spelled | None = _BY_NUMBER.get((kind, value))
-    if member is not None:  # every call asks this: a lookup, not a parse
-        return member
     try:
-        member = _BY_NUMBER[kind, value] = kind.of_number(value)
+        return kind.of_number(value)
     except ValueError as exc:
-        known = ", ".join(m.proto_name for m in kind)
+        known = ", ".join(member.proto_name for member in kind)
         raise InvalidArgument(f"{field}: {exc}; known: {known}") from None
-    return member

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from attnserve.service.api.grpc.wire import to_bytes
 from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
-from attnserve.service.api.v2.tensors import encode_bytes
+from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,
     Duration,
@@ -128,12 +128,7 @@ def _fill(into: pb.ModelInferResponse, response: InferResponse) -> pb.ModelInfer
     add, raws = into.outputs.add, into.raw_output_contents
     for tensor in response.outputs:
         add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        if tensor.items is not None:
-            raws.append(encode_bytes(tensor.items))
-        elif tensor.array is not None:
-            raws.append(tensor.array.tobytes())
-        else:
-            raise ValueError(f"output {tensor.name} holds no data")
+        raws.append(output_raw(tensor))
     return into
 
 

@@ -109,7 +109,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
     for i, label_id in enumerate(label_ids):
-        tokens, offsets, special = encoded.pieces(i)
+        tokens = encoded.tokens(i)
         top: list[TokenWeight] = []
         if top_tokens is not None:
             index, weight = top_tokens[i]
@@ -124,8 +124,8 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 probabilities=probabilities[i],
                 logits=logits[i],
                 tokens=tokens,
-                offsets=offsets,
-                special=special,
+                offsets=encoded.offsets(i),
+                special=encoded.special(i),
                 truncated=encoded.truncated[i],
                 attention=None if attention is None else attention[i],
                 top_tokens=top,

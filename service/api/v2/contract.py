@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.tensors import decode_int64, format_shape, require
+from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
 from attnserve.service.api.v2.types import (
     ConfigTensor,
     InferRequest,
@@ -166,37 +166,27 @@ def inputs_by_name(tensors: Sequence[InputTensor]) -> dict[str, InputTensor]:
 
 def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[OutputTensor]:
     """The requested outputs of a finished call, in `wanted`'s order."""
-    count = len(out.label_ids)
-    built: list[OutputTensor] = []
-    for name in wanted:
-        if name == LOGITS:
-            array = np.ascontiguousarray(out.logits, dtype="<f4")  # the wire is little endian
-        elif name == PROBABILITIES:
-            array = np.ascontiguousarray(out.probabilities, dtype="<f4")
-        elif name == LABEL:
-            labels = contract.labels
-            built.append(
-                OutputTensor(LABEL, "BYTES", (count, 1), items=[labels[i] for i in out.label_ids.tolist()])
-            )
-            continue
-        elif name == ATTENTION:
-            if out.attention is None:
-                raise RuntimeError("the batch returned no attention although it was requested")
-            array = np.ascontiguousarray(pad_attention(out.attention, out.encoded.lengths), dtype="<f4")
-        elif name in attribution.OUTPUTS:
-            built.append(attribution.output(name, out))
-            continue
-        elif name == ANSWERED_BY:
-            members = [member.encode() for member in out.answered_by or ()]
-            built.append(OutputTensor(ANSWERED_BY, "BYTES", (count, 1), items=members))
-            continue
-        else:  # LENGTHS
-            built.append(
-                OutputTensor(LENGTHS, "INT64", (count,), array=np.asarray(out.encoded.lengths, "<i8"))
-            )
-            continue
-        built.append(OutputTensor(name, "FP32", array.shape, array=array))
-    return built
+    return [_output(name, contract, out) for name in wanted]
+
+
+def _output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
+    if name == LOGITS:
+        return numeric_output(LOGITS, "FP32", out.logits)
+    if name == PROBABILITIES:
+        return numeric_output(PROBABILITIES, "FP32", out.probabilities)
+    if name == LABEL:
+        labels = contract.labels
+        return bytes_output(LABEL, (len(out), 1), [labels[i] for i in out.label_ids.tolist()])
+    if name == ATTENTION:
+        if out.attention is None:
+            raise RuntimeError("the batch returned no attention although it was requested")
+        return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
+    if name in attribution.OUTPUTS:
+        return attribution.output(name, out)
+    if name == ANSWERED_BY:
+        members = [member.encode() for member in out.answered_by or ()]
+        return bytes_output(ANSWERED_BY, (len(out), 1), members)
+    return numeric_output(LENGTHS, "INT64", np.asarray(out.encoded.lengths, dtype=np.int64))
 
 
 def requested_outputs(outputs: Sequence[RequestedOutput], declared: list[str]) -> list[str]:

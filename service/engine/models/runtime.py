@@ -65,8 +65,6 @@ class RuntimeSession:
         # hostile round against the tiny BERT). Copies free every chunk as the run ends, at the
         # cost of one memcpy of the outputs (a few ms for 32 MB of attention, next to the run's
         # tens); logits alone cost microseconds.
-        if len(outputs) == 1:
-            return [np.array(outputs[0])]
         return [np.array(output) for output in outputs]
 
 

@@ -52,13 +52,6 @@ class EncodedTexts:
             return []
         return [bool(flag) for flag in self.encodings[index].special_tokens_mask]
 
-    def pieces(self, index: int) -> tuple[list[str], list[tuple[int, int]], list[bool]]:
-        """`tokens`, `offsets` and `special` of one text at once (a reply reads all three)."""
-        if self.encodings is None:
-            return [], [], []
-        encoding = self.encodings[index]
-        return list(encoding.tokens), list(encoding.offsets), [bool(f) for f in encoding.special_tokens_mask]
-
     @classmethod
     def from_ids(cls, rows: Sequence[TokenIds]) -> EncodedTexts:
         """Rows tokenized by the caller (e.g. an INPUT_IDS tensor, padding already removed)."""

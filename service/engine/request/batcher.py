@@ -133,7 +133,7 @@ class Batcher:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)
             queued = self._queue.queued
-            if queued + (min(count, window) if window else count) > self.limits.max_queue:
+            if queued + job.first_places > self.limits.max_queue:
                 raise ResourceExhausted(
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"

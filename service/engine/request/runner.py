@@ -62,16 +62,10 @@ class Runner:
     def __call__(self, batch: Batch) -> BatchOutput:
         started = time.perf_counter()
         rows = batch.rows
-        if len(rows) == 1:  # a lone call's batch, the commonest at low load: no comprehensions
-            one: CallRows = rows[0].job.payload
-            requests = [one]
-            ids, mask = pad_ids([one.ids[rows[0].index]], self.pad_id, batch.width)
-            want_attention = one.wants_attention
-        else:
-            requests = [row.job.payload for row in rows]
-            ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)],
-                                self.pad_id, batch.width)  # fmt: skip
-            want_attention = any(r.wants_attention for r in requests)
+        requests: list[CallRows] = [row.job.payload for row in rows]
+        ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
+                            batch.width)  # fmt: skip
+        want_attention = any(r.wants_attention for r in requests)
         # A label-lane batch asks no attention (Predictor.lane): the label graph answers it.
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
         outputs = run(ids, mask, want_attention)
