@@ -50,8 +50,10 @@ from attnserve.service.bundle.reader import (
     read_bundle,
     read_manifest,
 )
+from attnserve.service.bundle.scoring import DEFAULT_THRESHOLD, Problem, Scoring, Thresholds, sigmoid
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "ECE_BINS",
     "LABEL_MODEL_FILE",
     "MANIFEST_FILE",
@@ -75,12 +77,15 @@ __all__ = [
     "Histogram",
     "LabelGraph",
     "ParityReport",
+    "Problem",
     "QuantizationInfo",
     "RepositoryError",
+    "Scoring",
     "ServingHints",
     "SessionLike",
     "TensorDType",
     "TensorSpec",
+    "Thresholds",
     "TrainingFigures",
     "Truncation",
     "check_io",
@@ -95,6 +100,7 @@ __all__ = [
     "read_manifest",
     "scan",
     "sha256_file",
+    "sigmoid",
     "softmax",
     "valid_model_name",
     "write_manifest",

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from attnserve.service.bundle.calibration import Calibration
 from attnserve.service.bundle.layout import NAME_PATTERN
 from attnserve.service.bundle.profile import DataProfile
+from attnserve.service.bundle.scoring import SINGLE_LABEL, Scoring
 
 SCHEMA_VERSION: Literal[1] = 1
 MANIFEST_FILE = "bundle.json"
@@ -170,7 +171,7 @@ class BundleManifest(_Strict):
     name: str
     version: int = Field(ge=1)
     family: str
-    labels: list[str] = Field(min_length=2)
+    labels: list[str] = Field(min_length=1)  # two or more; one for a regression model (scoring)
     max_len: int = Field(ge=1)
     # The end of a long text the server keeps; absent from older bundles, whose tokenizer.json decides.
     truncation: Truncation | None = None
@@ -192,6 +193,8 @@ class BundleManifest(_Strict):
     # The temperature served probabilities divide the logits by (calibration.py); absent: 1.
     calibration: Calibration | None = None
     serving: ServingHints | None = None
+    # What the scores mean (scoring.py); absent: a softmax over two or more labels.
+    scoring: Scoring | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @field_validator("name")
@@ -225,6 +228,7 @@ class BundleManifest(_Strict):
         if "logits" not in outputs:
             raise ValueError("outputs must include 'logits'")
         classes = outputs["logits"].shape[-1] if outputs["logits"].shape else None
+        self.scores.check_labels(len(self.labels))
         if isinstance(classes, int) and classes != len(self.labels):
             raise ValueError(f"logits has {classes} classes but labels lists {len(self.labels)}")
         has_attention = "attention" in outputs
@@ -239,6 +243,11 @@ class BundleManifest(_Strict):
         if not {"input_ids", "attention_mask"} <= names:
             raise ValueError("inputs must include 'input_ids' and 'attention_mask'")
         return self
+
+    @property
+    def scores(self) -> Scoring:
+        """The model's scoring; single-label for a bundle that declares none."""
+        return self.scoring if self.scoring is not None else SINGLE_LABEL
 
     def output(self, name: str) -> TensorSpec | None:
         return next((spec for spec in self.outputs if spec.name == name), None)
