@@ -81,11 +81,11 @@ class Scoring(BaseModel):
     def check_labels(self, labels: int) -> None:
         """ValueError where the label count does not fit the problem."""
         if self.regression and labels != 1:
-            raise ValueError(f"a regression model has one output, the manifest lists {labels} labels")
+            raise ValueError(f"labels lists {labels}; a regression model has one output")
         if not self.regression and labels < 2:
-            raise ValueError(f"a {self.problem.value} model needs two labels or more, it has {labels}")
+            raise ValueError(f"labels lists {labels}; a {self.problem.value} model needs at least 2")
         if self.thresholds is not None and len(self.thresholds) != labels:
-            raise ValueError(f"{len(self.thresholds)} thresholds for {labels} labels")
+            raise ValueError(f"labels lists {labels}, scoring has {len(self.thresholds)} thresholds")
 
     def probabilities(self, logits: npt.NDArray[np.float32], temperature: float = 1.0) -> Floats:
         """The served scores [B, C]: softmax(logits / T), sigmoid(logits) per label, or the value."""

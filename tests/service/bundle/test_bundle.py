@@ -109,7 +109,7 @@ def test_manifest_that_is_not_json_is_refused(bundle_copy: Callable[[str], Path]
 def test_invalid_manifest_names_the_field(bundle_copy: Callable[[str], Path]) -> None:
     bundle_dir = bundle_copy("bow_mlp")
     _edit_manifest(bundle_dir, labels=["only-one"])
-    with pytest.raises(BundleError, match=r"labels: .*at least 2"):
+    with pytest.raises(BundleError, match=r"labels lists 1; .* needs at least 2"):
         read_bundle(bundle_dir)
 
 
