@@ -1,7 +1,9 @@
 """How faithful each explanation of a model is, and what one costs: ERASER's metrics per method.
 
-Each argument is MODEL=RUN (MODEL alone leaves Integrated Gradients out); methods and
-definitions: docs/benchmarks.md, the metrics: bench/serving/faithfulness.py.
+Each argument is MODEL=RUN (MODEL alone leaves Integrated Gradients out), RUN an attnserve
+training run or the Hugging Face folder an imported model came from (Integrated Gradients then
+runs on the original transformers model); methods and definitions: docs/benchmarks.md, the
+metrics: bench/serving/faithfulness.py.
 """
 
 from __future__ import annotations
@@ -96,6 +98,33 @@ def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, 
     import torch
     from captum.attr import LayerIntegratedGradients
 
+    forward, layer, pad_id = _differentiable(run_dir)
+    ig = LayerIntegratedGradients(forward, layer)
+    method = Method(IG)
+    for index, (text, target) in enumerate([(texts[-1], classes[-1]), *zip(texts, classes, strict=True)]):
+        ids = torch.from_numpy(text.ids.astype(np.int64)).unsqueeze(0)  # [1, n]
+        special = torch.tensor([int(t) in special_ids for t in text.ids])
+        baseline = torch.where(special, ids, torch.full_like(ids, pad_id))
+        mask, started = torch.ones_like(ids), time.perf_counter()
+        attributions = ig.attribute(ids, baselines=baseline, target=int(target), n_steps=steps,
+                                    additional_forward_args=(mask,), internal_batch_size=steps)  # fmt: skip
+        if index > 0:  # the first call warms up and stays out of the figures
+            method.ms.append(1e3 * (time.perf_counter() - started))
+            method.scores.append(per_word(attributions.detach().sum(-1)[0].numpy(), text.units))
+            method.rows.append(float(steps))
+    return method
+
+
+def _differentiable(run_dir: Path) -> tuple[Any, Any, int]:
+    """(probabilities of (ids, mask), the token embedding table, the pad id) of an attnserve run, or
+    of the transformers model of a Hugging Face folder (recognised by its config.json)."""
+    if (run_dir / "config.json").is_file() and not (run_dir / "checkpoint.pt").exists():
+        import transformers
+
+        hf = transformers.AutoModelForSequenceClassification.from_pretrained(run_dir).eval()
+        pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
+        return (lambda ids, mask: hf(input_ids=ids, attention_mask=mask).logits.softmax(-1),
+                hf.get_input_embeddings(), int(pad))  # fmt: skip
     from attnserve.training.models.base import SequenceClassifier
     from attnserve.training.models.encoder import EncoderClassifier
     from attnserve.training.run.checkpoint import load_run
@@ -107,20 +136,7 @@ def integrated_gradients(run_dir: Path, texts: list[Text], classes: np.ndarray, 
         layer = model.embed
     else:
         raise ValueError(f"{run_dir}: no token embedding table to attribute to ({run.family})")
-    ig = LayerIntegratedGradients(lambda ids, mask: model.logits(ids, mask).softmax(-1), layer)
-    method = Method(IG)
-    for index, (text, target) in enumerate([(texts[-1], classes[-1]), *zip(texts, classes, strict=True)]):
-        ids = torch.from_numpy(text.ids.astype(np.int64)).unsqueeze(0)  # [1, n]
-        special = torch.tensor([int(t) in special_ids for t in text.ids])
-        baseline = torch.where(special, ids, torch.full_like(ids, run.pad_id))
-        mask, started = torch.ones_like(ids), time.perf_counter()
-        attributions = ig.attribute(ids, baselines=baseline, target=int(target), n_steps=steps,
-                                    additional_forward_args=(mask,), internal_batch_size=steps)  # fmt: skip
-        if index > 0:  # the first call warms up and stays out of the figures
-            method.ms.append(1e3 * (time.perf_counter() - started))
-            method.scores.append(per_word(attributions.detach().sum(-1)[0].numpy(), text.units))
-            method.rows.append(float(steps))
-    return method
+    return (lambda ids, mask: model.logits(ids, mask).softmax(-1)), layer, run.pad_id
 
 
 def measure(

@@ -1,5 +1,7 @@
 """`python -m bench explain --tiny` on a tiny BERT and a tiny gru_attention model, each trained on
-reviews whose adjective alone decides the label: every method's row, finite figures in range."""
+reviews whose adjective alone decides the label, and a tiny Hugging Face classifier imported from
+its folder (Integrated Gradients on the transformers model itself): every method's row, finite
+figures in range."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attnserve.export.cli import main as export_main
 from attnserve.export.parity import torch_threads
 from attnserve.export.writer import export_run
 from attnserve.training.loop.trainer import TrainConfig
@@ -16,6 +19,7 @@ from attnserve.training.run.pipeline import DataSpec, train_run
 from bench.cli import main
 from bench.serving.explain import CLS, IG, OCCLUSION, POOLED, RANDOM, ROLLOUT, SHAPLEY
 from bench.serving.faithfulness import KS
+from tests.export.hf_classifiers import ARCHITECTURES, save_classifier
 from tests.support.tiny_bert import shared_tiny_encoder_run, write_reviews
 
 
@@ -34,11 +38,13 @@ def test_the_explain_section_scores_every_method_of_both_models(
     repository = tmp_path / "models"
     export_run(bert, repository, "bert")
     export_run(gru, repository, "gru")
+    folder = save_classifier(ARCHITECTURES["bert"], tmp_path / "hf")
+    assert export_main([str(folder), "--repository", str(repository), "--name", "hf", "--no-latency"]) == 0
     texts = write_reviews(tmp_path / "texts.csv", 40, seed=2)
     out, docs = tmp_path / "explain.json", tmp_path / "docs"
     argv = ["explain", "--tiny", "--repository", str(repository), f"bert={bert}", f"gru={gru}",
-            "--texts", str(texts), "--text-column", "text", "--count", "24", "--out", str(out),
-            "--publish", str(docs)]  # fmt: skip
+            f"hf={folder}", "--texts", str(texts), "--text-column", "text", "--count", "24",
+            "--out", str(out), "--publish", str(docs)]  # fmt: skip
     assert main(argv) == 0
     document = json.loads(out.read_text())
     models = {model["model"]: model for model in document["models"]}
@@ -46,6 +52,7 @@ def test_the_explain_section_scores_every_method_of_both_models(
     assert methods == {
         "bert": [RANDOM, POOLED, CLS, ROLLOUT, OCCLUSION, SHAPLEY, IG],
         "gru": [RANDOM, POOLED, OCCLUSION, SHAPLEY, IG],  # attention pooling: one weight per token
+        "hf": [RANDOM, POOLED, CLS, ROLLOUT, OCCLUSION, SHAPLEY, IG],  # IG through transformers
     }
     for model in models.values():
         assert model["texts"] == 24 and model["ig_steps"] == 4 and model["words"] > 2
