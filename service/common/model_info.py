@@ -7,6 +7,7 @@ say how it reads in JSON; the OpenAPI document is generated from them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -92,6 +93,17 @@ class ModelInfo:
     # softmax(logits / temperature)), ".ece_before" and ".ece_after" where the bundle has one.
     metrics: dict[str, float]
     created_at: Annotated[str, Field(description="ISO 8601")]
+    problem_type: Annotated[
+        str,
+        Field(description="What the scores mean, as transformers' problem_type: "
+              '"single_label_classification" (a softmax over labels), "multi_label_classification" '
+              '(a sigmoid per label, assigned at its threshold) or "regression" (one value).'),
+    ] = "single_label_classification"  # fmt: skip
+    thresholds: Annotated[
+        list[float],
+        Field(description="Multi-label models: per label, the probability at or over which it is assigned; "
+              "empty for other models."),
+    ] = dataclasses.field(default_factory=list)  # fmt: skip
 
     # The flatter reading the client's users know: the attention's parts by name.
     @property

@@ -63,7 +63,7 @@ def output(response: pb.ModelInferResponse, name: str) -> np.ndarray:
     if tensor.datatype == "BYTES":
         items = [item.decode() for item in split_bytes(raw, name)]
         return np.array(items, dtype=object).reshape(tuple(tensor.shape))
-    dtype = {"FP32": "<f4", "INT64": "<i8", "INT32": "<i4"}[tensor.datatype]
+    dtype = {"FP32": "<f4", "INT64": "<i8", "INT32": "<i4", "BOOL": "?"}[tensor.datatype]
     return np.frombuffer(raw, dtype=dtype).reshape(tuple(tensor.shape))
 
 

@@ -46,6 +46,7 @@ def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
         request_id=message.request_id,
         attribution=attribution_method(message.attribution),
         attribution_budget=message.attribution_budget,
+        attribution_label=message.attribution_label,
     )
 
 
@@ -64,6 +65,8 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             answered_by=result.answered_by or "",  # empty: not a cascade
             attribution=result.attribution or (),  # empty: none asked
             attribution_rows=result.attribution_rows or 0,
+            assigned=result.assigned or (),  # empty: not multi-label, or no label over its threshold
+            value=result.value,  # None (unset): not a regression model
         )
         if result.attention is not None:
             item.attention.CopyFrom(tensor(result.attention))
@@ -116,6 +119,8 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
         metrics=info.metrics,
         created_at=info.created_at,
         label_graph=info.label_graph,
+        problem_type=info.problem_type,
+        thresholds=info.thresholds,
         threads=pb.ThreadInfo(
             intra_op=threads.intra_op,
             source=threads.source,

@@ -36,6 +36,7 @@ _CONFIG_TYPES = {
     "TYPE_INT64": pb.TYPE_INT64,
     "TYPE_INT32": pb.TYPE_INT32,
     "TYPE_FP32": pb.TYPE_FP32,
+    "TYPE_BOOL": pb.TYPE_BOOL,
 }
 
 
@@ -70,12 +71,8 @@ def infer_request(message: pb.ModelInferRequest) -> InferRequest:
         for o in message.outputs
     ]
     parameters = message.parameters
-    method, budget = attribution.read_parameters(
-        {
-            name: _value(parameters[name])
-            for name in (attribution.METHOD, attribution.BUDGET)
-            if name in parameters
-        }
+    method, budget, label = attribution.read_parameters(
+        {name: _value(parameters[name]) for name in attribution.PARAMETERS if name in parameters}
     )
     return InferRequest(
         message.model_name,
@@ -86,6 +83,7 @@ def infer_request(message: pb.ModelInferRequest) -> InferRequest:
         attention_mode=_attention_mode(parameters),
         attribution=method,
         attribution_budget=budget,
+        attribution_label=label,
     )
 
 
@@ -185,6 +183,7 @@ def model_config(config: ModelConfig) -> pb.ModelConfigResponse:
                 max_queue_delay_microseconds=config.max_queue_delay_microseconds,
                 preserve_ordering=True,
             ),
+            parameters={key: pb.ModelParameter(string_value=text) for key, text in config.parameters.items()},
         )
     )
 

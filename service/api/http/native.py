@@ -72,6 +72,12 @@ class ClassifyBody(BaseModel):
         "64, raised to words + 1; fewer than words + 1 is refused); the server caps a request's rows at "
         "--max-attribution-rows.",
     )
+    attribution_label: str = Field(
+        "",
+        max_length=1024,
+        description="The label whose score the attribution explains, by name (one of the model's labels; a "
+        "multi-label model scores each label on its own); empty: each text's own label.",
+    )
 
 
 def parse_classify(document: object) -> ClassifyBody:
@@ -101,6 +107,7 @@ def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
         request_id=body.request_id,
         attribution=body.attribution,
         attribution_budget=body.attribution_budget,
+        attribution_label=body.attribution_label,
     )
 
 

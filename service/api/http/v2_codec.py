@@ -192,7 +192,7 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
                 _attention_mode(output_parameters, f"{where}.parameters.{ATTENTION_MODE}"),
             )
         )
-    method, budget = attribution.read_parameters(parameters)
+    method, budget, label = attribution.read_parameters(parameters)
     request = InferRequest(
         name,
         version,
@@ -202,6 +202,7 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
         attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
         attribution=method,
         attribution_budget=budget,
+        attribution_label=label,
     )
     return RestRequest(request, binary_of, binary_default)
 

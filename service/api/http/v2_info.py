@@ -66,6 +66,11 @@ class DynamicBatchingJson(TypedDict):
 
 
 @with_config(CLOSED)
+class ParameterJson(TypedDict):
+    string_value: str
+
+
+@with_config(CLOSED)
 class ModelConfigJson(TypedDict):
     name: str
     platform: str
@@ -74,6 +79,7 @@ class ModelConfigJson(TypedDict):
     input: list[ConfigTensorJson]
     output: list[ConfigTensorJson]
     dynamic_batching: DynamicBatchingJson
+    parameters: dict[str, ParameterJson]
 
 
 @with_config(CLOSED)
@@ -154,6 +160,7 @@ def model_config(config: ModelConfig) -> ModelConfigJson:
             "max_queue_delay_microseconds": config.max_queue_delay_microseconds,
             "preserve_ordering": True,
         },
+        "parameters": {key: {"string_value": value} for key, value in config.parameters.items()},
     }
 
 

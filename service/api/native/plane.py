@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from attnserve.service.api.native.types import (
     ClassifyReply,
     ClassifyRequest,
@@ -27,7 +29,7 @@ from attnserve.service.engine.core import Core
 from attnserve.service.engine.limits import limits_info
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attention import mode_shapes
-from attnserve.service.engine.request.attribution import Explain
+from attnserve.service.engine.request.attribution import Explain, explained_label
 from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.engine.request.results import Outputs
 
@@ -84,6 +86,8 @@ class NativePlane:
             ),
             metrics=metrics,
             created_at=manifest.created_at.isoformat(),
+            problem_type=manifest.scores.problem.value,
+            thresholds=list(manifest.scores.thresholds or ()),
         )
 
     # --- classify -------------------------------------------------------------------------
@@ -93,7 +97,8 @@ class NativePlane:
             call.name_request(request.request_id)
         model = self.core.resolve(request.model, request.version)
         call.resolved(model.metrics, len(request.texts))
-        explain = Explain(request.attribution, request.attribution_budget)
+        label = explained_label(model.labels, request.attribution_label, model.name)
+        explain = Explain(request.attribution, request.attribution_budget, label)
         inputs = Inputs(texts=request.texts, mode=request.attention, top_k=request.top_k, explain=explain)
         out = await self.core.classify(model, inputs, call.context)
         call.answered(out)
@@ -105,6 +110,10 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     encoded, labels = out.encoded, model.labels
     label_ids = out.label_ids.tolist()
     logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
+    scoring = model.manifest.scores
+    chosen = scoring.assigned(out.probabilities)  # [k, C] multi-label only
+    assigned = None if chosen is None else [[labels[j] for j in np.flatnonzero(row)] for row in chosen]
+    values = [row[0] for row in probabilities] if scoring.regression else None
     attention, top_tokens = out.attention, out.top_tokens
     attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
@@ -121,7 +130,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
             TextResult(
                 label=labels[label_id],
                 label_id=label_id,
-                probabilities=probabilities[i],
+                probabilities=probabilities[i] if values is None else [],
                 logits=logits[i],
                 tokens=tokens,
                 offsets=encoded.offsets(i),
@@ -132,6 +141,8 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 answered_by=None if out.answered_by is None else out.answered_by[i],
                 attribution=None if attribution is None else attribution[i].tolist(),
                 attribution_rows=None if attribution_rows is None else attribution_rows[i],
+                assigned=None if assigned is None else assigned[i],
+                value=None if values is None else values[i],
             )
         )
     timings = out.timings

@@ -71,6 +71,7 @@ class ClassifyRequest:
     request_id: str = ""
     attribution: Attribution = Attribution.NONE
     attribution_budget: int = 0  # shapley: forward rows per text; 0: the server's default
+    attribution_label: str = ""  # the label explained, by name; "": each text's own label
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,8 @@ class TextResult:
         list[float] | None,
         Field(
             description="When an attribution was asked: one score per entry of `tokens`, how much the word "
-            "the token belongs to moves the probability of `label` (occlusion: the drop when the word is "
+            "the token belongs to moves the score of `label` (or of the request's `attribution_label`; "
+            "occlusion: the drop when the word is "
             "removed; shapley: its Shapley value); 0 for special tokens. Null when none was asked."
         ),
     ] = None
@@ -134,6 +136,18 @@ class TextResult:
         int | None,
         Field(description="The forward rows this text's attribution took (its cost); null when none asked."),
     ] = None
+    assigned: Annotated[
+        list[str] | None,
+        Field(
+            description="Multi-label models: the labels whose probability is at or over their threshold "
+            "(the model's `thresholds`), in label order; possibly empty. Null for other models."
+        ),
+    ] = None
+    value: Annotated[
+        float | None,
+        Field(description="Regression models: the predicted value (`probabilities` is then empty); null "
+              "for classifiers."),
+    ] = None  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

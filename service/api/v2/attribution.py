@@ -2,6 +2,8 @@
 
     parameters  attribution         string  none, occlusion or shapley (engine/request/attribution.py)
                 attribution_budget  int     shapley: coalitions per text (0: the server's default)
+                attribution_label   string  the label explained (a multi-label model scores each
+                                            label on its own); absent: each text's own label
     outputs     ATTRIBUTION         FP32   [-1, -1]  per token of each text, padded with zeros to the
                                                      request's longest text, as ATTENTION is
                 ATTRIBUTION_ROWS    INT32  [-1]      the forward rows each text's attribution took
@@ -24,14 +26,16 @@ from attnserve.service.api.v2.tensors import numeric_output
 from attnserve.service.api.v2.types import InferRequest, OutputTensor, TensorDecl
 from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.edges import parse_word, quote
-from attnserve.service.engine.request.attribution import Explain
+from attnserve.service.engine.models.loading import LoadedModel
+from attnserve.service.engine.request.attribution import Explain, explained_label
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument
 
 ATTRIBUTION, ATTRIBUTION_ROWS = "ATTRIBUTION", "ATTRIBUTION_ROWS"
 OUTPUTS = (ATTRIBUTION, ATTRIBUTION_ROWS)
 DECLS = (TensorDecl(ATTRIBUTION, "FP32", (-1, -1)), TensorDecl(ATTRIBUTION_ROWS, "INT32", (-1,)))
-METHOD, BUDGET = "attribution", "attribution_budget"  # the request's parameters
+METHOD, BUDGET, LABEL = "attribution", "attribution_budget", "attribution_label"  # the request's parameters
+PARAMETERS = (METHOD, BUDGET, LABEL)
 MAX_BUDGET = 1_000_000  # as the JSON API's; the server's max_attribution_rows caps it further
 
 
@@ -47,17 +51,23 @@ def parse_budget(value: object, where: str) -> int:
     return value
 
 
-def read_parameters(parameters: Mapping[str, object]) -> tuple[Attribution | None, int]:
-    """The request's method (None: not given) and budget, from its parameters' values."""
+def read_parameters(parameters: Mapping[str, object]) -> tuple[Attribution | None, int, str]:
+    """The request's method (None: not given), budget and label, from its parameters' values."""
     method = parameters.get(METHOD)
     budget = parameters.get(BUDGET)
+    label = parameters.get(LABEL, "")
+    if not isinstance(label, str):
+        raise InvalidArgument(f"parameters.{LABEL}: expected a label's name, not {quote(label, 24)}")
     return (
         None if method is None else parse_method(method, f"parameters.{METHOD}"),
         0 if budget is None else parse_budget(budget, f"parameters.{BUDGET}"),
+        label,
     )
 
 
-def explain_of(request: InferRequest, wanted: list[str], named: bool) -> tuple[Explain, list[str]]:
+def explain_of(
+    request: InferRequest, wanted: list[str], named: bool, model: LoadedModel
+) -> tuple[Explain, list[str]]:
     """What the request asks attributed, and its outputs without the attribution's when it
     names none and asks none (`named`: the request named its outputs; else `wanted` is every
     declared one)."""
@@ -69,7 +79,8 @@ def explain_of(request: InferRequest, wanted: list[str], named: bool) -> tuple[E
             f"parameters.{METHOD}: computes the {ATTRIBUTION} and {ATTRIBUTION_ROWS} outputs, and "
             "the request asks for neither"
         )
-    return Explain(method, request.attribution_budget), wanted
+    label = explained_label(model.labels, request.attribution_label, model.name, f"parameters.{LABEL}")
+    return Explain(method, request.attribution_budget, label), wanted
 
 
 def output(name: str, out: Outputs) -> OutputTensor:

@@ -9,8 +9,10 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
              INPUT_IDS       INT64  [-1, -1]      ids from the bundle's tokenizer, right-padded,
              ATTENTION_MASK  INT64  [-1, -1]      1 on each text's tokens, 0 on padding
     outputs  LOGITS          FP32   [-1, C]
-             PROBABILITIES   FP32   [-1, C]
-             LABEL           BYTES  [-1, 1]
+             PROBABILITIES   FP32   [-1, C]       classifiers: softmax, or a sigmoid per label
+             LABEL           BYTES  [-1, 1]       classifiers: the top label
+             ASSIGNED        BOOL   [-1, C]       multi-label models: each label at or over its threshold
+             VALUE           FP32   [-1, 1]       regression models (one output): the value
              ATTENTION       FP32   [-1, -1] (kind pool) or [-1, -1, -1] (self and layers: the
                                     last layer averaged over heads), padded with zeros to the
                                     request's longest text; absent for models without attention
@@ -57,8 +59,10 @@ BACKEND = "onnxruntime"
 TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
 ANSWERED_BY = "ANSWERED_BY"  # a cascade's only: the member that answered each text
+ASSIGNED, VALUE = "ASSIGNED", "VALUE"  # multi-label and regression models (the bundle's scoring)
 
-_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32"}
+_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32",
+                 "BOOL": "TYPE_BOOL"}  # fmt: skip
 
 # The ATTENTION output's modes, by the name the `attention_mode` parameter gives (the JSON
 # API's names); leaving ATTENTION out of the request is mode NONE.
@@ -86,12 +90,14 @@ INPUT_DECLS = {decl.name: decl for decl in INPUTS}
 
 
 def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
-    classes = len(model.labels)
-    declared = [
-        TensorDecl(LOGITS, "FP32", (-1, classes)),
-        TensorDecl(PROBABILITIES, "FP32", (-1, classes)),
-        TensorDecl(LABEL, "BYTES", (-1, 1)),
-    ]
+    classes, scoring = len(model.labels), model.manifest.scores
+    declared = [TensorDecl(LOGITS, "FP32", (-1, classes))]
+    if scoring.regression:  # one output, a value: no probabilities and no label to pick
+        declared.append(TensorDecl(VALUE, "FP32", (-1, 1)))
+    else:
+        declared += [TensorDecl(PROBABILITIES, "FP32", (-1, classes)), TensorDecl(LABEL, "BYTES", (-1, 1))]
+    if scoring.multi:
+        declared.append(TensorDecl(ASSIGNED, "BOOL", (-1, classes)))
     if model.attention_kind == AttentionKind.POOL:
         declared.append(TensorDecl(ATTENTION, "FP32", (-1, -1)))
     elif model.attention_kind != AttentionKind.NONE:
@@ -133,18 +139,29 @@ def config(model: LoadedModel, settings: Settings) -> ModelConfig:
         outputs=outputs,
         preferred_batch_size=settings.max_batch_size,
         max_queue_delay_microseconds=int(settings.max_delay_ms * 1000),
+        parameters=scoring_parameters(model),
     )
+
+
+def scoring_parameters(model: LoadedModel) -> dict[str, str]:
+    """What the model's scores mean, as the configuration's string parameters."""
+    scoring = model.manifest.scores
+    parameters = {"problem_type": scoring.problem.value}
+    if scoring.thresholds is not None:
+        parameters["thresholds"] = ",".join(str(t) for t in scoring.thresholds)  # exact round trip
+    return parameters
 
 
 # --- one inference request ------------------------------------------------------------------
 class Contract:
     """What a model version's replies need, prepared once per version."""
 
-    __slots__ = ("declared", "labels")
+    __slots__ = ("declared", "labels", "scoring")
 
     def __init__(self, model: LoadedModel) -> None:
         self.declared = [decl.name for decl in outputs_of(model)]
         self.labels = tuple(label.encode() for label in model.labels)
+        self.scoring = model.manifest.scores
 
 
 def inputs_by_name(tensors: Sequence[InputTensor]) -> dict[str, InputTensor]:
@@ -181,6 +198,13 @@ def _output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
         if out.attention is None:
             raise RuntimeError("the batch returned no attention although it was requested")
         return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
+    if name == ASSIGNED:
+        assigned = contract.scoring.assigned(out.probabilities)
+        if assigned is None:
+            raise RuntimeError("ASSIGNED is declared for multi-label models only")
+        return numeric_output(ASSIGNED, "BOOL", assigned)
+    if name == VALUE:
+        return numeric_output(VALUE, "FP32", out.probabilities)  # a regression's scores are its value
     if name in attribution.OUTPUTS:
         return attribution.output(name, out)
     if name == ANSWERED_BY:

@@ -15,6 +15,7 @@ import time
 import weakref
 from importlib.metadata import version as package_version
 
+from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.attribution import explain_of
 from attnserve.service.api.v2.contract import (
     ATTENTION,
@@ -168,7 +169,7 @@ class V2Plane:
         # The attention output is the bulk of a reply: the batch extracts it only when asked,
         # in the mode asked for (whether the model offers it is the engine's check).
         mode = attention_mode(request, wanted, model)
-        explain, wanted = explain_of(request, wanted, named=bool(request.outputs))
+        explain, wanted = explain_of(request, wanted, named=bool(request.outputs), model=model)
         inputs = inputs_by_name(request.inputs)
         if request.id:
             call.name_request(request.id)
@@ -203,7 +204,7 @@ class V2Plane:
 
 
 # The engine's refusals whose field is one of V2's request parameters.
-_PARAMETERS = frozenset({"attribution", "attribution_budget"})
+_PARAMETERS = frozenset(attribution.PARAMETERS)
 
 
 def _v2_place(field: str | None, request_input: str) -> str:

@@ -57,6 +57,7 @@ class InferRequest:
     # The request's attribution parameters (api/v2/attribution.py): None when not given.
     attribution: Attribution | None = None
     attribution_budget: int = 0
+    attribution_label: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class ModelConfig:
     outputs: tuple[ConfigTensor, ...]
     preferred_batch_size: int
     max_queue_delay_microseconds: int
+    parameters: dict[str, str] = field(default_factory=dict)  # problem_type, thresholds
 
 
 @dataclass(slots=True)

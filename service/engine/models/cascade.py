@@ -21,6 +21,7 @@ from attnserve.service.bundle import (
     Bundle,
     BundleError,
     BundleManifest,
+    Problem,
     read_manifest,
     softmax,
 )
@@ -77,6 +78,12 @@ def load_cascade(
         for member, model in (("student", student), ("teacher", teacher)):
             if list(model.labels) != manifest.labels:
                 raise LoadError(f"{name} v{version}: the {member}'s labels are not the cascade's")
+            if model.manifest.scores.problem != Problem.SINGLE_LABEL:
+                # The student's top softmax probability is what decides; other scores have none.
+                raise LoadError(
+                    f"{name} v{version}: the {member} is a {model.manifest.scores.problem.value} model; "
+                    "a cascade's members are single-label classifiers"
+                )
         members = CascadeMembers(student, teacher, manifest.threshold, manifest)
         if manifest.decided_on is None:
             # Served as every cascade is (on the student's model.onnx, so that the text alone

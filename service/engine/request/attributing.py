@@ -78,8 +78,8 @@ async def attribute(
     lane: int,
 ) -> Attributed:
     """Attribute the texts `which` (indices into `encoded`, `words` and the reply) to the label
-    the reply gives them, against the probability it gives that label: `replied` is the reply's
-    ([k] label ids, [k, C] probabilities)."""
+    the reply gives them (or the one the call names), against the probability it gives that
+    label: `replied` is the reply's ([k] label ids, [k, C] probabilities)."""
     started = time.perf_counter()
     model = predictor.model
     tokenizer = model.tokenizer
@@ -89,7 +89,7 @@ async def attribute(
     )
     rows = [row for plan in plans for row in plan.rows]
     label_ids, probabilities = replied
-    labels = [int(label_ids[i]) for i in which]
+    labels = [int(label_ids[i]) if explain.label is None else explain.label for i in which]
     full = [float(probabilities[i, label]) for i, label in zip(which, labels, strict=True)]
     spans: tuple[SpanContext, ...] = ()
     values = np.zeros((0, probabilities.shape[1]), np.float32)

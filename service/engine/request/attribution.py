@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,7 @@ class Explain:
 
     method: Attribution = Attribution.NONE
     budget: int = 0  # coalitions per text (shapley), the text itself included; 0: DEFAULT_BUDGET
+    label: int | None = None  # the label whose score is explained; None: each text's reply label
 
     @property
     def wanted(self) -> bool:
@@ -49,6 +51,22 @@ class Explain:
 
 
 NO_ATTRIBUTION = Explain()
+
+
+def explained_label(
+    labels: Sequence[str], name: str, model: str, where: str = "attribution_label"
+) -> int | None:
+    """The id of the label an attribution explains, from the call's `attribution_label` (None:
+    each text's own); a name the model does not have is INVALID_ARGUMENT naming its labels
+    (`where`: how the front end names the field)."""
+    if not name:
+        return None
+    if name not in labels:
+        shown = ", ".join(labels[:20]) + (", ..." if len(labels) > 20 else "")
+        raise InvalidArgument(
+            f"{where}: {name[:64]!r} is not a label of {model} ({shown})", field="attribution_label"
+        )
+    return list(labels).index(name)
 
 
 @dataclass(frozen=True, slots=True)

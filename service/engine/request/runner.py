@@ -1,11 +1,12 @@
-"""One batch through the model: padding, `session.run`, softmax and attention extraction.
+"""One batch through the model: padding, `session.run`, scores and attention extraction.
 
 The batcher hands a `Batch` of rows (each a text of some call's `CallRows`) to `Runner`,
 in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
 with numpy over the batch (probabilities, labels, pooled attention), and `gather` later
 builds the call's `Outputs` from the batches that carried its rows (results.py). Probabilities are
-softmax(logits / T) with the version's calibrated temperature (1 for a bundle without one);
-the logits stay the graph's own.
+what the bundle's scoring says (service/bundle/scoring.py): softmax(logits / T) with the
+version's calibrated temperature (1 for a bundle without one), a sigmoid per label for a
+multi-label model, the value for a regression model; the logits stay the graph's own.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import numpy as np
 from opentelemetry.trace.span import SpanContext
 
 from attnserve.service.bundle import AttentionKind
-from attnserve.service.bundle.calibration import softmax
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
@@ -56,6 +56,7 @@ class Runner:
         self.attention_kind = model.attention_kind
         self.pad_id = model.manifest.pad_id
         self.temperature = model.temperature
+        self.scores = model.manifest.scores.probabilities
         self.metrics = model.metrics
         self.tracing = tracing
 
@@ -70,8 +71,8 @@ class Runner:
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
         outputs = run(ids, mask, want_attention)
         logits = outputs[0]  # [B, C]
-        # A temperature moves no label: the argmax of the logits is the calibrated one's.
-        result = BatchOutput(logits, softmax(logits, self.temperature), logits.argmax(axis=1), None, None)
+        # Neither a temperature nor a sigmoid moves the top label: it is the logits' argmax.
+        result = BatchOutput(logits, self.scores(logits, self.temperature), logits.argmax(axis=1), None, None)
         if want_attention:
             self._attention(result, as_layers(outputs[1], self.attention_kind), rows, requests)
         m = self.metrics

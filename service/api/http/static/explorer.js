@@ -1,5 +1,5 @@
 // attnserve attention explorer: talks to the JSON API of the server that serves this page.
-// Drawing lives in render.js, attributions in attribution.js, the model view's thumbnails in
+// Drawing lives in render.js, scores in scores.js, attributions in attribution.js, the model view's thumbnails in
 // grid.js, word pieces in pieces.js, the address in state.js, downloads in picture.js (all
 // loaded first).
 "use strict";
@@ -103,6 +103,7 @@ function fillModelControls(state) {
   $("attention-label").hidden = VIEWS[kind].length < 2;
   $("layer-label").hidden = $("head-label").hidden = kind !== "layers" || state.attention !== "head";
   $("merge-label").hidden = kind === "none";
+  $("scoring").textContent = problemText(model);
 }
 
 function formState() {
@@ -162,13 +163,13 @@ function draw() {
       legend(0, scale, "heatmap colour scale (every layer × head map)")));
   }
   replies.forEach((r, k) => {
-    const box = panel(r.side, r.title, r.main, views[k], kind, scale, { high, method: state.attribution, topK,
-      withSpecial: state.special, layers, heads, timing, open: (l, h) => openMap(r.side, l, h) });
+    const box = panel(r.side, r.title, r.main, views[k], kind, scale, { model: drawn.model, high,
+      method: state.attribution, topK, withSpecial: state.special, layers, heads, timing,
+      open: (l, h) => openMap(r.side, l, h) });
     const heading = `${r.main.model} v${r.main.version}: ${r.text}`;
     const png = el("button", { type: "button", id: `download-png-${r.side}`, textContent: "Download PNG" });
     const json = el("button", { type: "button", id: `download-json-${r.side}`, textContent: "Download JSON" });
-    const result = r.main.results[0];
-    const label = `${result.label} (${(100 * result.probabilities[result.label_id]).toFixed(1)}%)`;
+    const label = scoreCaption(drawn.model, r.main.results[0]);
     const csv = el("button", { type: "button", id: `download-csv-${r.side}`, textContent: "Download CSV" });
     const extra = { high, method: state.attribution };
     png.addEventListener("click", () => savePng(heading, label, views[k], scale, extra,

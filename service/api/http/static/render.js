@@ -167,9 +167,10 @@ function attributionSection(side, reply, view, kind, method, high) {
     box.append(el("p", { className: "hint", textContent: "No attribution asked: choose occlusion or shapley above." }));
     return box;
   }
-  const label = result.label;
+  const valued = result.value !== null && result.value !== undefined;  // a regression: its value explained
+  const label = valued ? "the value" : result.label;
   const how = method === "shapley" ? "Shapley values of the words (KernelSHAP)"
-    : "occlusion: the drop in probability when the word is removed";
+    : `occlusion: the drop in ${valued ? "value" : "probability"} when the word is removed`;
   const rows = result.attribution_rows || 0;
   const us = reply.timings ? reply.timings.attribution_us || 0 : 0;
   box.append(el("h3", { textContent: `Tokens, coloured by attribution (${method})` }),
@@ -181,14 +182,12 @@ function attributionSection(side, reply, view, kind, method, high) {
   return box;
 }
 
-// extra: {high (the attribution scale), method, topK, withSpecial, open(layer, head), layers,
-// heads, timing ({grid_ms}: the time spent drawing thumbnails, added to)}.
+// extra: {model (its listing: problem type, thresholds), high (the attribution scale), method, topK,
+// withSpecial, open(layer, head), layers, heads, timing ({grid_ms}: the time spent drawing thumbnails, added to)}.
 function panel(side, title, reply, view, kind, scale, extra) {
   const result = reply.results[0];
   const box = el("section", { className: "panel", id: `panel-${side}`, "aria-label": title });
-  box.append(el("h2", { textContent: title }),
-    el("div", { className: "label", id: `label-${side}`, textContent: result.label }),
-    bars(reply.labels, result.probabilities, result.label_id));
+  box.append(el("h2", { textContent: title }), ...scoreView(side, extra.model, reply));  // scores.js
   if (result.answered_by) {  // a cascade: which member's answer this is
     box.append(el("p", { className: "hint", id: `answered-${side}`,
       textContent: `Answered by the cascade's ${result.answered_by}.` }));
