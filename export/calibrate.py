@@ -25,7 +25,15 @@ from attnserve.export.parity import cpu_session
 from attnserve.export.profile import measure_profile
 from attnserve.export.rows_file import LABEL_COLUMN, ROWS_SPLIT, TEXT_COLUMN, read_rows_file
 from attnserve.export.writer import check_name, publish, read_back, staged, verify_bundle
-from attnserve.service.bundle import Bundle, BundleError, BundleManifest, sha256_file, softmax, write_manifest
+from attnserve.service.bundle import (
+    Bundle,
+    BundleError,
+    BundleManifest,
+    Problem,
+    sha256_file,
+    softmax,
+    write_manifest,
+)
 from attnserve.service.bundle.cascade import is_cascade
 
 log = logging.getLogger(__name__)
@@ -135,11 +143,21 @@ def measure_bundle(
 
 
 def _verified(directory: Path) -> Bundle:
+    """The bundle, verified; refused unless its scores are a softmax, the one thing a
+    temperature calibrates (a multi-label bundle's sigmoids have thresholds instead)."""
     if is_cascade(directory):
         raise ExportRequestError(
             f"{directory} is a cascade: calibrate its members' bundles, then build the cascade from them"
         )
     try:
-        return verify_bundle(directory)
+        bundle = verify_bundle(directory)
     except BundleError as exc:
         raise ExportRequestError(f"{directory} does not verify as a bundle: {exc}") from None
+    scores = bundle.manifest.scores
+    if scores.problem != Problem.SINGLE_LABEL:
+        what = "a sigmoid per label, assigned at its own threshold" if scores.multi else "a value"
+        raise ExportRequestError(
+            f"{directory} is a {scores.problem.value} bundle ({what}): temperature scaling and its "
+            "figures (ECE, NLL, accuracy) are for a softmax over the labels; there is nothing to calibrate"
+        )
+    return bundle

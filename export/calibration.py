@@ -136,7 +136,13 @@ def calibrate_graph(
     truncation: Truncation | None,
 ) -> Calibration:
     """Fit a temperature on model.onnx's logits (``session``: the explain graph, which every
-    bundle has and which a cascade decides on) for ``rows``, tokenized as the server will."""
+    bundle has and which a cascade decides on) for ``rows``, tokenized as the server will.
+    CalibrationError for multi-label rows: a temperature calibrates one softmax over the labels."""
+    if rows.multi_label:
+        raise CalibrationError(
+            "the rows hold several labels each (multi-label): temperature scaling calibrates a softmax "
+            "over one label per row, not a sigmoid per label"
+        )
     logits = graph_logits(session, tokenizer_path, rows.texts, max_len, truncation)
     return calibrate(logits, rows.labels, named, MODEL_FILE)
 

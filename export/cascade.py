@@ -8,12 +8,12 @@ series never mix with another served model's. The held-out rows are split in two
 threshold is chosen on that part from the student's calibrated model.onnx probabilities
 (cascade_threshold.py) and the figures are measured on the reporting part. ``bundle.json`` (a
 CascadeManifest) records them with the golden cases, and the folder is renamed to the next
-version in one step, as writer.py does.
+version in one step, as writer.py does. Both members must be single-label classifiers with the
+same labels (cascade_members.py): a multi-label or regression member is refused by name.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.export.calibration import RowsName, calibrate_or_warn
+from attnserve.export.cascade_members import check_labels, check_scoring, declared_labels, declared_scoring
 from attnserve.export.cascade_rows import SPLIT_RULE, has_rows, held_out_rows, part, split_rows
 from attnserve.export.cascade_threshold import (
     DEFAULT_CASCADE_MAX_DROP,
@@ -79,7 +80,8 @@ def export_cascade(request: CascadeRequest) -> Path:
     if not (np.isfinite(request.max_drop) and request.max_drop >= 0):
         raise ExportRequestError(f"--max-drop must be a finite fraction >= 0, got {request.max_drop}")
     # Refused before the slow member exports, from what each member declares.
-    _check_labels(_declared_labels(request.student), _declared_labels(request.teacher))
+    check_labels(declared_labels(request.student), declared_labels(request.teacher))
+    check_scoring(declared_scoring(request.student), declared_scoring(request.teacher))
     runs = [path for path in (request.student, request.teacher) if _is_run(path)]
     if not has_rows(runs, request.rows):
         held_out_rows(runs, None, [])  # raises, naming --rows
@@ -91,7 +93,8 @@ def export_cascade(request: CascadeRequest) -> Path:
             _place_member(sources[member], bundle_dir / member, staging / f"scratch-{member}", member)
         manifests = {member: read_bundle(bundle_dir / member).manifest for member in MEMBERS}
         labels = manifests["student"].labels
-        _check_labels(labels, manifests["teacher"].labels)
+        check_labels(labels, manifests["teacher"].labels)
+        check_scoring(manifests["student"].scores, manifests["teacher"].scores)
         rows, named = held_out_rows(runs, request.rows, labels)
         choosing, reporting = split_rows(rows.texts)
         # Each member calibrated before the threshold is chosen: its own temperature, else one
@@ -177,26 +180,6 @@ def _fit(directory: Path, manifest: BundleManifest, rows: EvalSet, named: GateRo
             source=f"{named.file} ({part_name}) through model.onnx",
         )
     return update
-
-
-def _check_labels(student: list[str] | None, teacher: list[str] | None) -> None:
-    if student is not None and teacher is not None and student != teacher:
-        raise ExportRequestError(
-            f"the student's labels {student} and the teacher's {teacher} differ; "
-            "a cascade needs the same labels in the same order"
-        )
-
-
-def _declared_labels(path: Path) -> list[str] | None:
-    """The labels a bundle's bundle.json or a run's metrics.json lists; None when unreadable."""
-    for file in (MANIFEST_FILE, "metrics.json"):
-        try:
-            labels = json.loads((path / file).read_text(encoding="utf-8")).get("labels")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(labels, list) and all(isinstance(label, str) for label in labels):
-            return labels
-    return None
 
 
 def _is_run(path: Path) -> bool:

@@ -2,17 +2,20 @@
 
     attnserve-export RUN_DIR --repository models --name NAME [--version N]
                      [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
-    attnserve-export HF_FOLDER --repository models --name NAME [--rows FILE] [--max-len N] [...]
+    attnserve-export HF_FOLDER --repository models --name NAME [--rows FILE] [--max-len N]
+                     [--text-column text] [--label-column label] [...]
     attnserve-export cascade --student S --teacher T --repository models --name NAME
                      [--max-drop 0.005] [--rows FILE]
     attnserve-export calibrate BUNDLE_DIR --rows FILE [--repository R --name N] [--measure]
+    attnserve-export --to-hf RUN_DIR OUT [--overwrite]
 
 Every proof (ONNX checker, symbolic dims, parity with PyTorch, int8 accuracy, the bundle
 read back) must pass, or nothing is published and the command exits non-zero with a message
 naming the mismatch. On success it prints the files, parity figures and the latency of
 onnxruntime against PyTorch measured there and then. A Hugging Face sequence-classifier
 folder (config.json, weights, tokenizer: what save_pretrained writes) exports the same way,
-proven against transformers itself (source.py, hf_import.py).
+proven against transformers itself (source.py, hf_import.py); --to-hf writes an encoder run
+as such a folder, proven the same way (to_hf.py).
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
 from attnserve.export.parity import DEFAULT_TOLERANCE
 from attnserve.export.pipeline import NO_QUANTIZATION
 from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP, METHODS
+from attnserve.export.rows_file import LABEL_COLUMN, TEXT_COLUMN
 from attnserve.export.source import is_imported, load_model
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
+from attnserve.export.to_hf import TO_HF_FLAG, to_hf_command
 from attnserve.export.writer import export_run
-from attnserve.service.bundle import BundleError, BundleManifest, read_bundle
+from attnserve.service.bundle import BundleError, BundleManifest, Problem, read_bundle
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.training.cli.exits import run_cli
 
@@ -83,8 +88,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="a Hugging Face folder's held-out rows (CSV, TSV, JSONL or Parquet with text and label "
-        "columns): the int8 gates, golden texts and data profile; unset: float32, built-in golden texts",
+        "columns): the int8 gates, golden texts, data profile and a multi-label model's thresholds; the "
+        "label is a label's name or index, a multi-label row's names separated by '|', a regression's "
+        "value; unset: float32, built-in golden texts, thresholds 0.5",
     )
+    p.add_argument("--text-column", default=TEXT_COLUMN, help="--rows: the text column (SST-2's: sentence)")
+    p.add_argument("--label-column", default=LABEL_COLUMN, help="--rows: the label column")
     p.add_argument(
         "--max-len",
         type=int,
@@ -119,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         body, args = cascade_command, args[1:]
     elif args[:1] == [CALIBRATE_COMMAND]:
         body, args = calibrate_command, args[1:]
+    elif args[:1] == [TO_HF_FLAG]:
+        body, args = to_hf_command, args[1:]
     return run_cli(
         PROG,
         body,
@@ -151,6 +162,8 @@ def _export(argv: Sequence[str]) -> int:
             calibrate=not args.no_calibration,
             rows=args.rows,
             max_len=args.max_len,
+            text_column=args.text_column,
+            label_column=args.label_column,
         )
     bundle = read_bundle(path)
     latency: list[Latency] = []
@@ -211,7 +224,7 @@ def _report(
         q = manifest.quantization
         where = f"{q.rows.rows} rows of {q.rows.file}" if q.rows is not None else "the validation split"
         proofs.add_row(
-            "int8 held-out accuracy",
+            f"int8 held-out {q.metric}",
             f"{q.before:.4f} -> {q.after:.4f} on {where} ({100 * (q.after - q.before):+.2f} points; "
             f"allowed drop {100 * q.max_drop:.2f})",
         )
@@ -221,14 +234,23 @@ def _report(
         "bundle read back", f"sha256 verified, I/O as declared, {len(manifest.golden)} golden cases match"
     )
     console.print(proofs)
+    s = manifest.scoring
+    if s is not None and s.thresholds is not None:
+        chosen = s.chosen
+        where = f" on {chosen.rows} rows of {chosen.file}" if chosen is not None and chosen.file else ""
+        limits = ", ".join(f"{label} {t:.4g}" for label, t in zip(manifest.labels, s.thresholds, strict=True))
+        console.print(f"a sigmoid per label, assigned at or over its threshold ({limits}){where}")
+    elif s is not None and s.regression:
+        console.print("regression: the one output is served as the value")
     c = manifest.calibration
-    console.print(
-        "probabilities served at T = 1 (no temperature fitted)"
-        if c is None
-        else f"temperature {c.temperature:.4f}, fitted on {c.rows} {c.split} rows ({c.file}): ECE "
-        f"{c.ece_before:.4f} -> {c.ece_after:.4f}, mean confidence {c.confidence_before:.4f} -> "
-        f"{c.confidence_after:.4f} at accuracy {c.accuracy:.4f}"
-    )
+    if s is None or s.problem == Problem.SINGLE_LABEL:  # a temperature divides a softmax's logits only
+        console.print(
+            "probabilities served at T = 1 (no temperature fitted)"
+            if c is None
+            else f"temperature {c.temperature:.4f}, fitted on {c.rows} {c.split} rows ({c.file}): ECE "
+            f"{c.ece_before:.4f} -> {c.ece_after:.4f}, mean confidence {c.confidence_before:.4f} -> "
+            f"{c.confidence_after:.4f} at accuracy {c.accuracy:.4f}"
+        )
     if latency:
         table = Table(title="latency, median per batch (same threads for both)")
         for column in ("batch", "tokens/row", "PyTorch ms", "onnxruntime ms", "onnxruntime speed-up"):

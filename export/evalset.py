@@ -28,17 +28,22 @@ from attnserve.training.text.tokenizer import encode_batch
 @dataclass(frozen=True)
 class EvalSet:
     texts: list[str]
-    labels: npt.NDArray[np.int64]  # [N]
+    labels: npt.NDArray[np.int64]  # [N] class ids, or [N, C] 0/1 for a multi-label run's rows
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    @property
+    def multi_label(self) -> bool:
+        """Whether each row holds a set of labels ([N, C] 0/1) rather than one class id."""
+        return self.labels.ndim == 2
 
 
 @dataclass(frozen=True)
 class EncodedChunk:
     input_ids: npt.NDArray[np.int64]  # [B, T], padded to this chunk's longest row
     attention_mask: npt.NDArray[np.int64]  # [B, T]
-    labels: npt.NDArray[np.int64]  # [B]
+    labels: npt.NDArray[np.int64]  # [B] ([B, C] for multi-label rows)
 
 
 def load_bundle_tokenizer(path: Path) -> Tokenizer:
@@ -79,26 +84,42 @@ def read_gate_rows(run_dir: Path, num_classes: int, seed: int | None) -> tuple[E
 
 
 def _read_rows(path: Path, num_classes: int) -> EvalSet:
+    """Rows ``{"text", "label": id}``, or a multi-label run's ``{"text", "labels": [ids]}``
+    (training/run/outputs.py), one kind per file."""
     texts: list[str] = []
     labels: list[int] = []
+    tagged: list[list[int]] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            text, label = row["text"], row["label"]
+            text, label = row["text"], row["labels"] if "labels" in row else row["label"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ExportError(
                 f"{path}:{number}: expected a JSON object with 'text' and 'label' ({exc})"
             ) from None
-        if not isinstance(text, str) or not isinstance(label, int) or not 0 <= label < num_classes:
+        multi = isinstance(label, list)
+        ids = label if multi else [label]
+        if not isinstance(text, str) or not all(isinstance(i, int) and 0 <= i < num_classes for i in ids):
             raise ExportError(
-                f"{path}:{number}: 'text' must be a string and 'label' an int in [0, {num_classes})"
+                f"{path}:{number}: 'text' must be a string and 'label' an int in [0, {num_classes}) "
+                f"(a multi-label run's 'labels': a list of them)"
             )
+        if (multi and labels) or (not multi and tagged):
+            raise ExportError(f"{path}:{number}: rows with 'label' and rows with 'labels' in one file")
         texts.append(text)
-        labels.append(label)
+        if multi:
+            tagged.append(ids)
+        else:
+            labels.append(label)
     if not texts:
         raise ExportError(f"{path} holds no examples")
+    if tagged:
+        matrix = np.zeros((len(tagged), num_classes), dtype=np.int64)
+        for row_index, ids in enumerate(tagged):
+            matrix[row_index, ids] = 1
+        return EvalSet(texts, matrix)
     return EvalSet(texts, np.asarray(labels, dtype=np.int64))
 
 

@@ -23,13 +23,16 @@ DEFAULT_COUNT = 4
 
 
 def pick_texts(eval_set: EvalSet, count: int) -> list[str]:
-    """The first text of each label in file order, then the next ones, ``count`` in all."""
+    """The first text of each label in file order, then the next ones, ``count`` in all (for
+    multi-label rows, the first text that has each label)."""
     if count < 1:
         raise ExportError(f"the golden set needs at least one case, got count={count}")
-    picked: list[int] = []
-    for label in sorted(set(eval_set.labels.tolist())):
-        picked.append(int(np.flatnonzero(eval_set.labels == label)[0]))
-    picked = sorted(picked)[:count]
+    labels = eval_set.labels
+    if eval_set.multi_label:  # [N, C] 0/1: the first row of each label's column
+        firsts = {int(np.flatnonzero(column)[0]) for column in labels.T if column.any()}
+    else:
+        firsts = {int(np.flatnonzero(labels == label)[0]) for label in set(labels.tolist())}
+    picked = sorted(firsts)[:count]
     for index in range(len(eval_set)):
         if len(picked) >= count:
             break

@@ -4,6 +4,10 @@ A training run has its own: the golden cases are validation texts, the temperatu
 data profile are measured on the validation split (``eval.jsonl``), and the int8 gates on the
 test split (``test.jsonl``), which chose nothing. A model imported from elsewhere
 (hf_import.py) brings what it has. The pipeline reads them only through ``HeldOut``.
+
+An imported model also says what its scores mean (``scoring``: a multi-label model's
+thresholds are chosen on its rows) and so how the int8 gates score those rows (``metric``);
+a training run's are a softmax over its labels and accuracy.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from attnserve.export.calibration import RowsName
 from attnserve.export.evalset import EvalSet, read_eval_set, read_gate_rows
 from attnserve.export.golden import pick_texts
 from attnserve.export.profile import SOURCE
-from attnserve.service.bundle import GateRows, sha256_file
+from attnserve.export.quantize import ACCURACY, GateMetric
+from attnserve.service.bundle import GateRows, Scoring, sha256_file
 from attnserve.training.run.checkpoint import LoadedRun
 
 # The int8 gates' rows, read when a gate asks for them: ExportRequestError when there are none.
@@ -29,6 +34,8 @@ class HeldOut:
     validation: tuple[EvalSet, RowsName] | None  # a temperature is fitted on these; None: none is
     profile: tuple[EvalSet, str] | None  # the data profile's texts and how it names them; None: no profile
     gate: GateSource
+    scoring: Scoring | None = None  # the bundle's scoring; None: a softmax over the labels
+    metric: GateMetric = ACCURACY  # how the int8 gates score the gate's rows
 
 
 def run_held_out(run: LoadedRun, golden_count: int) -> HeldOut:

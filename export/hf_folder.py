@@ -4,9 +4,15 @@
 such a folder when config.json names one of the encoder architectures below with a
 ``...ForSequenceClassification`` head. Everything that would make the bundle answer other
 than the model does is refused here with the reason: custom code (``auto_map``), an
-architecture not listed, scores that are not a softmax over labels (multi-label, regression),
-a folder without weights or tokenizer files. Only config.json is parsed; no torch, no
-transformers model.
+architecture not listed, a ``problem_type`` whose scores the bundle cannot declare, a folder
+without weights or tokenizer files. Only config.json is parsed; no torch, no transformers model.
+
+``problem_type`` says what the scores mean, and the bundle's ``scoring`` says it to the server
+as the same word: a softmax over two or more labels (``single_label_classification``, or no
+problem_type with two labels or more), a sigmoid per label (``multi_label_classification``), or
+the one output as a value (``regression``, or no problem_type with one label: what
+transformers' loss assumes). transformers also trains regression with several outputs; the
+server serves one value per text, so that is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from attnserve.export.errors import ExportRequestError
+from attnserve.service.bundle import Problem
 
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -36,11 +43,7 @@ ARCHITECTURES = {
     "albert": "AlbertForSequenceClassification",
     "mpnet": "MPNetForSequenceClassification",
 }
-SINGLE_LABEL = "single_label_classification"
-SOFTMAX_ONLY = (
-    "the server serves softmax scores over the labels, one label per text, so exporting it would "
-    "answer with the wrong scores"
-)
+SINGLE_LABEL = Problem.SINGLE_LABEL.value  # config.json's problem_type of a softmax classifier
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class ClassifierFolder:
     architecture: str
     labels: list[str]  # id2label, in id order
     config: dict[str, Any]  # config.json as read
+    problem: Problem = Problem.SINGLE_LABEL  # what the scores mean (problem_type)
 
 
 def is_classifier_folder(path: Path) -> bool:
@@ -85,7 +89,7 @@ def read_classifier_folder(path: Path) -> ClassifierFolder:
             f"imports; supported: {supported}"
         )
     labels = _labels(path, config)
-    _check_problem(path, config, len(labels))
+    problem = _problem(path, config, len(labels))
     if not any((path / name).is_file() for name in WEIGHT_FILES):
         raise ExportRequestError(f"{path}: no model weights ({' or '.join(WEIGHT_FILES[::2])})")
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
@@ -93,7 +97,7 @@ def read_classifier_folder(path: Path) -> ClassifierFolder:
             f"{path}: no tokenizer ({', '.join(TOKENIZER_FILES)}); save the model's tokenizer beside it: "
             "AutoTokenizer.from_pretrained(...).save_pretrained(FOLDER)"
         )
-    return ClassifierFolder(path, model_type, architecture, labels, config)
+    return ClassifierFolder(path, model_type, architecture, labels, config, problem)
 
 
 def _labels(path: Path, config: dict[str, Any]) -> list[str]:
@@ -116,18 +120,28 @@ def _labels(path: Path, config: dict[str, Any]) -> list[str]:
     return labels
 
 
-def _check_problem(path: Path, config: dict[str, Any], classes: int) -> None:
-    """Only a softmax over two or more labels is served as the model means it."""
-    problem = config.get("problem_type")
-    if problem is None and classes == 1:
-        problem = "regression"  # what transformers' loss assumes for one label
-    if problem not in (None, SINGLE_LABEL):
+def _problem(path: Path, config: dict[str, Any], outputs: int) -> Problem:
+    """What the scores mean, as transformers' loss reads ``problem_type`` and the label count."""
+    # None: transformers' own choice, one output is a regression, more a single-label softmax.
+    default = Problem.REGRESSION if outputs == 1 else Problem.SINGLE_LABEL
+    word = config.get("problem_type", default.value) or default.value
+    known = [p.value for p in Problem]
+    if word not in known:
         raise ExportRequestError(
-            f"{path}: problem_type {problem!r} is not exported yet: {SOFTMAX_ONLY} (the model's "
-            f"scores are {'independent sigmoids' if problem == 'multi_label_classification' else 'a number'})"
+            f"{path}: unknown problem_type {word!r} in config.json; known: {', '.join(known)}"
         )
-    if classes < 2:
-        raise ExportRequestError(f"{path}: a classifier needs two labels or more, config.json has {classes}")
+    problem = Problem(word)
+    if problem == Problem.REGRESSION and outputs != 1:
+        raise ExportRequestError(
+            f"{path}: problem_type 'regression' with {outputs} outputs (id2label lists {outputs}): the "
+            "server serves one value per text, so a regression model must have exactly one output"
+        )
+    if problem != Problem.REGRESSION and outputs < 2:
+        raise ExportRequestError(
+            f"{path}: a {problem.value} model needs two labels or more, config.json has {outputs} "
+            "(a model with one output is a regression: problem_type 'regression')"
+        )
+    return problem
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -7,9 +7,15 @@ file, the tokenizer as transformers loads it (hf_tokenizer.py), then the weights
 - golden cases are the first rows of each label of ``--rows``, or built-in sentences;
 - the int8 gates (the label graph's, ``--quantize int8``) measure ``--rows``, and without
   them the graphs stay float32;
-- no temperature is fitted: the bundle serves softmax(logits), the model's own scores
-  (``attnserve-export calibrate`` fits one on other rows later);
-- the data profile is measured on ``--rows``, where the tokenizer has the [UNK] the server counts.
+- no temperature is fitted: the bundle serves the model's own scores, softmax(logits)
+  (``attnserve-export calibrate`` fits one on other rows later), sigmoid(logits) per label
+  for a multi-label model, the value of a regression;
+- the data profile is measured on ``--rows``, where the tokenizer has the [UNK] the server counts
+  (a single-label model's only: it records softmax confidences and the labels' shares).
+
+``problem_type`` (hf_folder.py) decides the bundle's ``scoring`` and what ``--rows`` hold
+(problem_rows.py): a multi-label model's thresholds are chosen on them and its int8 gates
+compare micro-F1 at those thresholds; a regression's graphs stay float32 (``REGRESSION_INT8``).
 
 The shipped tokenizer is proven to give transformers' ids on the golden texts, a text past
 ``max_len`` and the rows before anything is exported.
@@ -29,8 +35,10 @@ from attnserve.export.held_out import GateSource, HeldOut
 from attnserve.export.hf_folder import CONFIG_FILE, ClassifierFolder, read_classifier_folder
 from attnserve.export.hf_model import TransformersClassifier, choose_max_len, load_classifier
 from attnserve.export.hf_tokenizer import ImportedTokenizer, prove_tokenizer, write_tokenizer
-from attnserve.export.rows_file import ROWS_SPLIT, read_rows_file
-from attnserve.service.bundle import TOKENIZER_FILE, GateRows, sha256_file
+from attnserve.export.problem_rows import ProblemRows, golden_texts, problem_scoring, read_problem_rows
+from attnserve.export.quantize import ACCURACY, GateMetric, MicroF1
+from attnserve.export.rows_file import LABEL_COLUMN, ROWS_SPLIT, TEXT_COLUMN, read_rows_file
+from attnserve.service.bundle import TOKENIZER_FILE, GateRows, Problem, Scoring, sha256_file
 from attnserve.training.models import config_to_dict
 from attnserve.training.run.checkpoint import LoadedRun
 
@@ -44,21 +52,44 @@ GOLDEN_TEXTS = (
     "Shipping took 3 weeks!! Would NOT order again.",
 )
 PROOF_ROWS = 64  # --rows texts the tokenizer is proven on, besides the golden texts
+# Why a regression's graphs stay float32, printed where the label graph would have tried int8
+# and the reason --quantize int8 is refused for it.
+REGRESSION_INT8 = (
+    "int8 is not offered for a regression model: the int8 gates bound a drop of accuracy or micro-F1 "
+    "(fractions, --max-accuracy-drop points), and a regression's error is in the units of its values, "
+    "which no such bound fits, so its graphs stay float32"
+)
 
 
 def import_folder(
-    path: Path, scratch: Path, golden_count: int, *, rows: Path | None, max_len: int | None
+    path: Path,
+    scratch: Path,
+    golden_count: int,
+    *,
+    rows: Path | None,
+    max_len: int | None,
+    text_column: str = TEXT_COLUMN,
+    label_column: str = LABEL_COLUMN,
 ) -> tuple[LoadedRun, HeldOut]:
     """The folder's model as a run and its held-out rows; the tokenizer is written to ``scratch``."""
     if golden_count < 1:
         raise ExportRequestError(f"the golden set needs at least one case, got {golden_count}")
     folder = read_classifier_folder(path)
-    gate_rows = read_rows_file(rows, folder.labels) if rows is not None else None
+    problem = folder.problem
+    gate_rows, other_rows = _read_rows(folder, rows, text_column, label_column)
     tokenizer, model = _load(folder, scratch, max_len)
-    golden = list(GOLDEN_TEXTS[:golden_count]) if gate_rows is None else pick_texts(gate_rows, golden_count)
+    golden = list(GOLDEN_TEXTS[:golden_count])
+    if other_rows is not None:
+        golden = golden_texts(other_rows, problem, golden_count)
+    elif gate_rows is not None:
+        golden = pick_texts(gate_rows, golden_count)
+    read = other_rows if other_rows is not None else gate_rows
     long_text = " ".join(GOLDEN_TEXTS * (model.config.max_len // 8 + 1))  # past max_len: cut as served
-    proof = [*golden, long_text, *(gate_rows.texts[:PROOF_ROWS] if gate_rows is not None else [])]
+    proof = [*golden, long_text, *(read.texts[:PROOF_ROWS] if read is not None else [])]
     prove_tokenizer(tokenizer, proof, model.config.max_len)
+    scoring = problem_scoring(
+        problem, folder.labels, other_rows, model, tokenizer.path, model.config.max_len, tokenizer.truncation
+    )
     run = LoadedRun(
         model=model,
         family=model.family,
@@ -74,13 +105,37 @@ def import_folder(
         truncation=tokenizer.truncation,
     )
     profile = None
-    if gate_rows is not None and rows is not None:
+    if rows is not None and problem != Problem.SINGLE_LABEL:
+        log.info(
+            "no data profile: it records softmax confidences and label shares, not %s scores", problem.value
+        )
+    elif gate_rows is not None and rows is not None:
         if tokenizer.has_unk:
             profile = (gate_rows, f"--rows {rows.name} through the exported graph")
         else:
             log.warning("no data profile: the tokenizer has no [UNK], whose share the profile records")
-    held_out = HeldOut(golden_texts=golden, validation=None, profile=profile, gate=_gate(gate_rows, rows))
+    held_out = HeldOut(
+        golden_texts=golden,
+        validation=None,
+        profile=profile,
+        gate=_gate(gate_rows, rows, scoring),
+        scoring=scoring,
+        metric=_metric(scoring),
+    )
     return run, held_out
+
+
+def _read_rows(
+    folder: ClassifierFolder, rows: Path | None, text_column: str, label_column: str
+) -> tuple[EvalSet | None, ProblemRows | None]:
+    """``--rows`` as the int8 gates read them (none for a regression), and as a multi-label or
+    regression model's targets (None for a softmax classifier, whose labels are the gate's)."""
+    if rows is None:
+        return None, None
+    if folder.problem == Problem.SINGLE_LABEL:
+        return read_rows_file(rows, folder.labels, text_column, label_column), None
+    read = read_problem_rows(rows, folder.labels, folder.problem, text_column, label_column)
+    return (read.eval_set() if folder.problem == Problem.MULTI_LABEL else None), read
 
 
 def load_imported_model(path: Path, max_len: int | None = None) -> TransformersClassifier:
@@ -106,8 +161,15 @@ def _load(
     return tokenizer, model
 
 
-def _gate(rows: EvalSet | None, file: Path | None) -> GateSource:
+def _metric(scoring: Scoring | None) -> GateMetric:
+    """Micro-F1 at the thresholds for a multi-label model, accuracy for a softmax."""
+    return MicroF1(scoring) if scoring is not None and scoring.multi else ACCURACY
+
+
+def _gate(rows: EvalSet | None, file: Path | None, scoring: Scoring | None) -> GateSource:
     def gate() -> tuple[EvalSet, GateRows]:
+        if scoring is not None and scoring.regression:
+            raise ExportRequestError(REGRESSION_INT8)
         if rows is None or file is None:
             raise ExportRequestError(
                 "the int8 gates measure held-out rows: give --rows FILE (CSV or JSONL with text and "
@@ -127,6 +189,7 @@ def _provenance(folder: ClassifierFolder) -> dict[str, Any]:
         "folder": str(folder.folder),  # as the command named it
         "architecture": folder.architecture,
         "model_type": folder.model_type,
+        "problem_type": folder.problem.value,
         "transformers_version": transformers.__version__,
         "config_sha256": sha256_file(folder.folder / CONFIG_FILE),
     }

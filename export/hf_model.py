@@ -7,7 +7,9 @@ weights; ``forward`` is its forward with ``output_attentions=True``, the layers 
 family gives them. So export, parity, golden cases and the gates run on transformers'
 own computation, head included (BERT's pooler, RoBERTa's two-layer head, ...). It carries an
 ``EncoderConfig`` and the encoder family's name: the bundle is an encoder bundle, with its
-label graph, int8 per channel and transformer fusions.
+label graph, int8 per channel and transformer fusions. The logits are the head's outputs
+whatever they mean (scores of a softmax, of sigmoids, or a regression's one value): export
+proves the graph computes them, the bundle's ``scoring`` says how they are served.
 """
 
 from __future__ import annotations
@@ -25,6 +27,17 @@ from attnserve.training.text.pretrained import OFFSET_POSITIONS
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+
+class ImportedConfig(EncoderConfig):
+    """An ``EncoderConfig`` whose head may have one output: a regression model trained elsewhere.
+    Training's rule of two classes or more is about what it trains, not what it imports."""
+
+    def require_at_least(self, minimum: int, *names: str) -> None:
+        if "num_classes" in names:
+            super().require_at_least(1, "num_classes")
+            names = tuple(name for name in names if name != "num_classes")
+        super().require_at_least(minimum, *names)
 
 
 class TransformersClassifier(Classifier):
@@ -95,7 +108,7 @@ def load_classifier(folder: Path, *, model_type: str, max_len: int, pad_id: int)
     hf = model.config
     encoder = dict(hf.to_dict())
     encoder["model_type"] = model_type
-    config = EncoderConfig(
+    config = ImportedConfig(
         vocab_size=int(hf.vocab_size),
         num_classes=int(hf.num_labels),
         max_len=max_len,

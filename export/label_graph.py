@@ -6,6 +6,8 @@ model.onnx: the same graph cut down to ``logits``, dynamically quantized to int8
 per output channel when that form keeps the held-out accuracy within the gate and strays no
 further than the declared tolerance on the golden texts, and the float32 cut otherwise. Its
 labels and logits are compared with the float32 graph's on the held-out rows and recorded.
+"Held-out accuracy" and "labels" are the model's own: the argmax of a softmax classifier, the
+labels over their thresholds of a multi-label one (``GateMetric``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from attnserve.export.errors import ExportError, QuantizationRefused
 from attnserve.export.evalset import EvalSet, encode_chunks
 from attnserve.export.golden import golden_deviation
 from attnserve.export.parity import cpu_session, run_onnx
-from attnserve.export.quantize import check_golden_tolerance, judge_accuracy, quantize_int8
+from attnserve.export.quantize import (
+    ACCURACY,
+    GateMetric,
+    check_golden_tolerance,
+    judge_accuracy,
+    quantize_int8,
+)
 from attnserve.service.bundle import GateRows, GoldenCase, LabelGraph, QuantizationInfo, Truncation
 
 log = logging.getLogger(__name__)
@@ -43,6 +51,7 @@ class LabelSource:
     int8_tolerance: float
     tolerance: float  # the golden cases' tolerance for ``graph`` cut down as it is
     quantization: QuantizationInfo | None  # ``graph``'s own, when it is int8 already
+    metric: GateMetric = ACCURACY  # what the gate compares, and which labels count as differing
 
 
 def logits_only(source: Path, target: Path) -> None:
@@ -71,11 +80,12 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
         labels = reference[1]
         try:
             change = judge_accuracy(
-                _accuracy(reference[0], labels),
-                _accuracy(int8_logits[0], labels),
+                source.metric.score(reference[0], labels),
+                source.metric.score(int8_logits[0], labels),
                 named,
                 source.max_drop,
                 source.int8_tolerance,
+                source.metric.name,
             )
             seen = golden_deviation(
                 cpu_session(quantized), source.golden, source.tokenizer, source.max_len, source.truncation,
@@ -101,7 +111,7 @@ def build_label_graph(source: LabelSource, work: Path, target: Path, *, try_int8
             chosen_logits = cut_logits[0]
         expected = reference[0]
         rows_count = len(expected)
-        differing = int((expected.argmax(axis=1) != chosen_logits.argmax(axis=1)).sum())
+        differing = source.metric.differing(expected, chosen_logits)
         worst = float(np.max(np.abs(chosen_logits - expected))) if rows_count else 0.0
     log.info(
         "label graph: %s, %d of %d held-out labels differ from the float32 graph, logits within %.3g",
@@ -131,7 +141,3 @@ def _held_out(source: LabelSource, graph: Path) -> tuple[np.ndarray, np.ndarray]
         logits.append(run_onnx(session, chunk.input_ids, chunk.attention_mask).logits)  # [B, C]
         labels.append(np.asarray(chunk.labels))
     return np.concatenate(logits), np.concatenate(labels)
-
-
-def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
-    return float((logits.argmax(axis=1) == labels).mean())

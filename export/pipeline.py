@@ -60,6 +60,7 @@ from attnserve.service.bundle import (
     LabelGraph,
     ParityReport,
     QuantizationInfo,
+    Scoring,
     Truncation,
 )
 from attnserve.training.models import REGISTRY
@@ -109,6 +110,7 @@ class Built:
     profile: DataProfile | None = None
     label_graph: LabelGraph | None = None  # the logits-only graph beside model.onnx, where the family has one
     calibration: Calibration | None = None  # None: no temperature (not asked, or the rows place none)
+    scoring: Scoring | None = None  # what the scores mean (held_out.py); None: a softmax over the labels
 
 
 def build_files(
@@ -157,6 +159,7 @@ def build_files(
             truncation=truncation,
             max_drop=options.max_accuracy_drop,
             tolerance=options.int8_tolerance,
+            metric=held_out.metric,
         )
         quantization = change.info()
         # int8 outputs are not expected within the float tolerance: the sweep still enforces
@@ -194,6 +197,7 @@ def build_files(
                 int8_tolerance=options.int8_tolerance,
                 tolerance=golden_tolerance,
                 quantization=quantization,
+                metric=held_out.metric,
             ),
             work,
             bundle_dir / LABEL_MODEL_FILE,
@@ -230,6 +234,7 @@ def build_files(
         profile=profile,
         label_graph=label_graph,
         calibration=calibration,
+        scoring=held_out.scoring,
     )
 
 

@@ -4,7 +4,8 @@ The folder says which: a training run has ``checkpoint.pt``, a Hugging Face fold
 ``config.json`` (what ``save_pretrained`` writes) and no checkpoint. Either way the export
 gets a ``LoadedRun`` (the model and what the bundle declares) and its ``HeldOut`` rows, so
 every later step is the same. The options that only an imported model needs (``rows``,
-``max_len``: a run brings its own) are refused for a run rather than silently ignored.
+``max_len``: a run brings its own) are refused for a run rather than silently ignored; the
+rows' column names mean nothing without ``rows``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from attnserve.export.errors import ExportRequestError
 from attnserve.export.held_out import HeldOut, run_held_out
 from attnserve.export.hf_folder import is_classifier_folder
 from attnserve.export.hf_import import import_folder, load_imported_model
+from attnserve.export.rows_file import LABEL_COLUMN, TEXT_COLUMN
+from attnserve.export.run_scoring import scored_held_out
 from attnserve.training.models.base import Classifier
 from attnserve.training.run.checkpoint import CHECKPOINT, LoadedRun, load_run
 
@@ -32,13 +35,27 @@ def is_imported(path: Path) -> bool:
 
 @contextmanager
 def open_source(
-    path: Path, golden_count: int, *, rows: Path | None = None, max_len: int | None = None
+    path: Path,
+    golden_count: int,
+    *,
+    rows: Path | None = None,
+    max_len: int | None = None,
+    text_column: str = TEXT_COLUMN,
+    label_column: str = LABEL_COLUMN,
 ) -> Iterator[tuple[LoadedRun, HeldOut]]:
     """The model at ``path`` and its held-out rows, for the length of the block (an imported
     model's converted tokenizer lives in a scratch folder until then)."""
     if is_imported(path):
         with tempfile.TemporaryDirectory(prefix="attnserve-import-") as scratch:
-            yield import_folder(path, Path(scratch), golden_count, rows=rows, max_len=max_len)
+            yield import_folder(
+                path,
+                Path(scratch),
+                golden_count,
+                rows=rows,
+                max_len=max_len,
+                text_column=text_column,
+                label_column=label_column,
+            )
         return
     for flag, value in (("--rows", rows), ("--max-len", max_len)):
         if value is not None:
@@ -47,7 +64,7 @@ def open_source(
                 "(its test split gates int8, its max_len is the one it trained with)"
             )
     run = load_training_run(path)
-    yield run, run_held_out(run, golden_count)
+    yield run, scored_held_out(run, run_held_out(run, golden_count))  # a multi-label run's thresholds
 
 
 def load_training_run(path: Path) -> LoadedRun:

@@ -26,6 +26,7 @@ from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, Exporter
 from attnserve.export.parity import DEFAULT_TOLERANCE, cpu_session
 from attnserve.export.pipeline import Built, ExportOptions, build_files, run_truncation
 from attnserve.export.quantize import DEFAULT_INT8_TOLERANCE, DEFAULT_MAX_DROP
+from attnserve.export.rows_file import LABEL_COLUMN, TEXT_COLUMN
 from attnserve.export.source import open_source
 from attnserve.service.bundle import (
     MODEL_FILE,
@@ -66,9 +67,12 @@ def export_run(
     calibrate: bool = True,
     rows: Path | None = None,
     max_len: int | None = None,
+    text_column: str = TEXT_COLUMN,
+    label_column: str = LABEL_COLUMN,
 ) -> Path:
     """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder.
-    ``rows`` and ``max_len``: a Hugging Face folder's held-out rows and longest input (source.py)."""
+    ``rows`` (its ``text_column`` and ``label_column``) and ``max_len``: a Hugging Face folder's
+    held-out rows and longest input (source.py)."""
     options = ExportOptions(
         quantize=quantize,
         optimize=optimize,
@@ -88,7 +92,14 @@ def export_run(
     model_dir = Path(repository) / name
     if version is not None and _taken(model_dir, version):
         raise ExportRequestError(f"{model_dir / str(version)} already exists; versions are never overwritten")
-    with open_source(Path(run_dir), golden_count, rows=rows, max_len=max_len) as (run, held_out):
+    with open_source(
+        Path(run_dir),
+        golden_count,
+        rows=rows,
+        max_len=max_len,
+        text_column=text_column,
+        label_column=label_column,
+    ) as (run, held_out):
         run_truncation(run)  # refused before any folder is made
         with staged(model_dir) as bundle_dir:
             built = build_files(run, held_out, bundle_dir, bundle_dir.parent, options)
@@ -165,6 +176,7 @@ def _finish(
         data_profile=built.profile,
         label_graph=built.label_graph,
         calibration=built.calibration,
+        scoring=built.scoring,
     )
     write_manifest(bundle_dir, manifest)
     read_back(bundle_dir, name, number)

@@ -15,6 +15,7 @@ from attnserve.service.bundle.layout import (
     scan,
     valid_model_name,
 )
+from attnserve.service.bundle.long_texts import COMBINES, MAX_WINDOWS, Combine, LongTexts
 from attnserve.service.bundle.manifest import (
     LABEL_MODEL_FILE,
     MANIFEST_FILE,
@@ -53,10 +54,12 @@ from attnserve.service.bundle.reader import (
 from attnserve.service.bundle.scoring import DEFAULT_THRESHOLD, Problem, Scoring, Thresholds, sigmoid
 
 __all__ = [
+    "COMBINES",
     "DEFAULT_THRESHOLD",
     "ECE_BINS",
     "LABEL_MODEL_FILE",
     "MANIFEST_FILE",
+    "MAX_WINDOWS",
     "MODEL_FILE",
     "NAME_PATTERN",
     "REQUIRED_FILES",
@@ -69,6 +72,7 @@ __all__ = [
     "BundleError",
     "BundleManifest",
     "Calibration",
+    "Combine",
     "DataProfile",
     "Dim",
     "Fingerprint",
@@ -76,6 +80,7 @@ __all__ = [
     "GoldenCase",
     "Histogram",
     "LabelGraph",
+    "LongTexts",
     "ParityReport",
     "Problem",
     "QuantizationInfo",

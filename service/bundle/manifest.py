@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from attnserve.service.bundle.calibration import Calibration
 from attnserve.service.bundle.layout import NAME_PATTERN
+from attnserve.service.bundle.long_texts import LongTexts
 from attnserve.service.bundle.profile import DataProfile
 from attnserve.service.bundle.scoring import SINGLE_LABEL, Scoring
 
@@ -195,6 +196,8 @@ class BundleManifest(_Strict):
     serving: ServingHints | None = None
     # What the scores mean (scoring.py); absent: a softmax over two or more labels.
     scoring: Scoring | None = None
+    # How a text over max_len is read as windows (long_texts.py); absent: the server's default.
+    long_texts: LongTexts | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @field_validator("name")
@@ -229,6 +232,8 @@ class BundleManifest(_Strict):
             raise ValueError("outputs must include 'logits'")
         classes = outputs["logits"].shape[-1] if outputs["logits"].shape else None
         self.scores.check_labels(len(self.labels))
+        if self.long_texts is not None:
+            self.long_texts.check(self.max_len)
         if isinstance(classes, int) and classes != len(self.labels):
             raise ValueError(f"logits has {classes} classes but labels lists {len(self.labels)}")
         has_attention = "attention" in outputs

@@ -55,13 +55,16 @@ class AsyncClient:
         request_id: str = "",
         attribution: str | int = "none",
         attribution_budget: int = 0,
+        attribution_label: str = "",
     ) -> Classification:
         """`attribution`: none, occlusion or shapley (each result then has `attribution`, one
         score per token, and `attribution_rows`); `attribution_budget`: shapley's forward rows
-        per text (0: the server's default)."""
+        per text (0: the server's default); `attribution_label`: the label whose score is
+        explained, by name ("": each text's own label)."""
         request = build_request(
-            texts, model, version, attention, top_k, request_id, attribution, attribution_budget
-        )
+            texts, model, version, attention, top_k, request_id, attribution, attribution_budget,
+            attribution_label,
+        )  # fmt: skip
         with rpc_errors():
             reply = await self._classify(
                 request, timeout=timeout or self.timeout, metadata=with_trace(self.metadata)

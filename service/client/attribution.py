@@ -30,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="shapley: forward rows per text (0 = the server's default, 64)",
     )
+    parser.add_argument(
+        "--attribution-label",
+        default="",
+        metavar="NAME",
+        help="the label whose score the attribution explains (default: each text's own label; a "
+        "multi-label model scores each label on its own)",
+    )
 
 
 def merge_scores(scores: np.ndarray, words: Sequence[Word] | None) -> np.ndarray:

@@ -23,6 +23,7 @@ from attnserve.service.client.channels import Security
 from attnserve.service.client.explain import add_arguments as explain_flags
 from attnserve.service.client.files.cli import add_arguments as file_flags
 from attnserve.service.client.messages import ClientError
+from attnserve.service.client.scores import Scoring, result_document
 from attnserve.service.client.tracecontext import environment_trace
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.service.common.model_info import ModelInfo
@@ -173,34 +174,19 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
         top_k=args.top_k,
         attribution=args.attribution,
         attribution_budget=args.attribution_budget,
+        attribution_label=args.attribution_label,
     )
+    scoring = Scoring.of(info)
     if args.json:
-        out = [
-            {
-                "text": text,
-                "label": r.label,
-                "label_id": r.label_id,
-                "probabilities": r.probabilities.tolist(),
-                "tokens": r.tokens,
-                "truncated": r.truncated,
-                "attention": None if r.attention is None else r.attention.tolist(),
-                "top_tokens": [
-                    {"token": t.token, "index": t.index, "weight": t.weight} for t in r.top_tokens
-                ],
-                **({"answered_by": r.answered_by} if r.answered_by else {}),  # a cascade's member
-                **(
-                    {"attribution": r.attribution.tolist(), "attribution_rows": r.attribution_rows}
-                    if r.attribution is not None
-                    else {}
-                ),
-            }
-            for text, r in zip(args.texts, reply.results, strict=True)
-        ]
+        out = [result_document(t, r, scoring) for t, r in zip(args.texts, reply.results, strict=True)]
         print(json.dumps({"model": reply.model, "version": reply.version, "results": out}, indent=2))
     else:
         from attnserve.service.client.render import print_classification
 
-        print_classification(reply, args.texts, info.labels, mode, args.attribution)
+        print_classification(
+            reply, args.texts, info.labels, mode, args.attribution,
+            scoring=scoring, attribution_label=args.attribution_label,
+        )  # fmt: skip
     return 0
 
 
@@ -260,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("classify takes texts or --input, not both")
     if args.command == "classify" and args.input is not None and args.attribution != "none":
         parser.error("--attribution scores texts given as arguments, not the rows of --input")
+    if getattr(args, "attribution_label", "") and args.attribution == "none":
+        parser.error("--attribution-label names the label an --attribution explains: add --attribution")
     try:
         security = _security(args)
     except ValueError as exc:

@@ -203,10 +203,12 @@ def explain(client: Any, args: argparse.Namespace) -> int:
         attention=mode if attended else "none",
         attribution=args.attribution,
         attribution_budget=args.attribution_budget,
+        attribution_label=args.attribution_label,
     )
     result = reply.results[0]
     figure, panels, shown = _figure(plt, result, args, mode, attended)
-    figure.suptitle(f"{reply.model} v{reply.version}: {result.label} ({result.probabilities.max():.3f})")
+    score = result.value if result.value is not None else result.probabilities.max()  # regression: the value
+    figure.suptitle(f"{reply.model} v{reply.version}: {result.label} ({score:.3f})")
     out = Path(args.out)
     figure.savefig(out, dpi=110)
     plt.close(figure)

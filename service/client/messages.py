@@ -16,6 +16,12 @@ from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, Model
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
+# ModelInfo.problem_type's words (service/bundle/scoring.py `Problem`).
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = (
+    "single_label_classification",
+    "multi_label_classification",
+    "regression",
+)
 SERVICE = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
 
 
@@ -67,6 +73,10 @@ class TextResult:
     # how much it moves the probability of `label`; and the forward rows it took.
     attribution: np.ndarray | None = None  # [len(tokens)] float32
     attribution_rows: int = 0
+    # Multi-label models: the labels at or over their threshold, in label order (possibly none);
+    # empty for other models. Regression models: the value (`probabilities` is then empty).
+    assigned: list[str] = field(default_factory=list)
+    value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +109,11 @@ def build_request(
     request_id: str = "",
     attribution: str | int = "none",
     attribution_budget: int = 0,
+    attribution_label: str = "",
 ) -> pb.ClassifyRequest:
     """`attribution`: none, occlusion or shapley; `attribution_budget`: shapley's forward rows
-    per text (0: the server's default)."""
+    per text (0: the server's default); `attribution_label`: the label whose score the
+    attribution explains, by name ("": each text's own label)."""
     items = [texts] if isinstance(texts, str) else list(texts)
     return pb.ClassifyRequest(
         model=model,
@@ -112,6 +124,7 @@ def build_request(
         request_id=request_id,
         attribution=cast("pb.AttributionMethod", attribution_value(attribution)),
         attribution_budget=attribution_budget,
+        attribution_label=attribution_label,
     )
 
 
@@ -140,6 +153,8 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             # least; its rows may be 0 (a text of special tokens only has no word to remove).
             attribution=np.asarray(item.attribution, np.float32) if item.attribution else None,
             attribution_rows=item.attribution_rows,
+            assigned=list(item.assigned),
+            value=item.value if item.HasField("value") else None,
         )
         for item in reply.results
     ]
@@ -188,4 +203,6 @@ def to_model_info(info: pb.ModelInfo) -> ModelInfo:
         label_graph=info.label_graph,
         metrics=dict(info.metrics),
         created_at=info.created_at,
+        problem_type=info.problem_type or SINGLE_LABEL,  # a server that sends none: single-label
+        thresholds=list(info.thresholds),
     )

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnserve.service.client.messages import Classification, TextResult
+from attnserve.service.client.scores import SINGLE, Scoring, explained, problem_text, scores_view
 from attnserve.service.common.model_info import ModelInfo, ThreadInfo
 from attnserve.service.common.weights import importance
 
@@ -73,14 +74,16 @@ def _signed_heat(level: float) -> str:
     return f"black on {colour}"
 
 
-def _attribution(out: Console, result: TextResult, method: str) -> None:
+def _attribution(out: Console, result: TextResult, method: str, subject: str) -> None:
+    """`subject`: the score explained, e.g. "p(positive)" or "the value"."""
     assert result.attribution is not None
     scores = result.attribution
     peak = float(np.abs(scores).max()) if scores.size else 0.0
     levels = (scores / peak).tolist() if peak > 0 else [0.0] * len(scores)
     out.print(
-        f"attribution ({method}: what each word does to p({result.label}); + for it, - against; "
-        f"{result.attribution_rows} forward rows):"
+        f"attribution ({method}: what each word does to {subject}; + for it, - against; "
+        f"{result.attribution_rows} forward rows):",
+        highlight=False,
     )
     if out.is_terminal:
         line = Text()
@@ -110,23 +113,26 @@ def timings_text(timings_us: Mapping[str, int]) -> str:
 
 
 def print_classification(
-    reply: Classification, texts: Sequence[str], labels: Sequence[str], mode: str, method: str = "none"
+    reply: Classification,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    mode: str,
+    method: str = "none",
+    *,
+    scoring: Scoring = SINGLE,
+    attribution_label: str = "",
 ) -> None:
+    """`scoring`: what the model's scores mean (scores.py); `attribution_label`: the label the
+    call asked the attribution to explain ("": each text's own)."""
     out = console()
     for text, result in zip(texts, reply.results, strict=True):
         out.print(text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 3] + "...", highlight=False)
-        table = Table(show_edge=False)
-        table.add_column("label")
-        table.add_column("probability", justify="right")
-        for label_id in np.argsort(-result.probabilities):
-            name = labels[label_id]
-            shown = f"[bold]{name}[/bold]" if label_id == result.label_id else name
-            table.add_row(shown, f"{result.probabilities[label_id]:.4f}")
-        out.print(table)
+        for part in scores_view(result, labels, scoring):
+            out.print(part, highlight=False)
         if result.attention is not None:
             _attention(out, result, mode)
         if result.attribution is not None:
-            _attribution(out, result, method)
+            _attribution(out, result, method, explained(result, scoring, attribution_label))
         if result.top_tokens:
             out.print("top tokens: " + ", ".join(f"{t.token} ({t.weight:.3f})" for t in result.top_tokens))
         if result.truncated:
@@ -143,6 +149,7 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
         "versions",
         "family",
         "labels",
+        "scores",
         "max_len",
         "attention",
         "label graph",
@@ -159,6 +166,7 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
             ",".join(map(str, info.versions)),
             info.family,
             ", ".join(info.labels),
+            problem_text(info),
             str(info.max_len),
             attention,
             info.label_graph or "-",

@@ -245,21 +245,6 @@ REFUSALS: dict[str, tuple[Callable[[Path], None], tuple[str, ...], str]] = {
         "custom code (auto_map",
     ),
     "no tokenizer": (_no_tokenizer, (), "no tokenizer (tokenizer.json, vocab.txt"),
-    "multi-label": (
-        _config(lambda c: c.update(problem_type="multi_label_classification")),
-        (),
-        "problem_type 'multi_label_classification' is not exported yet: the server serves softmax scores",
-    ),
-    "regression": (
-        _config(lambda c: c.update(problem_type="regression")),
-        (),
-        "problem_type 'regression' is not exported yet: the server serves softmax scores",
-    ),
-    "one label": (
-        _config(lambda c: c.update(id2label={"0": "score"}, label2id={"score": 0})),
-        (),
-        "problem_type 'regression' is not exported yet",
-    ),
     "missing head weights": (_base_weights, (), "the weights do not fit config.json (2 missing"),
     "int8 without rows": (lambda folder: None, ("--quantize", "int8"), "give --rows FILE"),
     "too long": (lambda folder: None, ("--max-len", "41"), "--max-len 41: the model reads 1 to 40 tokens"),

@@ -70,6 +70,18 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
         help="class names in order (default: the values that occur, sorted)",
     )
     g.add_argument(
+        "--multi-label",
+        action="store_true",
+        help="each text has any number of labels: a label cell holds them joined by --label-separator "
+        "(an empty cell: none); one sigmoid per label, trained with binary cross-entropy",
+    )
+    g.add_argument(
+        "--label-separator",
+        default="|",
+        metavar="SEP",
+        help="--multi-label: what joins the labels of a cell (default: |)",
+    )
+    g.add_argument(
         "--ordinal",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -149,6 +161,8 @@ def data_spec(ns: argparse.Namespace) -> DataSpec:
         group_column=ns.group_column,
         labels=labels,
         ordinal=ns.ordinal,
+        multi_label=ns.multi_label,
+        label_separator=ns.label_separator,
         n_pairs=ns.n_pairs,
         distractor_prefix=ns.distractor_prefix,
         min_frequency=ns.min_frequency,

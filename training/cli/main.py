@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from attnserve.training import data as datasets
 from attnserve.training.cli.data_flags import add_data_flags, data_spec
@@ -35,6 +34,7 @@ from attnserve.training.cli.flags import (
     family_help,
     picked,
 )
+from attnserve.training.cli.summary import print_summary
 from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING, DataRecipe
 from attnserve.training.distill import cli as distill_cli
 from attnserve.training.loop import distributed
@@ -58,7 +58,8 @@ TRAIN_NOTES = {
     "target_steps": "epochs 0: plan the epochs of about this many steps instead of 25 (0 = off); "
     "--data: planned from the data's size (3000 on SST-2)",
     "patience": "validations without improvement before stopping (--data: planned, 3 on SST-2)",
-    "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)}",
+    "select_by": f"which validation figure picks the kept epoch: {' | '.join(SELECT_BY)} "
+    "(--multi-label: micro_f1 unless given)",
     "class_weights": f"{' | '.join(CLASS_WEIGHTS)}: balanced weighs every class equally in the loss",
     "threads": "torch CPU threads; 0: the faster of 1 and every core for a timed probe step, "
     "timed again every minute; car-order: 2 (at most the usable cores)",
@@ -174,6 +175,8 @@ def train_config(ns: argparse.Namespace) -> TrainConfig:
     """The training flags given, then the family's recipe or a built-in task's own settings,
     then TrainConfig's."""
     values = picked(ns, TrainConfig)
+    if getattr(ns, "multi_label", False):  # the recipes' figures (loss, macro_f1) are single-label's choice
+        values.setdefault("select_by", "micro_f1")
     recipe = datasets.DEFAULTS[ns.task].training if ns.data is None else DATA_TRAINING
     recipe = REGISTRY[resolve_family(ns)].recipe.training or recipe
     for name, value in recipe:
@@ -182,40 +185,6 @@ def train_config(ns: argparse.Namespace) -> TrainConfig:
         return TrainConfig(**values)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-
-
-def _report(console: Console, metrics: dict[str, Any], run_dir: str) -> None:
-    table = Table(title=f"{metrics['family']} on {metrics['task']} — {run_dir}")
-    ordered = metrics.get("ordered_labels", False)
-    columns = ["split", "accuracy", "macro-F1", *(["MAE"] if ordered else []), "loss", "ECE", "n"]
-    for col in columns:
-        table.add_column(col, justify="right" if col != "split" else "left")
-    extra = [
-        k for k, v in metrics.items() if isinstance(v, dict) and "macro_f1" in v and k not in ("val", "test")
-    ]
-    for split in ("val", "test", *extra):
-        if split in metrics:
-            m = metrics[split]
-            mae = [f"{m['mae']:.3f}"] if ordered else []
-            table.add_row(
-                split,
-                f"{m['accuracy']:.4f}",
-                f"{m['macro_f1']:.4f}",
-                *mae,
-                f"{m['loss']:.4f}",
-                f"{m['ece']:.4f}",
-                str(int(m["n"])),
-            )
-    console.print(table)
-    console.print(
-        f"params {metrics['params']:,}  train time {metrics['train_seconds']:.1f}s  best epoch "
-        f"{metrics['best_epoch']}/{metrics['epochs_run']} (by {metrics['select_by']})  peak memory "
-        f"{metrics['peak_rss_mb']:.0f} MB  per-class report: {run_dir}/report.json, confusion.png"
-    )
-    if metrics.get("warnings"):
-        console.print(f"[yellow]{len(metrics['warnings'])} warning(s)[/yellow]: see above and metrics.json")
-    if metrics.get("out_of_time"):
-        console.print(f"stopped by --max-seconds: add --resume to the same command to continue ({run_dir})")
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -258,7 +227,7 @@ def _train(argv: Sequence[str]) -> int:
     distributed.finish()  # every rank leaves the process group before the process ends
     if distributed.launched() and int(os.environ.get("RANK", "0")) > 0:
         return 0  # rank 0 reports
-    _report(Console(), result.metrics, ns.out)
+    print_summary(Console(), result.metrics, ns.out)
     return 0
 
 

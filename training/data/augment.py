@@ -27,7 +27,7 @@ def add_distractor_prefix(examples: Sequence[Example], rng: random.Random) -> li
         other = ex.text
         while other == ex.text:  # terminates: at least one other text exists
             other = texts[rng.randrange(len(texts))]
-        out.append(Example(text=f"{other} {ex.text}", label=ex.label, group=ex.group))
+        out.append(dataclasses.replace(ex, text=f"{other} {ex.text}"))
     return out
 
 

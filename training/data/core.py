@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 _WORD = re.compile(r"\w+")
+# The ``label`` of a multi-label row: its labels are its ``tags`` (training/data/multi_label.py).
+TAGGED = -1
 
 
 class DataError(ValueError):
@@ -18,8 +20,9 @@ class DataError(ValueError):
 @dataclass(frozen=True)
 class Example:
     text: str
-    label: int
+    label: int  # the class id; TAGGED in a multi-label data set
     group: int  # examples sharing a group (a sentence pair, a user-given id) never straddle splits
+    tags: tuple[int, ...] = ()  # multi-label: the ids of every label the text has (none is allowed)
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,22 @@ class Dataset:
     test: list[Example]
     extra: dict[str, list[Example]] = field(default_factory=dict)  # further evaluation splits
     ordered: bool = False  # the classes are ranks (star ratings): errors have a size
+    multi_label: bool = False  # each text has any number of the labels (Example.tags), not one
 
     def __post_init__(self) -> None:
         if len(self.labels) < 2:
             raise DataError(f"{self.name}: a classifier needs at least 2 labels, got {list(self.labels)}")
+        if self.multi_label and self.ordered:
+            raise DataError(f"{self.name}: multi-label data cannot have ordered (ordinal) labels")
         for split, examples in self.splits().items():
             for ex in examples:
-                if not 0 <= ex.label < len(self.labels):
+                if self.multi_label:
+                    if ex.label != TAGGED or not all(0 <= t < len(self.labels) for t in ex.tags):
+                        raise DataError(
+                            f"{self.name}/{split}: multi-label row with label {ex.label} and label ids "
+                            f"{list(ex.tags)}; ids must lie in 0..{len(self.labels) - 1}"
+                        )
+                elif ex.tags or not 0 <= ex.label < len(self.labels):
                     raise DataError(
                         f"{self.name}/{split}: label id {ex.label} outside 0..{len(self.labels) - 1}"
                     )

@@ -7,7 +7,8 @@ datasets use the regular Hugging Face cache (see ``hub``).
 
 A data set comes from one source split by fractions, or from separate parts: a validation
 and/or test file, or other splits of the same Hugging Face dataset. Whatever is not given
-as a part is carved out of the training part, by group and stratified by label.
+as a part is carved out of the training part, by group and stratified by label. With
+``Layout.multi_label`` a label cell holds any number of labels (multi_label.py).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnserve.training.data.core import DataError, Dataset, Example, split_groups
+from attnserve.training.data.core import TAGGED, DataError, Dataset, Example, split_groups
 from attnserve.training.data.hub import PROBE_TIMEOUT_S, load_from_hub
 from attnserve.training.data.labels import LabelColumn, map_labels, rows
+from attnserve.training.data.multi_label import DEFAULT_SEPARATOR, Tags, map_tags
 from attnserve.training.data.plain_files import FORMATS, Columns, read_file
 
 TRAIN = "train"
@@ -38,6 +40,8 @@ class Layout:
     seed: int = 0
     val_fraction: float = 0.1
     test_fraction: float = 0.1
+    multi_label: bool = False  # a label cell holds any number of labels (training/data/multi_label.py)
+    separator: str = DEFAULT_SEPARATOR  # between the labels of a multi-label cell
 
 
 @dataclass(frozen=True)
@@ -145,11 +149,25 @@ def _columns(read: _Read, layout: Layout) -> tuple[list[str], LabelColumn, list[
     return texts, labels, groups
 
 
-def _examples(texts: list[str], ids: list[int], groups: list[Any] | None) -> list[Example]:
-    if groups is None:
-        return [Example(t, y, i) for i, (t, y) in enumerate(zip(texts, ids, strict=True))]
+def _examples(texts: list[str], ids: Sequence[int | Tags], groups: list[Any] | None) -> list[Example]:
+    """One part's rows: ``ids`` are class ids, or each row's label ids (multi-label)."""
     keys: dict[Any, int] = {}
-    return [Example(t, y, keys.setdefault(g, len(keys))) for t, y, g in zip(texts, ids, groups, strict=True)]
+    found = range(len(texts)) if groups is None else [keys.setdefault(g, len(keys)) for g in groups]
+    return [
+        Example(t, y, g) if isinstance(y, int) else Example(t, TAGGED, g, y)
+        for t, y, g in zip(texts, ids, found, strict=True)
+    ]
+
+
+def _label_ids(
+    parts: list[LabelColumn], layout: Layout
+) -> tuple[tuple[str, ...], bool, Sequence[Sequence[int | Tags]]]:
+    """Label names, whether they are ordered, and each part's rows' class ids (multi-label: label ids)."""
+    if layout.multi_label:
+        tagged = map_tags(parts, layout.label_column, layout.separator, layout.labels)
+        return tagged.names, False, tagged.tags
+    classes = map_labels(parts, layout.label_column, layout.labels)
+    return classes.names, classes.ordered, classes.ids
 
 
 def load_parts(
@@ -166,10 +184,10 @@ def load_parts(
     given = {"train": train, "val": val, "test": test}
     read = {k: _read(p, layout, probe_timeout, cache_dir) for k, p in given.items() if p is not None}
     columns = {k: _columns(r, layout) for k, r in read.items()}
-    classes = map_labels([c[1] for c in columns.values()], layout.label_column, layout.labels)
+    names, ordered, ids = _label_ids([c[1] for c in columns.values()], layout)
     examples = {
-        k: _examples(texts, ids, groups)
-        for (k, (texts, _, groups)), ids in zip(columns.items(), classes.ids, strict=True)
+        k: _examples(texts, part_ids, groups)
+        for (k, (texts, _, groups)), part_ids in zip(columns.items(), ids, strict=True)
     }
     train_ex, val_ex, test_ex = split_groups(
         examples["train"],
@@ -183,11 +201,12 @@ def load_parts(
         raise DataError("no validation data: give a validation fraction above 0 or a validation part")
     return Dataset(
         name=read["train"].name,
-        labels=classes.names,
+        labels=names,
         train=train_ex,
         val=val_ex,
         test=test_ex,
-        ordered=classes.ordered,
+        ordered=ordered,
+        multi_label=layout.multi_label,
     )
 
 

@@ -28,6 +28,8 @@ class DataSpec:
     group_column: str | None = None
     labels: tuple[str, ...] | None = None  # fixes the class names and their order
     ordinal: bool | None = None  # None: numeric labels are ordered, others not
+    multi_label: bool = False  # a label cell holds any number of labels (training/data/multi_label.py)
+    label_separator: str = "|"  # between the labels of a multi-label cell
     n_pairs: int | None = None  # a built-in task's size; None: the task's own default
     distractor_prefix: bool = False
     min_frequency: int = 1
@@ -50,6 +52,14 @@ class DataSpec:
             raise datasets.DataError(f"tokenizer must be one of {', '.join(KINDS)}, got {self.tokenizer!r}")
         if self.vocab_size < 0 or self.min_frequency < 1:
             raise datasets.DataError("vocab_size must be >= 0 and min_frequency >= 1")
+        if self.multi_label and self.path is None:
+            raise datasets.DataError(
+                f"--multi-label reads your own data (--data); the built-in task {self.task} is single-label"
+            )
+        if self.multi_label and self.ordinal:
+            raise datasets.DataError("--ordinal ranks one label per text; multi-label texts have several")
+        if self.multi_label and not self.label_separator:
+            raise datasets.DataError("--label-separator must not be empty")
 
 
 def _part(spec: DataSpec, path: str | None, split: str | None) -> datasets.Part | None:
@@ -81,6 +91,8 @@ def load_dataset(spec: DataSpec) -> datasets.Dataset:
         seed=spec.seed,
         val_fraction=0.1 if spec.val_fraction is None else spec.val_fraction,
         test_fraction=0.1 if spec.test_fraction is None else spec.test_fraction,
+        multi_label=spec.multi_label,
+        separator=spec.label_separator,
     )
     ds = datasets.load_parts(
         datasets.Part(spec.path, spec.split),
@@ -88,6 +100,6 @@ def load_dataset(spec: DataSpec) -> datasets.Dataset:
         test=_part(spec, spec.test_path, spec.test_split),
         layout=layout,
     )
-    if spec.ordinal is not None:
+    if spec.ordinal is not None and not spec.multi_label:
         ds = dataclasses.replace(ds, ordered=spec.ordinal)
     return datasets.with_distractor_prefix(ds, spec.seed) if spec.distractor_prefix else ds

@@ -69,6 +69,11 @@ def load_teacher(run_dir: str | Path) -> Teacher:
         run = load_run(run_path)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise TeacherError(f"--teacher {run_path} cannot be loaded: {exc}") from exc
+    if run.multi_label:
+        raise TeacherError(
+            f"--teacher {run_path} is a multi-label run (a sigmoid per label): distillation learns a "
+            "teacher's softmax over one label per text"
+        )
     tokenizer = Tokenizer.from_file(str(run.tokenizer_path))
     return Teacher(run, file_sha256(run_path / CHECKPOINT), tokenizer)
 

@@ -40,10 +40,11 @@ class Split:
     """One encoded split, in numpy.
 
     input_ids [N, W] right-padded (W is at least the longest row, usually max_len), lengths
-    [N] real tokens per row, labels [N], optional groups [N]: rows sharing a group (car-order's
-    sentence pairs) are kept next to each other, and so in the same training batch. Optional
-    soft [N, C]: a teacher's logits per row (distillation); a row without a gold label has
-    label -100 (ignored by cross_entropy) and learns from them alone.
+    [N] real tokens per row, labels [N] class ids (or, multi-label, [N, C] 0/1 float32: the
+    loss is then binary cross-entropy per label), optional groups [N]: rows sharing a group
+    (car-order's sentence pairs) are kept next to each other, and so in the same training
+    batch. Optional soft [N, C]: a teacher's logits per row (distillation); a row without a
+    gold label has label -100 (ignored by cross_entropy) and learns from them alone.
     """
 
     input_ids: np.ndarray
@@ -54,10 +55,10 @@ class Split:
 
     def __post_init__(self) -> None:
         n = self.input_ids.shape[0]
-        if self.input_ids.ndim != 2 or self.lengths.shape != (n,) or self.labels.shape != (n,):
+        if self.input_ids.ndim != 2 or self.lengths.shape != (n,) or self.labels.shape[:1] != (n,):
             raise ValueError(
-                f"a split needs ids [N, W], lengths [N] and labels [N]; got {self.input_ids.shape}, "
-                f"{self.lengths.shape} and {self.labels.shape}"
+                f"a split needs ids [N, W], lengths [N] and labels [N] or [N, C]; got "
+                f"{self.input_ids.shape}, {self.lengths.shape} and {self.labels.shape}"
             )
         if self.groups is not None and self.groups.shape != (n,):
             raise ValueError(f"groups must be [N={n}], got {self.groups.shape}")
@@ -68,6 +69,11 @@ class Split:
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
+
+    @property
+    def multi_label(self) -> bool:
+        """Whether ``labels`` is a [N, C] 0/1 matrix (a text may have any number of labels)."""
+        return self.labels.ndim == 2
 
 
 def training_batches(
@@ -138,7 +144,8 @@ def batch_tensors(
     pad_to: int | None = None,
     augment: Augment | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """int64 ids [B, T], mask [B, T] and labels [B] for rows ``idx``.
+    """int64 ids [B, T], mask [B, T] and labels for rows ``idx``: int64 [B], or float32 [B, C]
+    for a multi-label split (what BCEWithLogitsLoss reads).
 
     T is the longest of these rows, or ``pad_to`` (every batch as wide as max_len: the
     behaviour before length-aware batching, kept so it can be measured).
@@ -151,10 +158,11 @@ def batch_tensors(
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)  # [B, T]
     if augment is not None:
         ids = augment(ids, mask)
+    labels = split.labels[idx].astype(np.float32 if split.multi_label else np.int64)
     return (
         torch.from_numpy(ids).to(device),
         torch.from_numpy(mask).to(device),
-        torch.from_numpy(split.labels[idx].astype(np.int64)).to(device),
+        torch.from_numpy(labels).to(device),
     )
 
 

@@ -9,8 +9,10 @@ import numpy as np
 import torch
 
 from attnserve.training.report.metrics import Scores
+from attnserve.training.report.multi_label import MultiScores
 
-SELECT_BY = ("macro_f1", "loss", "accuracy")
+SELECT_BY = ("macro_f1", "loss", "accuracy", "micro_f1")  # micro_f1: multi-label's (single-label: accuracy)
+MULTI_LABEL_SELECT_BY = ("micro_f1", "macro_f1", "loss")
 SCHEDULES = ("cosine", "linear")
 CLASS_WEIGHTS = ("none", "balanced")
 DEFAULT_EPOCHS = 25
@@ -75,7 +77,8 @@ class TrainConfig:
     progress: bool = True  # steps, texts/s and time left, drawn only on a terminal
     resume: bool = False  # continue from the run directory's resume.pt
     # The best validation epoch is kept. macro_f1 (loss breaks ties) does not reward a model
-    # that always answers the majority class, as accuracy does on imbalanced data.
+    # that always answers the majority class, as accuracy does on imbalanced data. Multi-label
+    # runs of attnserve-train select by micro_f1 unless --select-by says otherwise.
     select_by: str = "macro_f1"
     class_weights: str = "none"  # balanced: each class weighs as much in the loss as the others
 
@@ -139,7 +142,7 @@ def class_weight_tensor(cfg: TrainConfig, labels: np.ndarray, num_classes: int) 
     return torch.tensor(weights, dtype=torch.float32)
 
 
-def selection_key(cfg: TrainConfig, scores: Scores) -> tuple[float, ...]:
+def selection_key(cfg: TrainConfig, scores: Scores | MultiScores) -> tuple[float, ...]:
     """Which validation result is best: higher keys win."""
     if cfg.select_by == "loss":
         return (-scores.loss,)

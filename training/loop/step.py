@@ -34,7 +34,11 @@ from attnserve.training.loop.distributed import Shared
 from attnserve.training.loop.replicated import Replicated
 from attnserve.training.models.base import Classifier
 
-Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids [B, T], mask [B, T], labels [B]
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # ids [B, T], mask [B, T], labels [B] or [B, C]
+# Multi-label (labels [B, C] 0/1): one sigmoid per label. A row's loss is the mean over its labels,
+# so summed rows divided by the batch's rows are BCEWithLogitsLoss's mean over every cell, and
+# micro-batches add up to the whole batch as cross-entropy's rows do.
+_BCE_CELLS = torch.nn.BCEWithLogitsLoss(reduction="none")
 Soft = tuple[torch.Tensor, DistillLoss]  # a teacher's logits [B, C] and the loss that uses them
 
 
@@ -77,6 +81,19 @@ def _divisor(labels: torch.Tensor, class_weights: torch.Tensor | None, *, distil
     return float(class_weights[labels].sum())
 
 
+def bce_rows(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Each multi-label row's loss [B]: binary cross-entropy per label, averaged over the labels."""
+    cells: torch.Tensor = _BCE_CELLS(logits, labels)  # [B, C]
+    return cells.mean(dim=1)
+
+
+def right_rows(logits: torch.Tensor, labels: torch.Tensor) -> int:
+    """Rows predicted right: the argmax class, or (multi-label) every label at logit 0 (p = 0.5)."""
+    if labels.dim() == 2:
+        return int(((logits > 0) == labels.bool()).all(dim=1).sum())
+    return int((logits.argmax(-1) == labels).sum())
+
+
 def _logits(model: Classifier, ids: torch.Tensor, mask: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
     return model.logits(ids, mask) if cfg.fused_attention else model(ids, mask)[0]
 
@@ -102,9 +119,12 @@ def accumulate_gradients(
     if shared is None:
         if soft is None and len(parts) == 1:
             logits = _logits(model, ids, mask, cfg)  # [B, C]
-            loss = F.cross_entropy(logits, labels, weight=class_weights)
+            if labels.dim() == 2:
+                loss = bce_rows(logits, labels).mean()
+            else:
+                loss = F.cross_entropy(logits, labels, weight=class_weights)
             loss.backward()  # type: ignore[no-untyped-call]
-            return float(loss.detach()), int((logits.detach().argmax(-1) == labels).sum())
+            return float(loss.detach()), right_rows(logits.detach(), labels)
         # One process: the step is this batch alone, in as many passes as it needs.
         total = _divisor(labels, class_weights, distilled=soft is not None)
         shared = Shared(parts=len(parts), total=total, rows=len(labels), world=1, stop=False)
@@ -140,7 +160,7 @@ def _gradients_in_passes(
             (share * (shared.world if real else 0.0)).backward()  # type: ignore[no-untyped-call]
         if real:
             loss_sum += float(share.detach())
-            correct += int((logits.detach().argmax(-1) == wanted[at]).sum())
+            correct += right_rows(logits.detach(), wanted[at])
     return loss_sum, correct
 
 
@@ -151,7 +171,10 @@ def _summed_loss(
     class_weights: torch.Tensor | None,
     soft: Soft | None,
 ) -> torch.Tensor:
-    """The summed loss of rows ``at`` (cross-entropy, or the distillation loss with ``soft``)."""
+    """The summed loss of rows ``at`` (cross-entropy, binary cross-entropy for multi-label
+    labels, or the distillation loss with ``soft``)."""
+    if soft is None and labels.dim() == 2:
+        return bce_rows(logits, labels[at]).sum()
     if soft is None:
         return F.cross_entropy(logits, labels[at], weight=class_weights, reduction="sum")
     teacher, loss_fn = soft

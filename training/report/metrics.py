@@ -28,6 +28,11 @@ class Scores:
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
 
+    @property
+    def micro_f1(self) -> float:
+        """With one label per text, micro-averaged F1 is the accuracy (--select-by micro_f1)."""
+        return self.accuracy
+
 
 def confusion_matrix(labels: np.ndarray, preds: np.ndarray, num_classes: int) -> np.ndarray:
     """[C, C] counts: row = true class, column = predicted class."""

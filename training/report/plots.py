@@ -19,10 +19,16 @@ def plot_curves(epochs: Sequence[dict[str, Any]], path: Path, title: str) -> Pat
     ax_loss.plot(x, [r["train_loss"] for r in epochs], label="train (running)")
     ax_loss.plot(x, [r["val_loss"] for r in epochs], label="validation")
     ax_loss.set_xlabel("epoch")
-    ax_loss.set_ylabel("cross-entropy")
+    multi = bool(epochs) and "val_micro_f1" in epochs[0]  # multi-label: F1 and exact match, not accuracy
+    ax_loss.set_ylabel("binary cross-entropy" if multi else "cross-entropy")
     ax_loss.legend()
-    ax_acc.plot(x, [r["train_accuracy"] for r in epochs], label="train (running)")
-    ax_acc.plot(x, [r["val_accuracy"] for r in epochs], label="validation")
+    if multi:
+        ax_acc.plot(x, [r["train_exact_match"] for r in epochs], label="train exact match (running)")
+        ax_acc.plot(x, [r["val_micro_f1"] for r in epochs], label="validation micro-F1")
+        ax_acc.plot(x, [r["val_exact_match"] for r in epochs], label="validation exact match", linestyle=":")
+    else:
+        ax_acc.plot(x, [r["train_accuracy"] for r in epochs], label="train (running)")
+        ax_acc.plot(x, [r["val_accuracy"] for r in epochs], label="validation")
     ax_acc.plot(x, [r["val_macro_f1"] for r in epochs], label="validation macro-F1", linestyle="--")
     ax_acc.set_ylim(0.0, 1.02)
     ax_acc.set_xlabel("epoch")
@@ -100,8 +106,9 @@ def plot_attention(
 
 
 def plot_confusion(reports: dict[str, dict[str, Any]], path: Path, title: str) -> Path | None:
-    """One confusion-matrix panel per evaluated split: counts, coloured by share of the true class."""
-    if not reports:
+    """One confusion-matrix panel per evaluated split: counts, coloured by share of the true class.
+    None (no picture) for multi-label reports, which have no confusion matrix."""
+    if not reports or any("confusion" not in report for report in reports.values()):
         return None
     n = len(reports)
     size = max(len(next(iter(reports.values()))["labels"]), 2)

@@ -38,6 +38,7 @@ class LoadedRun:
     eval_path: Path | None
     run_dir: Path
     truncation: str = "head"  # which part of a long text the model was trained on
+    multi_label: bool = False  # a sigmoid per label (training/data/multi_label.py), not one softmax
 
 
 def save_checkpoint(
@@ -48,6 +49,7 @@ def save_checkpoint(
     task: str,
     metrics: dict[str, Any],
     truncation: str = "head",
+    multi_label: bool = False,
 ) -> Path:
     cfg = model.config
     path = run_dir / CHECKPOINT
@@ -64,6 +66,7 @@ def save_checkpoint(
             "task": task,
             "metrics": metrics,
             "truncation": truncation,
+            "multi_label": multi_label,
         },
         tmp,
     )
@@ -99,6 +102,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         eval_path=eval_path if eval_path.is_file() else None,
         run_dir=run,
         truncation=str(ckpt.get("truncation", "head")),
+        multi_label=bool(ckpt.get("multi_label", False)),  # absent from checkpoints written before it
     )
 
 

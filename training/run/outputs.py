@@ -4,7 +4,8 @@
     curves.png  attention.png  confusion.png
 
 ``report.json`` holds, per evaluated split, precision/recall/F1/support per class, the
-confusion matrix (rows = true class) and, for ordered labels, the mean absolute error.
+confusion matrix (rows = true class) and, for ordered labels, the mean absolute error; for
+multi-label data, per label at threshold 0.5 (no confusion matrix: a text has several labels).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import torch
 from tokenizers import Tokenizer
 
 from attnserve.training.data import Dataset, Example
+from attnserve.training.data.core import TAGGED
+from attnserve.training.data.multi_label import tag_names
 from attnserve.training.loop.trainer import History, Split, predict
 from attnserve.training.models.base import Classifier
 from attnserve.training.report.metrics import class_report, score
 from attnserve.training.report.model_checks import prediction_warnings
+from attnserve.training.report.multi_label import DEFAULT_THRESHOLD, label_report, label_warnings, multi_score
 from attnserve.training.report.plots import plot_attention, plot_confusion, plot_curves
 from attnserve.training.run.checkpoint import EVAL_SET, METRICS, save_checkpoint, write_json
 from attnserve.training.text.tokenizer import encode_batch
@@ -55,6 +59,12 @@ def evaluate_splits(
     out = Evaluation()
     for name, split in splits.items():
         probs, loss = predict(model, split, device, max_tokens=max_tokens)
+        if split.multi_label:
+            out.scores[name] = multi_score(split.labels, probs, loss).as_dict()
+            out.reports[name] = label_report(split.labels, probs, labels)
+            if name in ("val", "test"):
+                out.warnings += label_warnings(name, out.reports[name])
+            continue
         scores = score(split.labels, probs, loss).as_dict()
         report = class_report(split.labels, probs, labels, ordered=ordered)
         if "mae" in report:
@@ -76,20 +86,26 @@ def _attention_samples(
         enc = encode_batch(tokenizer, [ex.text], max_len, truncation)
         with torch.no_grad():
             logits, att = model(torch.from_numpy(enc.input_ids), torch.from_numpy(enc.attention_mask))
-        pred = labels[int(logits.argmax(-1))]
+        if ex.label == TAGGED:  # multi-label: every label at 0.5 and over
+            given = torch.sigmoid(logits[0]) >= DEFAULT_THRESHOLD
+            true, pred = tag_names(ex.tags, labels), tag_names(given.nonzero().flatten().tolist(), labels)
+        else:
+            true, pred = labels[ex.label], labels[int(logits.argmax(-1))]
         assert att is not None
-        samples.append((f"true {labels[ex.label]}\npred {pred}", enc.tokens[0], att[0].cpu().numpy()))
+        samples.append((f"true {true}\npred {pred}", enc.tokens[0], att[0].cpu().numpy()))
     return samples
 
 
 def write_eval_set(run_dir: Path, examples: list[Example], name: str = EVAL_SET) -> None:
     """``eval.jsonl``: the validation texts and labels, written before training so they can be freed.
 
-    ``name``: another split's file (``test.jsonl``, empty when the run has no test split).
+    ``name``: another split's file (``test.jsonl``, empty when the run has no test split). A
+    multi-label row is ``{"text", "labels": [ids]}``: the ids of every label it has.
     """
     with open(run_dir / name, "w") as fh:
         for ex in examples:
-            fh.write(json.dumps({"text": ex.text, "label": ex.label}) + "\n")
+            row: dict[str, object] = {"labels": list(ex.tags)} if ex.label == TAGGED else {"label": ex.label}
+            fh.write(json.dumps({"text": ex.text, **row}) + "\n")
 
 
 def attention_examples(ds: Dataset) -> list[Example]:
@@ -111,9 +127,8 @@ def write_run(
     """Checkpoint, metrics, class reports and pictures; ``samples`` go in the attention picture."""
     model.cpu()
     summary = {k: v for k, v in metrics.items() if k != "history"}  # the history stays in metrics.json
-    save_checkpoint(
-        run_dir, model, labels=list(ds.labels), task=ds.name, metrics=summary, truncation=truncation
-    )
+    save_checkpoint(run_dir, model, labels=list(ds.labels), task=ds.name, metrics=summary,
+                    truncation=truncation, multi_label=ds.multi_label)  # fmt: skip
     write_json(run_dir / METRICS, metrics)
     write_json(run_dir / REPORT, evaluation.reports)
     title = f"{metrics['family']} on {ds.name}"

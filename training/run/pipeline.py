@@ -144,6 +144,7 @@ def write(
         "family": facts["family"],
         "labels": list(ds.labels),
         "ordered_labels": ds.ordered,
+        "multi_label": ds.multi_label,  # a sigmoid per label: micro/macro-F1 and exact match, no accuracy
         "params": sum(p.numel() for p in model.parameters()),
         "tokenizer": facts["tokenizer"],
         "processes": facts["processes"],  # torchrun's ranks (1 without it); a step took batch_size on each

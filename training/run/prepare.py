@@ -17,13 +17,16 @@ from tokenizers import Tokenizer
 
 from attnserve.training import data as datasets
 from attnserve.training.data.encoding import EncodedTexts, encode_texts
+from attnserve.training.data.multi_label import label_matrix
 from attnserve.training.data.spec import DataSpec, load_dataset
 from attnserve.training.distill.student import DistillSpec, student_data
 from attnserve.training.loop import distributed
+from attnserve.training.loop.config import MULTI_LABEL_SELECT_BY
 from attnserve.training.loop.trainer import Split, TrainConfig, pick_device
 from attnserve.training.models import FAMILIES
 from attnserve.training.models.families import Family
 from attnserve.training.report.data import DataReport, auto_max_len, check_classes, check_lengths
+from attnserve.training.report.multi_label import check_label_counts
 from attnserve.training.run.checkpoint import TEST_SET
 from attnserve.training.run.outputs import attention_examples, write_eval_set
 from attnserve.training.run.start import Start
@@ -95,12 +98,38 @@ def encode(
     max_len: int,
     truncation: str,
     encode_texts: Callable[[Tokenizer, list[str], int, str], EncodedTexts] = encode_texts,
+    multi_labels: int = 0,
 ) -> Split:
-    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time."""
+    """One split as an [N, max_len] int32 id matrix and lengths, encoded a chunk at a time;
+    with ``multi_labels`` (the label count of multi-label data) its labels are [N, C] 0/1."""
     enc = encode_texts(tok, [e.text for e in examples], max_len, truncation)
-    labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
+    if multi_labels:
+        labels = label_matrix(examples, multi_labels)
+    else:
+        labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
     groups = np.fromiter((e.group for e in examples), dtype=np.int64, count=len(examples))
     return Split(enc.input_ids, enc.lengths, labels, groups)
+
+
+def check_multi_label(spec: DataSpec, cfg: TrainConfig, distill: DistillSpec | None) -> None:
+    """Refuse, before any data is read, the settings that mean one label per text."""
+    if not spec.multi_label:
+        return
+    if distill is not None:
+        raise datasets.DataError(
+            "attnserve-train distill learns a teacher's softmax over one label per text; it does not "
+            "distill multi-label data (--multi-label) yet"
+        )
+    if cfg.class_weights != "none":
+        raise datasets.DataError(
+            f"--class-weights {cfg.class_weights} weighs classes of one label per text; with "
+            "--multi-label each label is its own yes/no: drop --class-weights"
+        )
+    if cfg.select_by not in MULTI_LABEL_SELECT_BY:
+        raise datasets.DataError(
+            f"--select-by {cfg.select_by} has no multi-label meaning; use one of "
+            f"{', '.join(MULTI_LABEL_SELECT_BY)} (micro_f1 is --multi-label's default)"
+        )
 
 
 def prepare(
@@ -115,6 +144,7 @@ def prepare(
 ) -> Prepared:
     """Load the data, tokenize and check it, write the tokenizer and the evaluation sets.
     ``overrides``: the model flags given (a max_len among them)."""
+    check_multi_label(spec, train_cfg, distill)
     ds = load_dataset(spec)
     train_texts = [e.text for e in ds.train]
     tokenizer = start.tokenizer(train_texts)
@@ -125,11 +155,15 @@ def prepare(
     truncation = spec.truncation
     report = DataReport()
     check_lengths(report, lengths, max_len, truncation, how)
-    splits = {k: encode(tokenizer, v, max_len, truncation, family.encode_texts)
+    tagged = len(ds.labels) if ds.multi_label else 0
+    splits = {k: encode(tokenizer, v, max_len, truncation, family.encode_texts, tagged)
               for k, v in {"train": ds.train, **evaluated}.items()}  # fmt: skip
     encoded = {k: (s.input_ids, s.lengths) for k, s in splits.items() if k in ("train", "val")}
     start.check(report, tokenizer, train_texts, encoded)
-    check_classes(report, ds.labels, [e.label for e in ds.train], train_cfg.class_weights != "none")
+    if ds.multi_label:
+        check_label_counts(report, ds.labels, [e.tags for e in ds.train])
+    else:
+        check_classes(report, ds.labels, [e.label for e in ds.train], train_cfg.class_weights != "none")
     log.info("%s: %s", ds.name, ", ".join(f"{len(s):,} {k}" for k, s in splits.items()))
     for line in report.notes:
         log.info("%s", line)

@@ -120,7 +120,9 @@ def _encoder_config(folder: Path) -> dict[str, Any]:
     kind = str(config.model_type)
     # An encoder reads the whole text both ways and was pretrained with masked tokens: the
     # families with a masked-LM head. GPT-style models and encoder-decoders are refused.
-    if config.is_encoder_decoder or kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.is_decoder:
+    # DistilBERT, ALBERT and MPNet configs carry no is_decoder (transformers 5): none is a decoder.
+    decoder = bool(getattr(config, "is_decoder", False))
+    if config.is_encoder_decoder or kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or decoder:
         what = "an encoder-decoder" if config.is_encoder_decoder else "not a bidirectional encoder"
         raise PretrainedError(
             f"{folder}: model type {kind!r} is {what}; --pretrained takes BERT-family encoders "

@@ -156,6 +156,8 @@ def tune_main(ns: argparse.Namespace, base: TrainConfig, spec: DataSpec, given: 
     """The `tune` subcommand after the shared flags were parsed (see training/cli/main.py)."""
     if spec.path is None:
         raise UsageError("tune searches on your data: give --data (and --val-data or --val-split)")
+    if spec.multi_label and ns.metric == "accuracy":
+        raise UsageError("--multi-label runs report no accuracy: tune them with --metric macro_f1")
     families = tuple(f.strip() for f in ns.families.split(",") if f.strip())
     pretrained = getattr(ns, "pretrained", None)
     if ns.families == ",".join(SEARCHED):  # --families left as it was: the families --pretrained takes

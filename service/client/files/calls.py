@@ -14,9 +14,12 @@ from typing import Any
 
 import grpc
 
-from attnserve.service.client.messages import ClientError, TextResult
+from attnserve.service.client.messages import MULTI_LABEL, REGRESSION, SINGLE_LABEL, ClientError, TextResult
 from attnserve.service.common.weights import importance
 
+# Between a multi-label row's assigned labels, as training data files write them
+# (training/data/multi_label.py); "" when none is assigned.
+ASSIGNED_SEPARATOR = "|"
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 # Refusals of one text (empty, too long, ...) rather than of the call.
 PER_ROW = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE})
@@ -126,17 +129,50 @@ def classify_batch(
     return Outcome(results, reasons, retries)
 
 
-def added_columns(labels: list[str], prefix: str, with_attention: bool, cascade: bool = False) -> list[str]:
-    """``cascade``: the model is a cascade, whose rows say which member answered them."""
-    names = [f"{prefix}label", *(f"{prefix}p_{label}" for label in labels)]
-    names += [f"{prefix}answered_by"] if cascade else []
-    return names + ([f"{prefix}tokens", f"{prefix}attention"] if with_attention else [])
+def added_columns(
+    labels: list[str],
+    prefix: str,
+    with_attention: bool,
+    cascade: bool = False,
+    problem_type: str = SINGLE_LABEL,
+) -> dict[str, str]:
+    """The columns a row gains, each with its Arrow type: a single-label model's label and
+    p_<label> per label; a multi-label model's p_<label> per label and `assigned` (the labels
+    at or over their thresholds, joined with ASSIGNED_SEPARATOR as training data writes them);
+    a regression model's `value`. ``cascade``: the rows say which member answered them."""
+    names: dict[str, str] = {}
+    if problem_type == REGRESSION:
+        names[f"{prefix}value"] = "float64"
+    else:
+        if problem_type != MULTI_LABEL:
+            names[f"{prefix}label"] = "string"
+        names.update((f"{prefix}p_{label}", "float64") for label in labels)
+        if problem_type == MULTI_LABEL:
+            names[f"{prefix}assigned"] = "string"
+    if cascade:
+        names[f"{prefix}answered_by"] = "string"
+    if with_attention:
+        names.update({f"{prefix}tokens": "list<string>", f"{prefix}attention": "list<float64>"})
+    return names
 
 
-def added_values(result: TextResult, labels: list[str], prefix: str, with_attention: bool) -> dict[str, Any]:
-    values: dict[str, Any] = {f"{prefix}label": result.label}
-    for label, p in zip(labels, result.probabilities.tolist(), strict=True):
-        values[f"{prefix}p_{label}"] = round(float(p), 6)
+def added_values(
+    result: TextResult,
+    labels: list[str],
+    prefix: str,
+    with_attention: bool,
+    problem_type: str = SINGLE_LABEL,
+) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if problem_type == REGRESSION:
+        values[f"{prefix}value"] = None if result.value is None else round(float(result.value), 6)
+    else:
+        if problem_type != MULTI_LABEL:
+            values[f"{prefix}label"] = result.label
+        for label, p in zip(labels, result.probabilities.tolist(), strict=True):
+            values[f"{prefix}p_{label}"] = round(float(p), 6)
+        if problem_type == MULTI_LABEL:
+            values[f"{prefix}assigned"] = ASSIGNED_SEPARATOR.join(result.assigned)
     if result.answered_by:
         values[f"{prefix}answered_by"] = result.answered_by
     if with_attention:

@@ -20,7 +20,12 @@ EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     files = parser.add_argument_group("files (instead of texts)")
     files.add_argument("--input", type=Path, help="CSV, JSONL or Parquet file of texts, a row each")
-    files.add_argument("--output", type=Path, help="file to write: the input's columns, label, p_<label>")
+    files.add_argument(
+        "--output",
+        type=Path,
+        help="file to write: the input's columns, label, p_<label> (multi-label models: p_<label> and "
+        "assigned, the labels over their thresholds joined with |; regression models: value)",
+    )
     files.add_argument("--format", choices=FORMATS, help="input format (default: from the suffix)")
     files.add_argument("--output-format", choices=FORMATS, help="output format (default: from the suffix)")
     files.add_argument("--text-column", default="text", help="the input column holding the text")

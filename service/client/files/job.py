@@ -70,7 +70,7 @@ def classify_file(
     started = time.monotonic()
     begun = prepare(client, job, stop)
     table, sink, rejects, state, info = begun.table, begun.sink, begun.rejects, begun.checkpoint, begun.info
-    retries, labels = begun.retries, info.labels
+    retries, labels, problem_type = begun.retries, info.labels, info.problem_type
     # More texts than the server takes in one call would be refused as a whole.
     batch_size = max(1, min(job.batch_size, info.limits.max_texts_per_request or job.batch_size))
     text_column, prefix, attention = job.text_column, job.prefix, job.with_attention
@@ -131,7 +131,8 @@ def classify_file(
                 if result is None:
                     refused.append(_reject(index, record, reason))
                 else:
-                    written.append({**record.row, **added_values(result, labels, prefix, attention)})
+                    added = added_values(result, labels, prefix, attention, problem_type)
+                    written.append({**record.row, **added})
             sink.write(written)
             rejects.write(refused)
             done, rejected, uncommitted = (

@@ -25,19 +25,19 @@ class Start:
     retries: int  # calls repeated while asking for it
 
 
-def _schema(table: Table, added: list[str], labels: list[str], with_attention: bool, cascade: bool) -> Any:
+def _schema(table: Table, added: dict[str, str]) -> Any:
     """Parquet output from Parquet input keeps the input's column types."""
     if table.format != "parquet":
         return None
     pa, pq = pyarrow_modules()
+    types = {
+        "string": pa.string(),
+        "float64": pa.float64(),
+        "list<string>": pa.list_(pa.string()),
+        "list<float64>": pa.list_(pa.float64()),
+    }
     fields = list(pq.ParquetFile(table.path).schema_arrow)
-    fields += [pa.field(added[0], pa.string())]
-    fields += [pa.field(name, pa.float64()) for name in added[1 : 1 + len(labels)]]
-    if cascade:
-        fields += [pa.field(added[1 + len(labels)], pa.string())]
-    if with_attention:
-        fields += [pa.field(added[-2], pa.list_(pa.string())), pa.field(added[-1], pa.list_(pa.float64()))]
-    return pa.schema(fields)
+    return pa.schema(fields + [pa.field(name, types[kind]) for name, kind in added.items()])
 
 
 def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
@@ -47,13 +47,14 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
     if job.with_attention and info.attention_kind == "none":
         raise FileError(f"model {info.name!r} has no attention to add (leave out --with-attention)")
     cascade = info.family == "cascade"  # its rows say which member answered
-    added = added_columns(info.labels, job.prefix, job.with_attention, cascade)
+    problem_type = info.problem_type  # what the added columns are: service/client/files/calls.py
+    added = added_columns(info.labels, job.prefix, job.with_attention, cascade, problem_type)
     clash = [name for name in added if name in (table.columns or [])]
     if clash:
         raise FileError(
             f"the input already has column(s) {', '.join(clash)}: pass --prefix, e.g. --prefix pred_"
         )
-    columns = (table.columns or []) + added
+    columns = (table.columns or []) + list(added)
     shape = checkpoint.Shape(
         model=info.name,
         version=info.version,
@@ -78,8 +79,7 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
         positions = (None, None)
     sink: Sink
     if out_format == "parquet":
-        schema = _schema(table, added, info.labels, job.with_attention, cascade)
-        sink = ParquetSink(job.output, columns, schema, positions[0], added)
+        sink = ParquetSink(job.output, columns, _schema(table, added), positions[0], list(added))
     else:
         sink = LineSink(job.output, out_format, columns, positions[0])
     rejects = LineSink(job.rejects_path(), "jsonl", [], positions[1])

@@ -184,6 +184,7 @@ def load_model(
             reject_long=settings.long_text == "reject",
             max_text_chars=settings.max_text_chars,
             truncation=manifest.truncation,
+            windows=manifest.long_texts,
         )
         # Once per version load, on the graph most calls reach: the label graph where there is one.
         threads = choose_threads(bundle.label_model_path or bundle.model_path, settings, manifest)

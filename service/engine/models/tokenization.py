@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from attnserve.service.bundle import Truncation
+from attnserve.service.bundle import LongTexts, Truncation
 from attnserve.service.errors import InvalidArgument
 
 TokenIds = Sequence[int] | np.ndarray
@@ -69,6 +69,7 @@ class TextTokenizer:
         reject_long: bool,
         max_text_chars: int,
         truncation: Truncation | None = None,
+        windows: LongTexts | None = None,
     ) -> None:
         """``truncation``: the end of a long text to keep, as the manifest records it; None
         (bundles written before the manifest recorded it) keeps what tokenizer.json says."""
@@ -94,15 +95,14 @@ class TextTokenizer:
         self.max_len = max_len
         self.reject_long = reject_long
         self.max_text_chars = max_text_chars
+        self.windows = windows or LongTexts.default(max_len)
+        self._readers: tuple[Tokenizer, Tokenizer] | None = None  # built by the first call with windows
 
-    def encode(self, texts: Sequence[str]) -> EncodedTexts:
-        """Encode `texts`; InvalidArgument names the first offending text and the limit."""
-        for index, text in enumerate(texts):
-            if len(text) > self.max_text_chars:
-                raise InvalidArgument(
-                    f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}",
-                    field="texts",
-                )
+    def encode(self, texts: Sequence[str], reject_long: bool | None = None) -> EncodedTexts:
+        """Encode `texts`; InvalidArgument names the first offending text and the limit
+        (`reject_long`: refuse a text over max_len rather than cut it; None: the server's choice)."""
+        self._check_chars(texts)
+        reject = self.reject_long if reject_long is None else reject_long
         if len(texts) == 1:
             encodings = [self._tokenizer.encode(texts[0])]
         else:
@@ -117,7 +117,7 @@ class TextTokenizer:
                     f"texts[{index}] has no tokens (it is empty after normalisation)", field="texts"
                 )
             cut = bool(encoding.overflowing)
-            if cut and self.reject_long:
+            if cut and reject:
                 raise InvalidArgument(
                     f"texts[{index}] has more than the model's max_len of {self.max_len} tokens "
                     "(the server rejects long texts; shorten it)",
@@ -127,3 +127,46 @@ class TextTokenizer:
             lengths.append(len(row))
             truncated.append(cut)
         return EncodedTexts(ids=ids, lengths=lengths, truncated=truncated, encodings=encodings)
+
+    def _check_chars(self, texts: Sequence[str]) -> None:
+        for index, text in enumerate(texts):
+            if len(text) > self.max_text_chars:
+                raise InvalidArgument(
+                    f"texts[{index}] has {len(text)} characters; the limit is {self.max_text_chars}",
+                    field="texts",
+                )
+
+    def encode_windows(self, texts: Sequence[str]) -> tuple[list[list[Encoding]], list[Encoding]]:
+        """Per text its windows (one where it fits) and its whole encoding; a text of more than
+        the policy's `max_windows` windows is INVALID_ARGUMENT naming both counts."""
+        self._check_chars(texts)
+        windowed, uncut = self._readers or self._make_readers()
+        items = list(texts)
+        cut = windowed.encode_batch(items) if len(items) > 1 else [windowed.encode(items[0])]
+        whole = uncut.encode_batch(items) if len(items) > 1 else [uncut.encode(items[0])]
+        limit = self.windows.max_windows
+        windows = []
+        for index, encoding in enumerate(cut):
+            if not encoding.ids:
+                raise InvalidArgument(
+                    f"texts[{index}] has no tokens (it is empty after normalisation)", field="texts"
+                )
+            each = [encoding, *encoding.overflowing]
+            if len(each) > limit:
+                raise InvalidArgument(
+                    f"texts[{index}] needs {len(each)} windows of {self.windows.window} tokens; the model "
+                    f"reads at most {limit} (max_windows): send a shorter text or split it",
+                    field="texts",
+                )
+            windows.append(each)
+        return windows, whole
+
+    def _make_readers(self) -> tuple[Tokenizer, Tokenizer]:
+        """The tokenizer cut into overlapping windows (each with its special tokens, as the
+        model was trained), and uncut for the whole text's tokens in the reply."""
+        windowed = Tokenizer.from_str(self._tokenizer.to_str())
+        windowed.enable_truncation(max_length=self.windows.window, stride=self.windows.stride)
+        uncut = Tokenizer.from_str(self._tokenizer.to_str())
+        uncut.no_truncation()
+        self._readers = (windowed, uncut)
+        return self._readers
