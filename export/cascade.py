@@ -1,9 +1,11 @@
 """``attnserve-export cascade``: a student and a teacher published as one model version.
 
-Each member is a training run (exported with the default options) or a bundle folder
-(verified, then copied). Both are put in ``student/`` and ``teacher/`` of a staging folder,
-renamed ``<name>.student`` / ``<name>.teacher`` at the cascade's version so their metric
-series never mix with another served model's. The held-out rows are split in two
+Each member is a training run or a Hugging Face classifier folder (exported with the default
+options) or a bundle folder (verified, then copied): a student distilled from an imported
+model pairs with that bundle, or the folder itself, as its teacher. Both are put in
+``student/`` and ``teacher/`` of a staging folder, renamed ``<name>.student`` /
+``<name>.teacher`` at the cascade's version so their metric series never mix with another
+served model's. The held-out rows are split in two
 (cascade_rows.py); a member without a temperature gets one fitted on the choosing part; the
 threshold is chosen on that part from the student's calibrated model.onnx probabilities
 (cascade_threshold.py) and the figures are measured on the reporting part. ``bundle.json`` (a
@@ -35,6 +37,7 @@ from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet
 from attnserve.export.parity import cpu_session
 from attnserve.export.profile import measure_profile
+from attnserve.export.source import is_imported
 from attnserve.export.writer import check_name, export_run, publish, staged, verify_bundle
 from attnserve.service.bundle import (
     MANIFEST_FILE,
@@ -187,13 +190,16 @@ def _is_run(path: Path) -> bool:
 
 
 def _place_member(source: Path, target: Path, scratch: Path, member: Member) -> None:
-    """A run exported with the default options, or a bundle folder verified then copied."""
-    if _is_run(source):
+    """A run or a Hugging Face folder exported with the default options, or a bundle folder
+    verified then copied."""
+    if _is_run(source) or is_imported(source):
         exported = export_run(source, scratch, member)
         shutil.copytree(exported, target)
         return
     if not (source / MANIFEST_FILE).is_file():
-        raise ExportRequestError(f"the {member} {source} is neither a training run nor a bundle folder")
+        raise ExportRequestError(
+            f"the {member} {source} is neither a training run, a Hugging Face folder nor a bundle folder"
+        )
     try:
         verify_bundle(source)
     except BundleError as exc:

@@ -5,7 +5,8 @@ the threshold (cascade_threshold.py), and either member's answer is then its arg
 mean one label per text. A multi-label member (a sigmoid per label, labels over their own
 thresholds) or a regression has no top probability to decide on and no single answer, and
 two members whose scores mean different things cannot stand in for each other. So both are
-checked twice: from what each declares (a bundle's ``bundle.json``, a run's ``metrics.json``)
+checked twice: from what each declares (a bundle's ``bundle.json``, a run's ``metrics.json``,
+a Hugging Face folder's ``config.json``)
 before the slow member exports, and from the members' manifests once they are placed.
 """
 
@@ -17,7 +18,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from attnserve.export.errors import ExportRequestError
+from attnserve.export.hf_folder import ClassifierFolder, is_classifier_folder, read_classifier_folder
 from attnserve.service.bundle import MANIFEST_FILE, Problem, Scoring
+from attnserve.training.run.checkpoint import CHECKPOINT
 
 METRICS_FILE = "metrics.json"  # a training run's (training/run/checkpoint.py METRICS)
 
@@ -48,7 +51,11 @@ def check_scoring(student: Scoring | None, teacher: Scoring | None) -> None:
 
 
 def declared_labels(path: Path) -> list[str] | None:
-    """The labels a bundle's bundle.json or a run's metrics.json lists; None when unreadable."""
+    """The labels a bundle's bundle.json, a run's metrics.json or a Hugging Face folder's
+    config.json lists (id2label); None when unreadable."""
+    folder = _folder(path)
+    if folder is not None:
+        return folder.labels
     for file in (MANIFEST_FILE, METRICS_FILE):
         labels = _read(path / file).get("labels")
         if isinstance(labels, list) and all(isinstance(label, str) for label in labels):
@@ -58,7 +65,15 @@ def declared_labels(path: Path) -> list[str] | None:
 
 def declared_scoring(path: Path) -> Scoring | None:
     """A member's scoring as it declares it: a bundle's (absent: single-label), a multi-label run's
-    sigmoids; None when neither file says."""
+    sigmoids, a Hugging Face folder's problem_type; None when neither file says."""
+    folder = _folder(path)
+    if folder is not None:
+        count = len(folder.labels)
+        return (
+            Scoring.multi_label(count)
+            if folder.problem == Problem.MULTI_LABEL
+            else Scoring(problem=folder.problem)
+        )
     manifest = _read(path / MANIFEST_FILE)
     if manifest:
         try:
@@ -71,6 +86,13 @@ def declared_scoring(path: Path) -> Scoring | None:
     labels = metrics.get("labels")
     count = len(labels) if isinstance(labels, list) else 2
     return Scoring.multi_label(count) if metrics.get("multi_label") else Scoring()
+
+
+def _folder(path: Path) -> ClassifierFolder | None:
+    """A Hugging Face folder's config.json, checked (refused as export refuses it); None for others."""
+    if (path / CHECKPOINT).is_file() or not is_classifier_folder(path):
+        return None
+    return read_classifier_folder(path)
 
 
 def _meaning(scoring: Scoring) -> str:

@@ -33,6 +33,7 @@ from attnserve.export.calibrate_cli import CALIBRATE_COMMAND, calibrate_command
 from attnserve.export.cascade_cli import CASCADE_COMMAND, cascade_command
 from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT
+from attnserve.export.long_texts_cli import add_long_text_flags, long_text_policy
 from attnserve.export.onnx import DEFAULT_EXPORTER, DEFAULT_OPSET, EXPORTERS
 from attnserve.export.parity import DEFAULT_TOLERANCE
 from attnserve.export.pipeline import NO_QUANTIZATION
@@ -42,7 +43,12 @@ from attnserve.export.source import is_imported, load_model
 from attnserve.export.timing import DEFAULT_LENGTH, Latency, measure_latency
 from attnserve.export.to_hf import TO_HF_FLAG, to_hf_command
 from attnserve.export.writer import export_run
-from attnserve.service.bundle import BundleError, BundleManifest, Problem, read_bundle
+from attnserve.service.bundle import (
+    BundleError,
+    BundleManifest,
+    Problem,
+    read_bundle,
+)
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.training.cli.exits import run_cli
 
@@ -100,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="a Hugging Face folder's longest input in tokens; unset: the model's and tokenizer's limit",
     )
+    add_long_text_flags(p)
     p.add_argument("--optimize", action="store_true", help="store the ORT_ENABLE_EXTENDED-optimized graph")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (>= 17)")
     p.add_argument("--exporter", choices=EXPORTERS, default=DEFAULT_EXPORTER, help="torch.onnx exporter")
@@ -164,6 +171,7 @@ def _export(argv: Sequence[str]) -> int:
             max_len=args.max_len,
             text_column=args.text_column,
             label_column=args.label_column,
+            long_texts=long_text_policy(args),
         )
     bundle = read_bundle(path)
     latency: list[Latency] = []

@@ -36,6 +36,7 @@ from attnserve.service.bundle import (
     Bundle,
     BundleError,
     BundleManifest,
+    LongTexts,
     check_io,
     check_label_io,
     hash_files,
@@ -69,10 +70,12 @@ def export_run(
     max_len: int | None = None,
     text_column: str = TEXT_COLUMN,
     label_column: str = LABEL_COLUMN,
+    long_texts: Callable[[int], LongTexts] | None = None,
 ) -> Path:
     """Export, prove and publish ``run_dir`` as ``repository/name/N``; return that folder.
     ``rows`` (its ``text_column`` and ``label_column``) and ``max_len``: a Hugging Face folder's
-    held-out rows and longest input (source.py)."""
+    held-out rows and longest input (source.py); ``long_texts``: how the server reads a text
+    over max_len as windows (service/bundle/long_texts.py), made for the model's max_len."""
     options = ExportOptions(
         quantize=quantize,
         optimize=optimize,
@@ -101,13 +104,19 @@ def export_run(
         label_column=label_column,
     ) as (run, held_out):
         run_truncation(run)  # refused before any folder is made
+        policy = long_texts(run.max_len) if long_texts is not None else None
+        if policy is not None:
+            try:
+                policy.check(run.max_len)
+            except ValueError as exc:
+                raise ExportRequestError(f"--window: {exc}") from None
         with staged(model_dir) as bundle_dir:
             built = build_files(run, held_out, bundle_dir, bundle_dir.parent, options)
             return publish(
                 model_dir,
                 bundle_dir,
                 version,
-                lambda number: _finish(run, bundle_dir, name, number, built, options),
+                lambda number: _finish(run, bundle_dir, name, number, built, options, policy),
             )
 
 
@@ -151,7 +160,13 @@ def publish(model_dir: Path, bundle_dir: Path, version: int | None, finish: Call
 
 
 def _finish(
-    run: LoadedRun, bundle_dir: Path, name: str, number: int, built: Built, options: ExportOptions
+    run: LoadedRun,
+    bundle_dir: Path,
+    name: str,
+    number: int,
+    built: Built,
+    options: ExportOptions,
+    long_texts: LongTexts | None = None,
 ) -> None:
     """Write bundle.json for version ``number`` and read the bundle back as the service will."""
     contract = built.contract
@@ -177,6 +192,7 @@ def _finish(
         label_graph=built.label_graph,
         calibration=built.calibration,
         scoring=built.scoring,
+        long_texts=long_texts,
     )
     write_manifest(bundle_dir, manifest)
     read_back(bundle_dir, name, number)

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.errors import InvalidArgument, ServiceError
+from attnserve.service.settings import LongText
 
 MAX_VERSION = 2**63 - 1  # what the native API's int64 version field carries
 QUOTE_LIMIT = 32
@@ -156,3 +157,17 @@ def parse_number(kind: type[Spelled], value: int, *, field: str) -> Spelled:
     except ValueError as exc:
         known = ", ".join(member.proto_name for member in kind)
         raise InvalidArgument(f"{field}: {exc}; known: {known}") from None
+
+
+LONG_TEXTS = ("truncate", "reject", "windows")
+
+
+def parse_long_text(value: object, *, field: str = "long_text") -> LongText | None:
+    """A request's choice for texts over max_len; "" (or absent) leaves it to the server."""
+    if value is None or value == "":
+        return None
+    if value == "truncate" or value == "reject" or value == "windows":
+        return value
+    raise InvalidArgument(
+        f"{field}: {quote(value)} is not one of {', '.join(LONG_TEXTS)} (or empty)", field=field
+    )

@@ -23,7 +23,7 @@ from attnserve.service.settings_reliability import ReliabilitySettings
 
 Device = Literal["cpu", "cuda", "auto"]
 GraphOptimization = Literal["disable", "basic", "extended", "all"]
-LongText = Literal["truncate", "reject"]
+LongText = Literal["truncate", "reject", "windows"]
 VersionPolicy = Literal["latest", "all"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -190,7 +190,9 @@ class Settings(ReliabilitySettings, ObserveSettings):
     max_text_chars: int = Field(10_000, ge=1, description="Most characters in one text.")
     long_text: LongText = Field(
         "truncate",
-        description="Texts longer than the model's max_len tokens: truncate (flagged per text) or reject.",
+        description="Texts longer than the model's max_len tokens: truncate (flagged per text), reject, or "
+        "windows (read whole as overlapping windows, by the bundle's long-text policy or windows of max_len; "
+        "a request may ask for any of the three).",
     )
     stream_window: int = Field(
         64,

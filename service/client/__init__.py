@@ -9,6 +9,7 @@ from attnserve.service.client.messages import (
     Classification,
     ClientError,
     TextResult,
+    TextWindow,
     TopToken,
     build_request,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "ModelInfo",
     "Security",
     "TextResult",
+    "TextWindow",
     "TopToken",
     "build_request",
     "classify_file",

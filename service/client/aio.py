@@ -56,14 +56,17 @@ class AsyncClient:
         attribution: str | int = "none",
         attribution_budget: int = 0,
         attribution_label: str = "",
+        long_text: str = "",
     ) -> Classification:
         """`attribution`: none, occlusion or shapley (each result then has `attribution`, one
         score per token, and `attribution_rows`); `attribution_budget`: shapley's forward rows
         per text (0: the server's default); `attribution_label`: the label whose score is
-        explained, by name ("": each text's own label)."""
+        explained, by name ("": each text's own label); `long_text`: a text over the model's
+        max_len is cut ("truncate"), refused ("reject") or read whole as windows ("windows",
+        each result then has `windows`); "": the server's choice."""
         request = build_request(
             texts, model, version, attention, top_k, request_id, attribution, attribution_budget,
-            attribution_label,
+            attribution_label, long_text,
         )  # fmt: skip
         with rpc_errors():
             reply = await self._classify(

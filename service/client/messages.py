@@ -12,7 +12,7 @@ from typing import Any, cast
 import grpc
 import numpy as np
 
-from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, ModelInfo, ThreadInfo
+from attnserve.service.common.model_info import AttentionInfo, LimitsInfo, ModelInfo, ThreadInfo, WindowsInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
@@ -55,6 +55,16 @@ class TopToken:
 
 
 @dataclass(frozen=True)
+class TextWindow:
+    """One window of a text read as windows: its characters, its own scores, its weight."""
+
+    start: int
+    end: int
+    probabilities: np.ndarray  # [C]
+    weight: float
+
+
+@dataclass(frozen=True)
 class TextResult:
     label: str
     label_id: int
@@ -77,6 +87,8 @@ class TextResult:
     # empty for other models. Regression models: the value (`probabilities` is then empty).
     assigned: list[str] = field(default_factory=list)
     value: float | None = None
+    # With long_text "windows": the windows the text was read as (one where it fits); empty otherwise.
+    windows: list[TextWindow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,7 @@ def build_request(
     attribution: str | int = "none",
     attribution_budget: int = 0,
     attribution_label: str = "",
+    long_text: str = "",
 ) -> pb.ClassifyRequest:
     """`attribution`: none, occlusion or shapley; `attribution_budget`: shapley's forward rows
     per text (0: the server's default); `attribution_label`: the label whose score the
@@ -125,6 +138,7 @@ def build_request(
         attribution=cast("pb.AttributionMethod", attribution_value(attribution)),
         attribution_budget=attribution_budget,
         attribution_label=attribution_label,
+        long_text=long_text,
     )
 
 
@@ -155,6 +169,10 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             attribution_rows=item.attribution_rows,
             assigned=list(item.assigned),
             value=item.value if item.HasField("value") else None,
+            windows=[
+                TextWindow(w.start, w.end, np.asarray(w.probabilities, np.float32), w.weight)
+                for w in item.windows
+            ],
         )
         for item in reply.results
     ]
@@ -205,4 +223,10 @@ def to_model_info(info: pb.ModelInfo) -> ModelInfo:
         created_at=info.created_at,
         problem_type=info.problem_type or SINGLE_LABEL,  # a server that sends none: single-label
         thresholds=list(info.thresholds),
+        windows=_windows(info.windows),
     )
+
+
+def _windows(w: pb.WindowsInfo) -> WindowsInfo | None:
+    """The model's windows policy; None from a server that reports none."""
+    return WindowsInfo(w.window, w.stride, w.combine, w.max_windows) if w.window else None

@@ -53,6 +53,19 @@ class LimitsInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowsInfo:
+    """How a text over max_len is read with long_text "windows" (the bundle's policy or the
+    server's default)."""
+
+    __pydantic_config__ = REPLY_CONFIG
+
+    window: int  # tokens per window, special tokens included
+    stride: int  # tokens two neighbouring windows share
+    combine: str  # "mean" or "max"
+    max_windows: int  # the most windows of one text
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """The onnxruntime intra-op threads a model version runs on, and where the number came from."""
 
@@ -104,6 +117,7 @@ class ModelInfo:
         Field(description="Multi-label models: per label, the probability at or over which it is assigned; "
               "empty for other models."),
     ] = dataclasses.field(default_factory=list)  # fmt: skip
+    windows: WindowsInfo | None = None  # None: a client of a server that reports none
 
     # The flatter reading the client's users know: the attention's parts by name.
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnserve.service.common.model_info import LimitsInfo
-from attnserve.service.settings import Settings
+from attnserve.service.settings import LongText, Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,7 @@ class CallLimits:
     max_texts_per_request: int
     max_reply_bytes: int
     max_attribution_rows: int = 512  # forward rows one call's attributions may take (within max_queue)
+    long_text: LongText = "truncate"  # a text over max_len, where the call names no choice
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,12 @@ class BatchLimits:
 
 
 def call_limits(settings: Settings) -> CallLimits:
-    return CallLimits(settings.max_texts_per_request, settings.max_reply_bytes, settings.attribution_rows)
+    return CallLimits(
+        settings.max_texts_per_request,
+        settings.max_reply_bytes,
+        settings.attribution_rows,
+        settings.long_text,
+    )
 
 
 def batch_limits(settings: Settings) -> BatchLimits:

@@ -7,6 +7,7 @@ the teacher does on the split the student is judged on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +18,12 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from attnserve.training.data.core import Example
+from attnserve.training.data.core import Dataset, Example
 from attnserve.training.data.encoding import EncodedTexts, encode_texts
 from attnserve.training.distill.augment import AugmentConfig, augment_texts
 from attnserve.training.distill.loss import NO_LABEL, DistillLoss
-from attnserve.training.distill.teacher import cached_logits, load_teacher
+from attnserve.training.distill.sources import declared_labels, open_teacher
+from attnserve.training.distill.teacher import cached_logits
 from attnserve.training.loop.batching import Split
 
 log = logging.getLogger(__name__)
@@ -32,9 +34,10 @@ EncodeTexts = Callable[[Tokenizer, Sequence[str], int, str], EncodedTexts]
 class DistillSpec:
     """What ``attnserve-train distill`` adds to a run: the teacher, the loss, the augmentation."""
 
-    teacher: str  # a run directory
+    teacher: str  # a run directory, a Hugging Face classifier folder or a bundle folder (sources.py)
     loss: DistillLoss = field(default_factory=DistillLoss)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    teacher_max_len: int | None = None  # a folder or bundle teacher's: tokens its texts are cut to
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def student_data(
 ) -> StudentData:
     """The student's training split and the teacher's record; ``encode`` encodes the augmented
     texts as the training texts were (the student family's ``encode_texts``)."""
-    teacher = load_teacher(spec.teacher)
+    teacher = open_teacher(spec.teacher, spec.teacher_max_len)
     texts = [e.text for e in train_examples]
     aug = augment_texts(texts, spec.augment, teacher.mask_token)
     val_texts = [e.text for e in val_examples]
@@ -83,7 +86,7 @@ def student_data(
     record: dict[str, Any] = {
         "path": str(Path(spec.teacher).resolve()),
         "checksum": teacher.checksum,
-        "family": teacher.run.family,
+        **teacher.record(),
         "val_accuracy": float((val_logits.argmax(-1) == val_labels).mean()) if len(val_labels) else None,
         "train_accuracy": agreement,
         **spec.loss.record(),
@@ -94,6 +97,27 @@ def student_data(
     }
     log.info(
         "teacher %s (%s): validation accuracy %s; %d training and %d augmented texts",
-        spec.teacher, teacher.run.family, record["val_accuracy"], n, m,
+        spec.teacher, record["family"], record["val_accuracy"], n, m,
     )  # fmt: skip
     return StudentData(combined, record)
+
+
+def in_teacher_order(ds: Dataset, spec: DistillSpec) -> Dataset:
+    """``ds`` with its classes in the teacher's order, where the teacher has the same class names
+    in another order (a cascade of the two needs one order); else ``ds`` as it is. Ordered
+    (ordinal) and multi-label data keep theirs; --labels, which fixes an order, skips this."""
+    teacher = declared_labels(spec.teacher)
+    if ds.ordered or ds.multi_label or teacher is None or list(ds.labels) == teacher:
+        return ds
+    if sorted(teacher) != sorted(ds.labels):
+        return ds  # cached_logits refuses it, naming both sets
+    new = {old: teacher.index(name) for old, name in enumerate(ds.labels)}
+
+    def moved(examples: list[Example]) -> list[Example]:
+        return [dataclasses.replace(e, label=new[e.label]) for e in examples]
+
+    log.info("classes in the teacher's order: %s (the data's was %s)", teacher, list(ds.labels))
+    extra = {name: moved(rows) for name, rows in ds.extra.items()}
+    return dataclasses.replace(
+        ds, labels=tuple(teacher), train=moved(ds.train), val=moved(ds.val), test=moved(ds.test), extra=extra
+    )

@@ -1,8 +1,11 @@
-"""The teacher: any run directory, its labels matched to the data's, its logits cached.
+"""The teacher: its labels matched to the data's, its logits cached; a run teacher's logits.
 
-The teacher's logits are computed once, in PyTorch through ``load_run`` (on CUDA when
-present), over texts encoded with its own tokenizer and batched by length, and cached in the
-student's run folder under the teacher checkpoint's sha256 and the texts' sha256: the next
+A teacher is a ``TeacherModel``: a run directory here (``Teacher``), a Hugging Face folder
+(hf_teacher.py) or a bundle (bundle_teacher.py); sources.py tells which ``--teacher`` names.
+A run teacher's logits are computed in PyTorch through ``load_run`` (on CUDA when present),
+over texts encoded with its own tokenizer and batched by length. Every teacher's logits are
+computed once and cached in the student's run folder under the teacher's checksum (what
+fixes its logits: a run's checkpoint.pt sha256) and the texts' sha256: the next
 run with the same teacher and texts reads them back; another teacher or other texts
 (another --augment, seed or data) computes them anew and replaces the file. Under torchrun
 rank 0 alone reads and writes the cache (the others may be on machines without a copy of its
@@ -14,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -41,8 +45,29 @@ class TeacherError(DataError):
     """The teacher cannot teach this data (its labels differ, its run is incomplete)."""
 
 
+class TeacherModel(Protocol):
+    """What distillation asks of a teacher, whatever it is."""
+
+    @property
+    def labels(self) -> list[str]: ...  # its logits' columns, in its own order
+
+    @property
+    def checksum(self) -> str: ...  # identifies its logits (the cache key): weights, max_len
+
+    @property
+    def mask_token(self) -> str: ...  # how augmentation writes a mask for it
+
+    def record(self) -> dict[str, Any]: ...  # what the student's metrics.json says of it
+
+    def logits(self, texts: Sequence[str], device: torch.device, max_tokens: int) -> np.ndarray:
+        """[N, C] in its own label order."""
+        ...
+
+
 @dataclass(frozen=True)
 class Teacher:
+    """A training run as a teacher."""
+
     run: LoadedRun
     checksum: str  # sha256 of its checkpoint.pt
     tokenizer: Tokenizer
@@ -51,6 +76,16 @@ class Teacher:
     def mask_token(self) -> str:
         """How augmentation writes a mask for this teacher: its [MASK] if it has one."""
         return MASK if self.tokenizer.token_to_id(MASK) is not None else UNK
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.run.labels)
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": "run", "family": self.run.family}
+
+    def logits(self, texts: Sequence[str], device: torch.device, max_tokens: int) -> np.ndarray:
+        return compute_logits(self, texts, device, max_tokens=max_tokens)
 
 
 def file_sha256(path: Path) -> str:
@@ -107,20 +142,25 @@ def compute_logits(
     split = Split(enc.input_ids, enc.lengths, np.zeros(len(texts), dtype=np.int64))
     model = run.model.to(device).eval()
     out = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
-    batches = scoring_batches(split, batch_size, max_tokens)
-    bar = tqdm(total=len(texts), desc="teacher", unit="text", disable=not on_terminal(), leave=False)
+    for idx in with_progress(scoring_batches(split, batch_size, max_tokens), len(texts)):
+        ids, mask, _ = batch_tensors(split, idx, device)
+        out[idx] = model.logits(ids, mask).float().cpu().numpy()
+    return out
+
+
+def with_progress(batches: list[np.ndarray], total: int) -> Iterator[np.ndarray]:
+    """``batches`` of row indexes, a bar drawn on a terminal, else a log line every LOG_EVERY_S."""
+    bar = tqdm(total=total, desc="teacher", unit="text", disable=not on_terminal(), leave=False)
     start = last = time.perf_counter()
     done = 0
     for idx in batches:
-        ids, mask, _ = batch_tensors(split, idx, device)
-        out[idx] = model.logits(ids, mask).float().cpu().numpy()
+        yield idx
         done += len(idx)
         bar.update(len(idx))
         if bar.disable and time.perf_counter() - last > LOG_EVERY_S:
             last = time.perf_counter()
-            log.info("teacher: %d/%d texts, %.0f s", done, len(texts), last - start)
+            log.info("teacher: %d/%d texts, %.0f s", done, total, last - start)
     bar.close()
-    return out
 
 
 @dataclass(frozen=True)
@@ -132,7 +172,7 @@ class TeacherLogits:
 
 
 def cached_logits(
-    teacher: Teacher,
+    teacher: TeacherModel,
     texts: Sequence[str],
     data_labels: Sequence[str],
     cache_root: Path,
@@ -140,7 +180,7 @@ def cached_logits(
     max_tokens: int = 2048,
 ) -> TeacherLogits:
     """The teacher's logits for ``texts`` in the data's class order, from the cache or computed."""
-    order = label_order(teacher.run.labels, data_labels)
+    order = label_order(teacher.labels, data_labels)
     at = distributed.ranks()
     start = time.perf_counter()
     folder = cache_root / CACHE_DIR
@@ -176,10 +216,10 @@ def _read_cache(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
 
 
 def _score_share(
-    teacher: Teacher, texts: Sequence[str], device: torch.device, max_tokens: int, at: distributed.Ranks
+    teacher: TeacherModel, texts: Sequence[str], device: torch.device, max_tokens: int, at: distributed.Ranks
 ) -> np.ndarray:
     """This rank's share of the teacher's logits: texts rank, rank + world, ..."""
     mine = list(texts[at.rank :: at.world])
     if not mine:
-        return np.zeros((0, len(teacher.run.labels)), dtype=np.float32)
-    return compute_logits(teacher, mine, device, max_tokens=max_tokens)
+        return np.zeros((0, len(teacher.labels)), dtype=np.float32)
+    return teacher.logits(mine, device, max_tokens)

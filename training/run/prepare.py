@@ -19,7 +19,7 @@ from attnserve.training import data as datasets
 from attnserve.training.data.encoding import EncodedTexts, encode_texts
 from attnserve.training.data.multi_label import label_matrix
 from attnserve.training.data.spec import DataSpec, load_dataset
-from attnserve.training.distill.student import DistillSpec, student_data
+from attnserve.training.distill.student import DistillSpec, in_teacher_order, student_data
 from attnserve.training.loop import distributed
 from attnserve.training.loop.config import MULTI_LABEL_SELECT_BY
 from attnserve.training.loop.trainer import Split, TrainConfig, pick_device
@@ -146,6 +146,8 @@ def prepare(
     ``overrides``: the model flags given (a max_len among them)."""
     check_multi_label(spec, train_cfg, distill)
     ds = load_dataset(spec)
+    if distill is not None and spec.labels is None:  # the teacher's class order, for a cascade of the two
+        ds = in_teacher_order(ds, distill)
     train_texts = [e.text for e in ds.train]
     tokenizer = start.tokenizer(train_texts)
     evaluated = {k: v for k, v in {"val": ds.val, "test": ds.test, **ds.extra}.items() if v}

@@ -16,7 +16,7 @@ from attnserve.service.calls.auth import Tokens
 from attnserve.service.calls.record import Call
 from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
-from attnserve.service.edges import parse_number
+from attnserve.service.edges import parse_long_text, parse_number
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import ServiceError
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
@@ -47,6 +47,7 @@ def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
         attribution=attribution_method(message.attribution),
         attribution_budget=message.attribution_budget,
         attribution_label=message.attribution_label,
+        long_text=parse_long_text(message.long_text) if message.long_text else None,
     )
 
 
@@ -67,6 +68,10 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             attribution_rows=result.attribution_rows or 0,
             assigned=result.assigned or (),  # empty: not multi-label, or no label over its threshold
             value=result.value,  # None (unset): not a regression model
+            windows=[
+                pb.TextWindow(start=w.start, end=w.end, probabilities=w.probabilities, weight=w.weight)
+                for w in result.windows or ()
+            ],
         )
         if result.attention is not None:
             item.attention.CopyFrom(tensor(result.attention))
@@ -121,6 +126,14 @@ def model_info_message(info: ModelInfo) -> pb.ModelInfo:
         label_graph=info.label_graph,
         problem_type=info.problem_type,
         thresholds=info.thresholds,
+        windows=None
+        if info.windows is None
+        else pb.WindowsInfo(
+            window=info.windows.window,
+            stride=info.windows.stride,
+            combine=info.windows.combine,
+            max_windows=info.windows.max_windows,
+        ),
         threads=pb.ThreadInfo(
             intra_op=threads.intra_op,
             source=threads.source,

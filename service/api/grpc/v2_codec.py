@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from attnserve.service.api.grpc.wire import to_bytes
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
+from attnserve.service.api.v2.contract import ATTENTION_MODE, LONG_TEXT, parse_attention_mode
 from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,
@@ -28,6 +28,7 @@ from attnserve.service.api.v2.types import (
     TensorDecl,
 )
 from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.edges import parse_long_text
 from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
@@ -84,6 +85,9 @@ def infer_request(message: pb.ModelInferRequest) -> InferRequest:
         attribution=method,
         attribution_budget=budget,
         attribution_label=label,
+        long_text=parse_long_text(_value(parameters[LONG_TEXT]), field=f"parameters.{LONG_TEXT}")
+        if LONG_TEXT in parameters
+        else None,
     )
 
 

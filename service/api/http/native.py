@@ -35,7 +35,7 @@ from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route as CallRoute
 from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
-from attnserve.service.edges import check_text, check_texts, parse_version
+from attnserve.service.edges import check_text, check_texts, parse_long_text, parse_version
 from attnserve.service.errors import InvalidArgument
 
 # The replies, written by pydantic's own (compiled) serializer straight to bytes.
@@ -71,6 +71,13 @@ class ClassifyBody(BaseModel):
         description="shapley: coalitions per text, the text itself included (0: the server's default, "
         "64, raised to words + 1; fewer than words + 1 is refused); the server caps a request's rows at "
         "--max-attribution-rows.",
+    )
+    long_text: str = Field(
+        "",
+        max_length=16,
+        description="A text over the model's max_len: 'truncate' (cut, flagged as `truncated`), 'reject' "
+        "(400) or 'windows' (read whole as overlapping windows; each result then carries `windows`); empty: "
+        "the server's --long-text.",
     )
     attribution_label: str = Field(
         "",
@@ -108,6 +115,7 @@ def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
         attribution=body.attribution,
         attribution_budget=body.attribution_budget,
         attribution_label=body.attribution_label,
+        long_text=parse_long_text(body.long_text) if body.long_text else None,
     )
 
 

@@ -27,7 +27,7 @@ from typing_extensions import TypedDict
 
 from attnserve.service.api.http.v2_info import CLOSED
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.contract import ATTENTION_MODE, parse_attention_mode
+from attnserve.service.api.v2.contract import ATTENTION_MODE, LONG_TEXT, parse_attention_mode
 from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
 from attnserve.service.api.v2.types import (
     InferRequest,
@@ -37,7 +37,7 @@ from attnserve.service.api.v2.types import (
     RequestedOutput,
 )
 from attnserve.service.common.vocabulary import AttentionMode
-from attnserve.service.edges import check_text, parse_json, parse_uint, quote
+from attnserve.service.edges import check_text, parse_json, parse_long_text, parse_uint, quote
 from attnserve.service.errors import InvalidArgument
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -203,6 +203,9 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
         attribution=method,
         attribution_budget=budget,
         attribution_label=label,
+        long_text=parse_long_text(parameters[LONG_TEXT], field=f"parameters.{LONG_TEXT}")
+        if LONG_TEXT in parameters
+        else None,
     )
     return RestRequest(request, binary_of, binary_default)
 

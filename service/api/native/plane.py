@@ -19,12 +19,13 @@ from attnserve.service.api.native.types import (
     ClassifyReply,
     ClassifyRequest,
     TextResult,
+    TextWindow,
     Timings,
     TokenWeight,
 )
-from attnserve.service.bundle import BundleManifest
+from attnserve.service.bundle import BundleManifest, Problem
 from attnserve.service.calls.record import Call
-from attnserve.service.common.model_info import AttentionInfo, ModelInfo, ThreadInfo
+from attnserve.service.common.model_info import AttentionInfo, ModelInfo, ThreadInfo, WindowsInfo
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.limits import limits_info
 from attnserve.service.engine.models.loading import LoadedModel
@@ -48,7 +49,7 @@ class NativePlane:
         return self.describe(self.core.resolve(name, version))
 
     def describe(self, model: LoadedModel) -> ModelInfo:
-        manifest = model.manifest
+        manifest, w = model.manifest, model.tokenizer.windows
         spec = manifest.attention
         settings = self.core.settings
         entry = self.core.repository.models.get(model.name)
@@ -86,8 +87,9 @@ class NativePlane:
             ),
             metrics=metrics,
             created_at=manifest.created_at.isoformat(),
-            problem_type=manifest.scores.problem.value,
-            thresholds=list(manifest.scores.thresholds or ()),
+            problem_type=model.scoring.problem.value,
+            thresholds=list(model.scoring.thresholds or ()),
+            windows=WindowsInfo(w.window, w.stride, w.combine, w.max_windows),
         )
 
     # --- classify -------------------------------------------------------------------------
@@ -97,9 +99,14 @@ class NativePlane:
             call.name_request(request.request_id)
         model = self.core.resolve(request.model, request.version)
         call.resolved(model.metrics, len(request.texts))
-        label = explained_label(model.labels, request.attribution_label, model.name)
+        label = (
+            explained_label(model.labels, request.attribution_label, model.name)
+            if request.attribution_label
+            else None
+        )
         explain = Explain(request.attribution, request.attribution_budget, label)
-        inputs = Inputs(texts=request.texts, mode=request.attention, top_k=request.top_k, explain=explain)
+        inputs = Inputs(texts=request.texts, mode=request.attention, top_k=request.top_k, explain=explain,
+                        long_text=request.long_text)  # fmt: skip
         out = await self.core.classify(model, inputs, call.context)
         call.answered(out)
         return reply(model, request, out, call.started)
@@ -110,10 +117,13 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     encoded, labels = out.encoded, model.labels
     label_ids = out.label_ids.tolist()
     logits, probabilities = out.logits.tolist(), out.probabilities.tolist()
-    scoring = model.manifest.scores
-    chosen = scoring.assigned(out.probabilities)  # [k, C] multi-label only
-    assigned = None if chosen is None else [[labels[j] for j in np.flatnonzero(row)] for row in chosen]
-    values = [row[0] for row in probabilities] if scoring.regression else None
+    scoring = model.scoring
+    assigned = values = None
+    if scoring.problem is not Problem.SINGLE_LABEL:  # a softmax's replies carry neither
+        chosen = scoring.assigned(out.probabilities)  # [k, C] multi-label only
+        assigned = None if chosen is None else [[labels[j] for j in np.flatnonzero(row)] for row in chosen]
+        values = [row[0] for row in probabilities] if scoring.regression else None
+    windows = out.windows
     attention, top_tokens = out.attention, out.top_tokens
     attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
@@ -143,6 +153,9 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 attribution_rows=None if attribution_rows is None else attribution_rows[i],
                 assigned=None if assigned is None else assigned[i],
                 value=None if values is None else values[i],
+                windows=None
+                if windows is None
+                else [TextWindow(w.start, w.end, w.probabilities.tolist(), w.weight) for w in windows[i]],
             )
         )
     timings = out.timings

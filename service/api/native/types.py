@@ -18,6 +18,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 
 from attnserve.service.common.model_info import REPLY_CONFIG, ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
+from attnserve.service.settings import LongText
 
 
 def _word(value: object, kind: type[AttentionMode] | type[Attribution]) -> AttentionMode | Attribution:
@@ -72,6 +73,7 @@ class ClassifyRequest:
     attribution: Attribution = Attribution.NONE
     attribution_budget: int = 0  # shapley: forward rows per text; 0: the server's default
     attribution_label: str = ""  # the label explained, by name; "": each text's own label
+    long_text: LongText | None = None  # a text over max_len: truncate, reject or windows; None: the server's
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,16 @@ class TokenWeight:
     index: int
     token: str
     weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class TextWindow:
+    __pydantic_config__ = REPLY_CONFIG
+
+    start: Annotated[int, Field(description="The first character of the text the window covers.")]
+    end: Annotated[int, Field(description="One past its last character (Unicode code points).")]
+    probabilities: Annotated[list[float], Field(description="The window's own scores, by label id.")]
+    weight: Annotated[float, Field(description="Its weight in the text's answer; a text's weights sum to 1.")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +153,14 @@ class TextResult:
         Field(
             description="Multi-label models: the labels whose probability is at or over their threshold "
             "(the model's `thresholds`), in label order; possibly empty. Null for other models."
+        ),
+    ] = None
+    windows: Annotated[
+        list[TextWindow] | None,
+        Field(
+            description='With long_text "windows": the windows the text was read as (one where it fits), in '
+            "order; with several, `attention` (pooled) and `top_tokens` cover the whole text's tokens. Null "
+            "otherwise."
         ),
     ] = None
     value: Annotated[

@@ -18,6 +18,9 @@ vary), with a leading batch dimension of up to `max_texts_per_request` texts:
                                     request's longest text; absent for models without attention
              LENGTHS         INT64  [-1]          tokens per text (the unpadded extent of ATTENTION)
              ANSWERED_BY     BYTES  [-1, 1]       cascades only: "student" or "teacher" per text
+             WINDOWS         FP32   [-1, -1, 3]   per text its windows' start and end characters and
+                                    weight, zero-padded; only with the `long_text` parameter (or
+                                    the server's --long-text) "windows"
              ATTRIBUTION     FP32   [-1, -1]      per token, zero padded; with ATTRIBUTION_ROWS INT32
                                     [-1], only when asked for (attribution.py)
 
@@ -60,6 +63,7 @@ TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
 ANSWERED_BY = "ANSWERED_BY"  # a cascade's only: the member that answered each text
 ASSIGNED, VALUE = "ASSIGNED", "VALUE"  # multi-label and regression models (the bundle's scoring)
+WINDOWS, LONG_TEXT = "WINDOWS", "long_text"  # texts read as windows: the output and the request's parameter
 
 _CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32",
                  "BOOL": "TYPE_BOOL"}  # fmt: skip
@@ -90,7 +94,7 @@ INPUT_DECLS = {decl.name: decl for decl in INPUTS}
 
 
 def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
-    classes, scoring = len(model.labels), model.manifest.scores
+    classes, scoring = len(model.labels), model.scoring
     declared = [TensorDecl(LOGITS, "FP32", (-1, classes))]
     if scoring.regression:  # one output, a value: no probabilities and no label to pick
         declared.append(TensorDecl(VALUE, "FP32", (-1, 1)))
@@ -103,6 +107,7 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
     elif model.attention_kind != AttentionKind.NONE:
         declared.append(TensorDecl(ATTENTION, "FP32", (-1, -1, -1)))
     declared.append(TensorDecl(LENGTHS, "INT64", (-1,)))
+    declared.append(TensorDecl(WINDOWS, "FP32", (-1, -1, 3)))
     if model.cascade is not None:
         declared.append(TensorDecl(ANSWERED_BY, "BYTES", (-1, 1)))
     declared.extend(attribution.DECLS)
@@ -145,7 +150,7 @@ def config(model: LoadedModel, settings: Settings) -> ModelConfig:
 
 def scoring_parameters(model: LoadedModel) -> dict[str, str]:
     """What the model's scores mean, as the configuration's string parameters."""
-    scoring = model.manifest.scores
+    scoring = model.scoring
     parameters = {"problem_type": scoring.problem.value}
     if scoring.thresholds is not None:
         parameters["thresholds"] = ",".join(str(t) for t in scoring.thresholds)  # exact round trip
@@ -161,7 +166,7 @@ class Contract:
     def __init__(self, model: LoadedModel) -> None:
         self.declared = [decl.name for decl in outputs_of(model)]
         self.labels = tuple(label.encode() for label in model.labels)
-        self.scoring = model.manifest.scores
+        self.scoring = model.scoring
 
 
 def inputs_by_name(tensors: Sequence[InputTensor]) -> dict[str, InputTensor]:
@@ -207,6 +212,8 @@ def _output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
         return numeric_output(VALUE, "FP32", out.probabilities)  # a regression's scores are its value
     if name in attribution.OUTPUTS:
         return attribution.output(name, out)
+    if name == WINDOWS:
+        return numeric_output(WINDOWS, "FP32", window_table(out))
     if name == ANSWERED_BY:
         members = [member.encode() for member in out.answered_by or ()]
         return bytes_output(ANSWERED_BY, (len(out), 1), members)
@@ -305,3 +312,14 @@ def pad_attention(rows: list[np.ndarray], lengths: list[int]) -> np.ndarray:
     for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
         maps[i, ..., :n, :n] = row
     return maps
+
+
+def window_table(out: Outputs) -> np.ndarray:
+    """[B, W, 3]: per text its windows' start and end characters and weight, zero-padded to
+    the call's most windows ([B, 0, 3] when the call read no windows)."""
+    windows = out.windows or []
+    table = np.zeros((len(out), max((len(w) for w in windows), default=0), 3), np.float32)
+    for i, each in enumerate(windows):
+        for j, window in enumerate(each):
+            table[i, j] = (window.start, window.end, window.weight)
+    return table

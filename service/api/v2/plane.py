@@ -22,6 +22,7 @@ from attnserve.service.api.v2.contract import (
     INPUT_DECLS,
     INPUT_IDS,
     TEXT,
+    WINDOWS,
     Contract,
     attention_mode,
     config,
@@ -170,6 +171,9 @@ class V2Plane:
         # in the mode asked for (whether the model offers it is the engine's check).
         mode = attention_mode(request, wanted, model)
         explain, wanted = explain_of(request, wanted, named=bool(request.outputs), model=model)
+        if not request.outputs and (request.long_text or self.core.settings.long_text) != "windows":
+            # Every declared output asked for: WINDOWS only where the texts are read as windows.
+            wanted = [name for name in wanted if name != WINDOWS]
         inputs = inputs_by_name(request.inputs)
         if request.id:
             call.name_request(request.id)
@@ -188,7 +192,8 @@ class V2Plane:
             decode_seconds = time.perf_counter() - decoding
         call.resolved(model.metrics, len(texts) if texts is not None else len(encoded or ()))
         try:
-            out = await self.core.classify(model, Inputs(texts, encoded, mode, explain=explain), call.context)
+            asked = Inputs(texts, encoded, mode, explain=explain, long_text=request.long_text)
+            out = await self.core.classify(model, asked, call.context)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
         call.answered(out)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
+from attnserve.service.settings import LongText
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ class InferRequest:
     attribution: Attribution | None = None
     attribution_budget: int = 0
     attribution_label: str = ""
+    long_text: LongText | None = None  # the `long_text` parameter; None: the server's --long-text
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,10 +78,10 @@ def load_cascade(
         for member, model in (("student", student), ("teacher", teacher)):
             if list(model.labels) != manifest.labels:
                 raise LoadError(f"{name} v{version}: the {member}'s labels are not the cascade's")
-            if model.manifest.scores.problem != Problem.SINGLE_LABEL:
+            if model.scoring.problem != Problem.SINGLE_LABEL:
                 # The student's top softmax probability is what decides; other scores have none.
                 raise LoadError(
-                    f"{name} v{version}: the {member} is a {model.manifest.scores.problem.value} model; "
+                    f"{name} v{version}: the {member} is a {model.scoring.problem.value} model; "
                     "a cascade's members are single-label classifiers"
                 )
         members = CascadeMembers(student, teacher, manifest.threshold, manifest)

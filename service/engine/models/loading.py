@@ -67,6 +67,7 @@ class LoadedModel:
         self.labels = tuple(manifest.labels)
         # Read once per load: the runner divides every batch's logits by it (bundle/calibration.py).
         self.temperature = manifest.calibration.temperature if manifest.calibration is not None else 1.0
+        self.scoring = manifest.scores  # what its scores mean (bundle/scoring.py), read once per load
 
     @property
     def manifest(self) -> BundleManifest:

@@ -34,6 +34,7 @@ from attnserve.service.engine.request.classify import Inputs, answer, attach, pr
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import EngineTimings, Outputs
 from attnserve.service.engine.request.runner import ATTENTION_LANE
+from attnserve.service.engine.request.windows import whole_windows
 from attnserve.service.errors import InvalidArgument
 
 T = TypeVar("T")
@@ -62,6 +63,14 @@ async def run_cascade(
     # mode is served when both members have it, and the teacher's limits hold for every text.
     first_texts = prepare(student.model, inputs, limits)
     second_texts = prepare(teacher.model, inputs, limits)
+    documents = first_texts.documents
+    if any(p.documents is not None and p.documents.windowed for p in (first_texts, second_texts)):
+        # The student's confidence over one text decides; over several windows it has none yet.
+        raise InvalidArgument(
+            f"texts: model {model.name!r} is a cascade, which reads each text within its members' "
+            "max_len; a text needing several windows is not offered (send it to a member, or shorter)",
+            field="texts",
+        )
     explain = inputs.explain
     if explain.wanted:
         cap = limits.max_attribution_rows
@@ -103,6 +112,8 @@ async def run_cascade(
         parts = await together(*(work for _, work in runs))
         for (which, _), attributed in zip(runs, parts, strict=True):
             attach(merged, which, attributed)
+    if documents is not None:
+        merged.windows = whole_windows(documents, merged)
     return merged
 
 

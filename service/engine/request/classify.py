@@ -31,7 +31,9 @@ from attnserve.service.engine.request.attributing import Attributed, attribute, 
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import Outputs
+from attnserve.service.engine.request.windows import Documents, fold, plan, whole_windows
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
+from attnserve.service.settings import LongText
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class Inputs:
     mode: AttentionMode = AttentionMode.NONE
     top_k: int = 0
     explain: Explain = NO_ATTRIBUTION  # an attribution to compute beside the labels (attribution.py)
+    long_text: LongText | None = None  # a text over max_len: truncate, reject or windows; None: the server's
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,7 @@ class Prepared:
     encoded: EncodedTexts
     tokenize_seconds: float
     started: float  # perf_counter when the engine took the call
+    documents: Documents | None = None  # texts read as windows: `encoded` holds their windows
 
     def subset(self, rows: Sequence[int]) -> Prepared:
         """The texts `rows`, in that order (a cascade's deferred texts)."""
@@ -79,8 +83,17 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         _refuse_count(count, limit)
     if inputs.mode is not AttentionMode.NONE or inputs.top_k:  # asking no attention needs no check
         check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
-    if texts is not None:
-        encoded = model.tokenizer.encode(texts)
+    long_text = inputs.long_text or limits.long_text
+    documents = None
+    if texts is not None and long_text == "windows":
+        documents = plan(*model.tokenizer.encode_windows(texts))
+        encoded = documents.rows if documents.windowed else documents.whole
+        if documents.windowed:
+            _check_windowed(inputs)
+        tokenize_seconds = time.perf_counter() - started
+        model.metrics.tokenize.observe(tokenize_seconds)
+    elif texts is not None:
+        encoded = model.tokenizer.encode(texts, reject_long=long_text == "reject")
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
     else:
@@ -89,7 +102,7 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
     _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
-    return Prepared(encoded, tokenize_seconds, started)
+    return Prepared(encoded, tokenize_seconds, started, documents)
 
 
 async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context: CallContext) -> Outputs:
@@ -103,7 +116,12 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
         words = await find_words(model, explain, prepared.encoded, limits.max_attribution_rows)
         check_rows(explain, len(prepared.encoded), sum(words.rows), limits.max_attribution_rows)
     lane = predictor.lane(inputs.mode, inputs.top_k)
+    documents = prepared.documents
+    if documents is not None and documents.windowed:
+        return await read_windows(predictor, prepared, documents, inputs, context)
     outputs = await answer(predictor, prepared, inputs, context, lane)
+    if documents is not None:
+        outputs.windows = whole_windows(documents, outputs)
     if words is not None:
         which = list(range(len(outputs)))
         replied = (outputs.label_ids, outputs.probabilities)
@@ -130,6 +148,32 @@ async def answer(
     )
 
 
+async def read_windows(
+    predictor: Predictor, prepared: Prepared, documents: Documents, inputs: Inputs, context: CallContext
+) -> Outputs:
+    """Texts read as windows: every window a row (the call's share of the queue, paced), the
+    rows folded back per text (windows.py)."""
+    model = predictor.model
+    # POOLED is what the fold maps onto the whole text; top tokens are read from it.
+    mode = AttentionMode.POOLED if inputs.mode is AttentionMode.POOLED or inputs.top_k else AttentionMode.NONE
+    lane = predictor.lane(mode, 0)
+    rows = await predictor.predict(
+        documents.rows, mode, 0, context, lane, paced=True,
+        tokenize=prepared.tokenize_seconds, started=prepared.started,
+    )  # fmt: skip
+    folded = fold(
+        rows,
+        documents,
+        model.tokenizer.windows.combine,
+        model.scoring,
+        model.temperature,
+        inputs.top_k,
+    )
+    if inputs.mode is AttentionMode.NONE:
+        folded.attention = None  # asked for top tokens only
+    return folded
+
+
 def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> None:
     """Put the attributions of the texts `which` into `outputs` (texts not in `which` first get
     empty places, filled by another member's attribution in a cascade)."""
@@ -145,6 +189,22 @@ def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> No
     if not timings.attribution_started or attributed.started < timings.attribution_started:
         timings.attribution_started = attributed.started
     timings.attribution = max(timings.attribution, attributed.ended - timings.attribution_started)
+
+
+def _check_windowed(inputs: Inputs) -> None:
+    """What a call whose texts run as several windows may ask besides labels."""
+    if inputs.mode not in (AttentionMode.NONE, AttentionMode.POOLED):
+        raise InvalidArgument(
+            f"attention: a text read as windows has one weight per token (POOLED) or none; "
+            f"{inputs.mode.word} is not offered over windows",
+            field="attention",
+        )
+    if inputs.explain.method is not Attribution.NONE:
+        raise InvalidArgument(
+            "attribution: a text read as windows is not attributed yet; send texts within the "
+            "model's max_len, or ask for POOLED attention",
+            field="attribution",
+        )
 
 
 def _refuse_count(count: int, limit: int) -> None:

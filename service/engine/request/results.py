@@ -45,6 +45,16 @@ class EngineTimings:
     ran_until: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One window of a long text read as windows (windows.py)."""
+
+    start: int  # the [start, end) characters of the text it covers
+    end: int
+    probabilities: np.ndarray  # [C] its own scores
+    weight: float  # its weight in the text's answer (the weights of a text's windows sum to 1)
+
+
 @dataclass(slots=True)
 class Outputs:
     """One call's results, in request order (k texts, C classes)."""
@@ -61,6 +71,7 @@ class Outputs:
     attribution: list[np.ndarray] | None = None  # per text [n] float32 (attribution.py); None: not asked
     attribution_rows: list[int] | None = None  # per text, the forward rows its attribution took
     attribution_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran those rows
+    windows: list[list[Window]] | None = None  # per text its windows, when the call read texts as windows
 
     def __len__(self) -> int:
         return len(self.label_ids)

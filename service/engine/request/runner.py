@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from opentelemetry.trace.span import SpanContext
 
-from attnserve.service.bundle import AttentionKind
+from attnserve.service.bundle import AttentionKind, Problem
+from attnserve.service.bundle.calibration import softmax
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
@@ -56,7 +57,9 @@ class Runner:
         self.attention_kind = model.attention_kind
         self.pad_id = model.manifest.pad_id
         self.temperature = model.temperature
-        self.scores = model.manifest.scores.probabilities
+        scoring = model.scoring
+        # A single-label model's scores are the softmax itself: one call fewer per batch.
+        self.scores = softmax if scoring.problem is Problem.SINGLE_LABEL else scoring.probabilities
         self.metrics = model.metrics
         self.tracing = tracing
 

@@ -42,7 +42,7 @@ class Tensor(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class ClassifyRequest(_message.Message):
-    __slots__ = ("model", "version", "texts", "attention", "top_k", "request_id", "attribution", "attribution_budget", "attribution_label")
+    __slots__ = ("model", "version", "texts", "attention", "top_k", "request_id", "attribution", "attribution_budget", "attribution_label", "long_text")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class ClassifyRequest(_message.Message):
     ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTION_BUDGET_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTION_LABEL_FIELD_NUMBER: _ClassVar[int]
+    LONG_TEXT_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     texts: _containers.RepeatedScalarFieldContainer[str]
@@ -61,7 +62,20 @@ class ClassifyRequest(_message.Message):
     attribution: AttributionMethod
     attribution_budget: int
     attribution_label: str
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., texts: _Optional[_Iterable[str]] = ..., attention: _Optional[_Union[AttentionMode, str]] = ..., top_k: _Optional[int] = ..., request_id: _Optional[str] = ..., attribution: _Optional[_Union[AttributionMethod, str]] = ..., attribution_budget: _Optional[int] = ..., attribution_label: _Optional[str] = ...) -> None: ...
+    long_text: str
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., texts: _Optional[_Iterable[str]] = ..., attention: _Optional[_Union[AttentionMode, str]] = ..., top_k: _Optional[int] = ..., request_id: _Optional[str] = ..., attribution: _Optional[_Union[AttributionMethod, str]] = ..., attribution_budget: _Optional[int] = ..., attribution_label: _Optional[str] = ..., long_text: _Optional[str] = ...) -> None: ...
+
+class TextWindow(_message.Message):
+    __slots__ = ("start", "end", "probabilities", "weight")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    end: int
+    probabilities: _containers.RepeatedScalarFieldContainer[float]
+    weight: float
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class TokenWeight(_message.Message):
     __slots__ = ("index", "token", "weight")
@@ -82,7 +96,7 @@ class TokenSpan(_message.Message):
     def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class TextResult(_message.Message):
-    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special", "answered_by", "attribution", "attribution_rows", "assigned", "value")
+    __slots__ = ("label", "label_id", "probabilities", "logits", "tokens", "truncated", "attention", "top_tokens", "offsets", "special", "answered_by", "attribution", "attribution_rows", "assigned", "value", "windows")
     LABEL_FIELD_NUMBER: _ClassVar[int]
     LABEL_ID_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +112,7 @@ class TextResult(_message.Message):
     ATTRIBUTION_ROWS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
     label: str
     label_id: int
     probabilities: _containers.RepeatedScalarFieldContainer[float]
@@ -113,7 +128,8 @@ class TextResult(_message.Message):
     attribution_rows: int
     assigned: _containers.RepeatedScalarFieldContainer[str]
     value: float
-    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ..., answered_by: _Optional[str] = ..., attribution: _Optional[_Iterable[float]] = ..., attribution_rows: _Optional[int] = ..., assigned: _Optional[_Iterable[str]] = ..., value: _Optional[float] = ...) -> None: ...
+    windows: _containers.RepeatedCompositeFieldContainer[TextWindow]
+    def __init__(self, label: _Optional[str] = ..., label_id: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., logits: _Optional[_Iterable[float]] = ..., tokens: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ..., attention: _Optional[_Union[Tensor, _Mapping]] = ..., top_tokens: _Optional[_Iterable[_Union[TokenWeight, _Mapping]]] = ..., offsets: _Optional[_Iterable[_Union[TokenSpan, _Mapping]]] = ..., special: _Optional[_Iterable[bool]] = ..., answered_by: _Optional[str] = ..., attribution: _Optional[_Iterable[float]] = ..., attribution_rows: _Optional[int] = ..., assigned: _Optional[_Iterable[str]] = ..., value: _Optional[float] = ..., windows: _Optional[_Iterable[_Union[TextWindow, _Mapping]]] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("tokenize_us", "queue_us", "inference_us", "total_us", "attribution_us")
@@ -223,7 +239,7 @@ class ThreadInfo(_message.Message):
     def __init__(self, intra_op: _Optional[int] = ..., source: _Optional[str] = ..., one_thread_ms: _Optional[float] = ..., all_cores_ms: _Optional[float] = ..., cores: _Optional[int] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at", "threads", "label_graph", "problem_type", "thresholds")
+    __slots__ = ("name", "version", "versions", "family", "labels", "max_len", "attention", "limits", "provider", "metrics", "created_at", "threads", "label_graph", "problem_type", "thresholds", "windows")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +262,7 @@ class ModelInfo(_message.Message):
     LABEL_GRAPH_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_TYPE_FIELD_NUMBER: _ClassVar[int]
     THRESHOLDS_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: int
     versions: _containers.RepeatedScalarFieldContainer[int]
@@ -261,4 +278,17 @@ class ModelInfo(_message.Message):
     label_graph: str
     problem_type: str
     thresholds: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ..., threads: _Optional[_Union[ThreadInfo, _Mapping]] = ..., label_graph: _Optional[str] = ..., problem_type: _Optional[str] = ..., thresholds: _Optional[_Iterable[float]] = ...) -> None: ...
+    windows: WindowsInfo
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., versions: _Optional[_Iterable[int]] = ..., family: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., max_len: _Optional[int] = ..., attention: _Optional[_Union[AttentionInfo, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., provider: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., created_at: _Optional[str] = ..., threads: _Optional[_Union[ThreadInfo, _Mapping]] = ..., label_graph: _Optional[str] = ..., problem_type: _Optional[str] = ..., thresholds: _Optional[_Iterable[float]] = ..., windows: _Optional[_Union[WindowsInfo, _Mapping]] = ...) -> None: ...
+
+class WindowsInfo(_message.Message):
+    __slots__ = ("window", "stride", "combine", "max_windows")
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    STRIDE_FIELD_NUMBER: _ClassVar[int]
+    COMBINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    window: int
+    stride: int
+    combine: str
+    max_windows: int
+    def __init__(self, window: _Optional[int] = ..., stride: _Optional[int] = ..., combine: _Optional[str] = ..., max_windows: _Optional[int] = ...) -> None: ...

@@ -85,6 +85,7 @@ def test_model_metadata_declares_the_tensor_contract(report: dict[str, Any]) -> 
         "LENGTHS": ("INT64", [-1]),
         "ATTRIBUTION": ("FP32", [-1, -1]),  # only when asked for (docs/v2.md, "Attributions")
         "ATTRIBUTION_ROWS": ("INT32", [-1]),
+        "WINDOWS": ("FP32", [-1, -1, 3]),  # only for texts read as windows (docs/v2.md)
     }
     pool = {t["name"]: [int(d) for d in t["shape"]] for t in report["metadata"]["pool"]["outputs"]}
     assert pool["ATTENTION"] == [-1, -1]
