@@ -25,6 +25,7 @@ from attnserve.service.client.files.cli import add_arguments as file_flags
 from attnserve.service.client.messages import ClientError
 from attnserve.service.client.scores import Scoring, result_document
 from attnserve.service.client.tracecontext import environment_trace
+from attnserve.service.client.windows import add_argument as long_text_flag
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.service.common.model_info import ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode
@@ -119,6 +120,7 @@ def _client_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--version", type=int, default=0, help="model version, 0 = the latest")
         attribution_flags(sub)
+        long_text_flag(sub)
     classify.add_argument(
         "--attention",
         default="auto",
@@ -175,6 +177,7 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
         attribution=args.attribution,
         attribution_budget=args.attribution_budget,
         attribution_label=args.attribution_label,
+        long_text=args.long_text,
     )
     scoring = Scoring.of(info)
     if args.json:
@@ -186,6 +189,7 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
         print_classification(
             reply, args.texts, info.labels, mode, args.attribution,
             scoring=scoring, attribution_label=args.attribution_label,
+            combine=info.windows.combine if info.windows else "",
         )  # fmt: skip
     return 0
 
@@ -206,6 +210,8 @@ def _problem(exc: ClientError, args: argparse.Namespace) -> str:
     line = f"attnserve-client: {exc.code.name}: {exc.details}"
     if exc.code is grpc.StatusCode.UNAVAILABLE:
         line += f" (is a server listening at {args.target}? `make serve` starts one)"
+    elif getattr(args, "long_text", "") == "reject" and "max_len" in exc.details:
+        line += " (--long-text windows reads it whole, --long-text truncate cuts it)"
     elif args.command == "health" and exc.code is grpc.StatusCode.NOT_FOUND:
         line = (
             f"attnserve-client: NOT_FOUND: the server has no health status for {args.service!r}: "

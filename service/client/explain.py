@@ -204,6 +204,7 @@ def explain(client: Any, args: argparse.Namespace) -> int:
         attribution=args.attribution,
         attribution_budget=args.attribution_budget,
         attribution_label=args.attribution_label,
+        long_text=args.long_text,
     )
     result = reply.results[0]
     figure, panels, shown = _figure(plt, result, args, mode, attended)

@@ -62,6 +62,7 @@ class TextWindow:
     end: int
     probabilities: np.ndarray  # [C]
     weight: float
+    attribution: float | None = None  # occlusion: the text's drop without this window
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,13 @@ def to_classification(reply: pb.ClassifyResponse) -> Classification:
             assigned=list(item.assigned),
             value=item.value if item.HasField("value") else None,
             windows=[
-                TextWindow(w.start, w.end, np.asarray(w.probabilities, np.float32), w.weight)
+                TextWindow(
+                    w.start,
+                    w.end,
+                    np.asarray(w.probabilities, np.float32),
+                    w.weight,
+                    w.attribution if w.HasField("attribution") else None,
+                )
                 for w in item.windows
             ],
         )

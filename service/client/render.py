@@ -17,6 +17,7 @@ from rich.text import Text
 
 from attnserve.service.client.messages import Classification, TextResult
 from attnserve.service.client.scores import SINGLE, Scoring, explained, problem_text, scores_view
+from attnserve.service.client.windows import policy_text, print_windows
 from attnserve.service.common.model_info import ModelInfo, ThreadInfo
 from attnserve.service.common.weights import importance
 
@@ -121,14 +122,17 @@ def print_classification(
     *,
     scoring: Scoring = SINGLE,
     attribution_label: str = "",
+    combine: str = "",
 ) -> None:
     """`scoring`: what the model's scores mean (scores.py); `attribution_label`: the label the
-    call asked the attribution to explain ("": each text's own)."""
+    call asked the attribution to explain ("": each text's own); `combine`: how the model's
+    windows decide ("mean" or "max"; windows.py)."""
     out = console()
     for text, result in zip(texts, reply.results, strict=True):
         out.print(text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 3] + "...", highlight=False)
         for part in scores_view(result, labels, scoring):
             out.print(part, highlight=False)
+        print_windows(out, text, result, labels, combine)
         if result.attention is not None:
             _attention(out, result, mode)
         if result.attribution is not None:
@@ -153,6 +157,7 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
         "max_len",
         "attention",
         "label graph",
+        "long texts",
         "provider",
         "threads",
     )
@@ -170,6 +175,7 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
             str(info.max_len),
             attention,
             info.label_graph or "-",
+            policy_text(info),
             info.provider,
             threads_text(info.threads),
         )

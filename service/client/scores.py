@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnserve.service.client.messages import MULTI_LABEL, REGRESSION, SINGLE_LABEL, TextResult
+from attnserve.service.client.windows import windows_document
 from attnserve.service.common.model_info import ModelInfo
 
 NONE_ASSIGNED = "no label over its threshold"
@@ -94,6 +95,7 @@ def result_document(text: str, result: TextResult, scoring: Scoring = SINGLE) ->
             if result.attribution is not None
             else {}
         ),
+        **windows_document(result),  # read as windows (one where the text fits)
     }
 
 

@@ -69,7 +69,13 @@ def classify_response(reply: ClassifyReply) -> pb.ClassifyResponse:
             assigned=result.assigned or (),  # empty: not multi-label, or no label over its threshold
             value=result.value,  # None (unset): not a regression model
             windows=[
-                pb.TextWindow(start=w.start, end=w.end, probabilities=w.probabilities, weight=w.weight)
+                pb.TextWindow(
+                    start=w.start,
+                    end=w.end,
+                    probabilities=w.probabilities,
+                    weight=w.weight,
+                    attribution=w.attribution,
+                )
                 for w in result.windows or ()
             ],
         )

@@ -155,7 +155,10 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 value=None if values is None else values[i],
                 windows=None
                 if windows is None
-                else [TextWindow(w.start, w.end, w.probabilities.tolist(), w.weight) for w in windows[i]],
+                else [
+                    TextWindow(w.start, w.end, w.probabilities.tolist(), w.weight, w.attribution)
+                    for w in windows[i]
+                ],
             )
         )
     timings = out.timings

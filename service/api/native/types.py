@@ -93,6 +93,12 @@ class TextWindow:
     end: Annotated[int, Field(description="One past its last character (Unicode code points).")]
     probabilities: Annotated[list[float], Field(description="The window's own scores, by label id.")]
     weight: Annotated[float, Field(description="Its weight in the text's answer; a text's weights sum to 1.")]
+    attribution: Annotated[
+        float | None,
+        Field(description="With an occlusion attribution: the text's drop in the explained label's "
+              "probability when this window is left out (the result's `attribution` holds the word level, "
+              "inside the window whose drop is largest); null otherwise."),
+    ] = None  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

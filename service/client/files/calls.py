@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from attnserve.service.client.messages import MULTI_LABEL, REGRESSION, SINGLE_LABEL, ClientError, TextResult
+from attnserve.service.client.windows import decisive
 from attnserve.service.common.weights import importance
 
 # Between a multi-label row's assigned labels, as training data files write them
@@ -80,6 +81,7 @@ def classify_batch(
     attention: str,
     retry: Retry,
     stop: threading.Event,
+    long_text: str = "",
 ) -> Outcome:
     """Classify the batch's non-empty texts; rows without text are rejected without a call."""
     results: list[TextResult | None] = [None] * len(texts)
@@ -102,7 +104,9 @@ def classify_batch(
         batch = [texts[i] for i in indices]
         try:
             reply, tried = with_retries(
-                lambda: client.classify(batch, model=model, version=version, attention=attention),
+                lambda: client.classify(
+                    batch, model=model, version=version, attention=attention, long_text=long_text
+                ),
                 retry,
                 stop,
             )
@@ -135,11 +139,14 @@ def added_columns(
     with_attention: bool,
     cascade: bool = False,
     problem_type: str = SINGLE_LABEL,
+    windows: bool = False,
 ) -> dict[str, str]:
     """The columns a row gains, each with its Arrow type: a single-label model's label and
     p_<label> per label; a multi-label model's p_<label> per label and `assigned` (the labels
     at or over their thresholds, joined with ASSIGNED_SEPARATOR as training data writes them);
-    a regression model's `value`. ``cascade``: the rows say which member answered them."""
+    a regression model's `value`. ``cascade``: the rows say which member answered them;
+    ``windows``: texts are read as windows, and each row says its decisive window's characters
+    (`window`, "start:end" of the window with the largest weight) and how many it had."""
     names: dict[str, str] = {}
     if problem_type == REGRESSION:
         names[f"{prefix}value"] = "float64"
@@ -151,6 +158,8 @@ def added_columns(
             names[f"{prefix}assigned"] = "string"
     if cascade:
         names[f"{prefix}answered_by"] = "string"
+    if windows:
+        names.update({f"{prefix}window": "string", f"{prefix}windows": "int64"})
     if with_attention:
         names.update({f"{prefix}tokens": "list<string>", f"{prefix}attention": "list<float64>"})
     return names
@@ -162,6 +171,7 @@ def added_values(
     prefix: str,
     with_attention: bool,
     problem_type: str = SINGLE_LABEL,
+    windows: bool = False,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if problem_type == REGRESSION:
@@ -175,6 +185,10 @@ def added_values(
             values[f"{prefix}assigned"] = ASSIGNED_SEPARATOR.join(result.assigned)
     if result.answered_by:
         values[f"{prefix}answered_by"] = result.answered_by
+    if windows:
+        top = decisive(result.windows) if result.windows else None
+        values[f"{prefix}window"] = f"{top.start}:{top.end}" if top else ""
+        values[f"{prefix}windows"] = len(result.windows)
     if with_attention:
         values[f"{prefix}tokens"] = list(result.tokens)
         weights: list[float] = [] if result.attention is None else importance(result.attention).tolist()

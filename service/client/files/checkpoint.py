@@ -32,6 +32,7 @@ class Shape:
     with_attention: bool
     columns: list[str]  # the output's columns (the header of a CSV output)
     rejects: str  # the rejects file, resolved
+    long_text: str = ""  # --long-text ("": the server's); absent from the files of earlier runs
 
 
 # How each difference is named to the user: the flag that sets it, or what it is.
@@ -46,6 +47,7 @@ _NAMES = {
     "with_attention": "--with-attention",
     "columns": "output columns",
     "rejects": "--rejects",
+    "long_text": "--long-text",
 }
 
 

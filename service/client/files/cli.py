@@ -64,6 +64,7 @@ def job_of(args: argparse.Namespace) -> FileJob:
         batch_size=args.batch_size,
         workers=args.workers,
         with_attention=args.with_attention,
+        long_text=getattr(args, "long_text", ""),
         prefix=args.prefix,
         resume=args.resume,
         overwrite=args.overwrite,

@@ -70,7 +70,7 @@ def classify_file(
     started = time.monotonic()
     begun = prepare(client, job, stop)
     table, sink, rejects, state, info = begun.table, begun.sink, begun.rejects, begun.checkpoint, begun.info
-    retries, labels, problem_type = begun.retries, info.labels, info.problem_type
+    retries, labels, problem_type, windows = begun.retries, info.labels, info.problem_type, begun.windows
     # More texts than the server takes in one call would be refused as a whole.
     batch_size = max(1, min(job.batch_size, info.limits.max_texts_per_request or job.batch_size))
     text_column, prefix, attention = job.text_column, job.prefix, job.with_attention
@@ -107,7 +107,7 @@ def classify_file(
                 texts = [None if r.problem else r.row.get(text_column) for _, r in batch]
                 future = pool.submit(  # the version resolved at the start: `latest` may move on
                     classify_rows, client, texts, model=info.name, version=info.version,
-                    attention=mode, retry=job.retry, stop=stop,
+                    attention=mode, retry=job.retry, stop=stop, long_text=job.long_text,
                 )  # fmt: skip
                 pending.append((batch, future))
             if not pending:
@@ -131,7 +131,7 @@ def classify_file(
                 if result is None:
                     refused.append(_reject(index, record, reason))
                 else:
-                    added = added_values(result, labels, prefix, attention, problem_type)
+                    added = added_values(result, labels, prefix, attention, problem_type, windows)
                     written.append({**record.row, **added})
             sink.write(written)
             rejects.write(refused)

@@ -21,6 +21,9 @@ class FileJob:
     batch_size: int = 64
     workers: int = 4
     with_attention: bool = False  # add the tokens and each one's pooled attention
+    # A text over max_len: "truncate", "reject" or "windows" (read whole; the rows gain `window`
+    # and `windows`); "": the server's --long-text.
+    long_text: str = ""
     prefix: str = ""  # before the added column names
     resume: bool = False
     overwrite: bool = False

@@ -23,6 +23,7 @@ class Start:
     checkpoint: checkpoint.Checkpoint
     info: Any  # the model's ModelInfo: the version in it is the one every call asks for
     retries: int  # calls repeated while asking for it
+    windows: bool = False  # texts are read as windows (asked, or the server's --long-text)
 
 
 def _schema(table: Table, added: dict[str, str]) -> Any:
@@ -33,6 +34,7 @@ def _schema(table: Table, added: dict[str, str]) -> Any:
     types = {
         "string": pa.string(),
         "float64": pa.float64(),
+        "int64": pa.int64(),
         "list<string>": pa.list_(pa.string()),
         "list<float64>": pa.list_(pa.float64()),
     }
@@ -48,7 +50,9 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
         raise FileError(f"model {info.name!r} has no attention to add (leave out --with-attention)")
     cascade = info.family == "cascade"  # its rows say which member answered
     problem_type = info.problem_type  # what the added columns are: service/client/files/calls.py
-    added = added_columns(info.labels, job.prefix, job.with_attention, cascade, problem_type)
+    # Read as windows: asked, or left to a server whose --long-text is windows.
+    windows = (job.long_text or info.limits.long_text) == "windows"
+    added = added_columns(info.labels, job.prefix, job.with_attention, cascade, problem_type, windows)
     clash = [name for name in added if name in (table.columns or [])]
     if clash:
         raise FileError(
@@ -66,6 +70,7 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
         with_attention=job.with_attention,
         columns=columns,
         rejects=str(job.rejects_path().resolve()),
+        long_text=job.long_text,
     )
     progress = checkpoint.progress_path(job.output)
     if job.resume:
@@ -83,4 +88,4 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
     else:
         sink = LineSink(job.output, out_format, columns, positions[0])
     rejects = LineSink(job.rejects_path(), "jsonl", [], positions[1])
-    return Start(table, sink, rejects, start, info, waited)
+    return Start(table, sink, rejects, start, info, waited, windows)

@@ -31,7 +31,8 @@ from attnserve.service.engine.request.attributing import Attributed, attribute, 
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import Outputs
-from attnserve.service.engine.request.windows import Documents, fold, plan, whole_windows
+from attnserve.service.engine.request.window_reading import check_window_rows, read_windows
+from attnserve.service.engine.request.windows import Documents, plan, whole_windows
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
 from attnserve.service.settings import LongText
 
@@ -90,6 +91,7 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         encoded = documents.rows if documents.windowed else documents.whole
         if documents.windowed:
             _check_windowed(inputs)
+            check_window_rows(model, documents, inputs.explain, limits.max_attribution_rows)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
     elif texts is not None:
@@ -110,15 +112,16 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
     model = predictor.model
     prepared = prepare(model, inputs, limits)
     explain = inputs.explain
+    documents = prepared.documents
+    if documents is not None and documents.windowed:  # refusals made in prepare
+        timing = (prepared.tokenize_seconds, prepared.started)
+        return await read_windows(predictor, documents, inputs.mode, inputs.top_k, explain, context, timing)
     words = None
     # Refused before any row runs when a budget or the cap does not hold.
     if explain.method is not Attribution.NONE:
         words = await find_words(model, explain, prepared.encoded, limits.max_attribution_rows)
         check_rows(explain, len(prepared.encoded), sum(words.rows), limits.max_attribution_rows)
     lane = predictor.lane(inputs.mode, inputs.top_k)
-    documents = prepared.documents
-    if documents is not None and documents.windowed:
-        return await read_windows(predictor, prepared, documents, inputs, context)
     outputs = await answer(predictor, prepared, inputs, context, lane)
     if documents is not None:
         outputs.windows = whole_windows(documents, outputs)
@@ -148,32 +151,6 @@ async def answer(
     )
 
 
-async def read_windows(
-    predictor: Predictor, prepared: Prepared, documents: Documents, inputs: Inputs, context: CallContext
-) -> Outputs:
-    """Texts read as windows: every window a row (the call's share of the queue, paced), the
-    rows folded back per text (windows.py)."""
-    model = predictor.model
-    # POOLED is what the fold maps onto the whole text; top tokens are read from it.
-    mode = AttentionMode.POOLED if inputs.mode is AttentionMode.POOLED or inputs.top_k else AttentionMode.NONE
-    lane = predictor.lane(mode, 0)
-    rows = await predictor.predict(
-        documents.rows, mode, 0, context, lane, paced=True,
-        tokenize=prepared.tokenize_seconds, started=prepared.started,
-    )  # fmt: skip
-    folded = fold(
-        rows,
-        documents,
-        model.tokenizer.windows.combine,
-        model.scoring,
-        model.temperature,
-        inputs.top_k,
-    )
-    if inputs.mode is AttentionMode.NONE:
-        folded.attention = None  # asked for top tokens only
-    return folded
-
-
 def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> None:
     """Put the attributions of the texts `which` into `outputs` (texts not in `which` first get
     empty places, filled by another member's attribution in a cascade)."""
@@ -198,12 +175,6 @@ def _check_windowed(inputs: Inputs) -> None:
             f"attention: a text read as windows has one weight per token (POOLED) or none; "
             f"{inputs.mode.word} is not offered over windows",
             field="attention",
-        )
-    if inputs.explain.method is not Attribution.NONE:
-        raise InvalidArgument(
-            "attribution: a text read as windows is not attributed yet; send texts within the "
-            "model's max_len, or ask for POOLED attention",
-            field="attribution",
         )
 
 

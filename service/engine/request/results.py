@@ -53,6 +53,7 @@ class Window:
     end: int
     probabilities: np.ndarray  # [C] its own scores
     weight: float  # its weight in the text's answer (the weights of a text's windows sum to 1)
+    attribution: float | None = None  # occlusion: the drop of the text's label when it is left out
 
 
 @dataclass(slots=True)

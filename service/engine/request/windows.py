@@ -65,13 +65,13 @@ def _encoded(encodings: list[Encoding]) -> EncodedTexts:
     return EncodedTexts(ids, [len(row) for row in ids], [False] * len(ids), encodings)
 
 
-def _text_positions(encoding: Encoding) -> list[int]:
+def text_positions(encoding: Encoding) -> list[int]:
     return [i for i, special in enumerate(encoding.special_tokens_mask) if not special]
 
 
 def _covered(encoding: Encoding) -> tuple[int, int]:
     """The [start, end) characters of a window's text tokens."""
-    text = _text_positions(encoding)
+    text = text_positions(encoding)
     return (encoding.offsets[text[0]][0], encoding.offsets[text[-1]][1]) if text else (0, 0)
 
 
@@ -81,7 +81,7 @@ def _starts(each: list[Encoding]) -> list[int]:
     they share), or just after the previous window when they share none."""
     starts = [0]
     for previous, current in itertools.pairwise(each):
-        before, after = _text_positions(previous), _text_positions(current)
+        before, after = text_positions(previous), text_positions(current)
         first = tuple(current.offsets[after[0]]) if after else None
         shared = next((k for k, i in enumerate(before) if tuple(previous.offsets[i]) == first), len(before))
         starts.append(starts[-1] + shared)
@@ -99,12 +99,7 @@ def fold(
     for i, span in enumerate(docs.spans):
         rows = slice(span.start, span.stop)
         window_logits, window_scores = out.logits[rows], out.probabilities[rows]
-        count = len(span)
-        if combine == "max" and count > 1 and not scoring.regression:
-            weights = np.zeros(count, np.float32)
-            weights[int(window_scores.max(axis=1).argmax())] = 1.0
-        else:
-            weights = np.full(count, 1.0 / count, np.float32)
+        weights = combine_weights(window_scores, combine, scoring)
         logits[i] = weights @ window_logits
         weights_per_text.append(weights)
         windows.append([
@@ -132,6 +127,24 @@ def fold(
     )
 
 
+def combine_weights(scores: np.ndarray, combine: Combine, scoring: Scoring) -> np.ndarray:
+    """[W] each window's weight in its text's answer, from the windows' scores [W, C]: 1/W each
+    (mean), or 1 for the window whose top probability is largest (max; a regression's value
+    has no confidence, so its windows are averaged)."""
+    count = len(scores)
+    if combine == "max" and count > 1 and not scoring.regression:
+        weights = np.zeros(count, np.float32)
+        weights[int(scores.max(axis=1).argmax())] = 1.0
+        return weights
+    return np.full(count, 1.0 / count, np.float32)
+
+
+def combined(logits: np.ndarray, combine: Combine, scoring: Scoring, temperature: float = 1.0) -> np.ndarray:
+    """[C] a text's logits from its windows' logits [W, C], as the policy combines them."""
+    weights = combine_weights(scoring.probabilities(logits, temperature), combine, scoring)
+    return np.asarray(weights @ logits, np.float32)
+
+
 def _whole_attention(rows: list[np.ndarray], docs: Documents, text: int, weights: np.ndarray) -> np.ndarray:
     """One weight per token of the whole text (see the module's docstring)."""
     whole = docs.whole.encodings
@@ -143,7 +156,7 @@ def _whole_attention(rows: list[np.ndarray], docs: Documents, text: int, weights
     best = np.full(len(positions), -1.0)
     for w, row in enumerate(span):
         encoding = docs.rows.encodings[row]
-        own = _text_positions(encoding)
+        own = text_positions(encoding)
         per_token = importance(rows[row])
         for j, place in enumerate(own):
             g = starts[w] + j

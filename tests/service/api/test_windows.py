@@ -168,8 +168,8 @@ def test_what_windows_do_not_offer_is_refused_naming_the_reason(server: RunningS
             client.classify(LONG, model=MEAN, long_text="windows", attention="all")
         assert "not offered over windows" in mode.value.details
         with pytest.raises(ClientError) as explained:
-            client.classify(LONG, model=MEAN, long_text="windows", attribution="occlusion")
-        assert "not attributed yet" in explained.value.details
+            client.classify(LONG, model=MEAN, long_text="windows", attribution="shapley")
+        assert "shapley is not offered over windows" in explained.value.details
         with pytest.raises(ClientError) as rejected:
             client.classify(LONG, model=MEAN, long_text="reject")
         assert "max_len of 16 tokens" in rejected.value.details
@@ -199,3 +199,41 @@ def test_export_refuses_a_policy_that_does_not_fit(folder: Path, tmp_path: Path)
     assert export_main([*base, "--long-texts", "windows", "--stride", "14"]) == 2  # no room to move on
     assert export_main([*base, "--stride", "4"]) == 2  # a stride without --long-texts
     assert not (tmp_path / "m" / "1").exists()
+
+
+def test_occlusion_scores_the_windows_then_the_words_of_the_decisive_one(
+    server: RunningServer, folder: Path
+) -> None:
+    """Window level: the text's drop when the mean leaves a window out; word level: the drop
+    when the decisive window's row lacks the word, that row's logits in the window's place."""
+    windows, logits = _windows_oracle(server, folder, LONG)
+    with Client(server.target, timeout=30) as client:
+        result = client.classify(LONG, model=MEAN, long_text="windows", attribution="occlusion").results[0]
+    label = result.label_id
+    full = _softmax(logits.mean(axis=0))[label]
+    drops = [full - _softmax(np.delete(logits, w, axis=0).mean(axis=0))[label] for w in range(len(windows))]
+    np.testing.assert_allclose([w.attribution for w in result.windows], drops, atol=ATOL)
+    decisive = int(np.argmax(drops))
+    assert result.attribution is not None and result.attribution.shape == (len(result.tokens),)
+    # The first word of the decisive window: its pieces removed from that window's ids.
+    tokenizer = Tokenizer.from_file(str(server.settings.repository / MEAN / "1" / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=WINDOW, stride=STRIDE)
+    encoding = tokenizer.encode(LONG)
+    window = (encoding, *encoding.overflowing)[decisive]
+    word = window.word_ids[1]
+    pieces = [i for i, w in enumerate(window.word_ids) if w == word and not window.special_tokens_mask[i]]
+    kept = [t for i, t in enumerate(window.ids) if i not in pieces]
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.inference_mode():
+        changed = logits.copy()
+        changed[decisive] = model(input_ids=torch.tensor([kept])).logits[0].numpy()
+    want = full - _softmax(changed.mean(axis=0))[label]
+    start, end = window.offsets[pieces[0]][0], window.offsets[pieces[-1]][1]
+    scored = [
+        score
+        for score, (a, b) in zip(result.attribution, result.offsets, strict=True)
+        if a >= start and b <= end and b > a
+    ]
+    assert scored and all(score == pytest.approx(want, abs=ATOL) for score in scored)
+    assert result.attribution_rows == len({w for w in window.word_ids if w is not None})

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4attnserve/service/proto/attnserve/v1/attnserve.proto\x12\x0c\x61ttnserve.v1\"%\n\x06Tensor\x12\r\n\x05shape\x18\x01 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x93\x02\n\x0f\x43lassifyRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05texts\x18\x03 \x03(\t\x12.\n\tattention\x18\x04 \x01(\x0e\x32\x1b.attnserve.v1.AttentionMode\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x34\n\x0b\x61ttribution\x18\x07 \x01(\x0e\x32\x1f.attnserve.v1.AttributionMethod\x12\x1a\n\x12\x61ttribution_budget\x18\x08 \x01(\r\x12\x19\n\x11\x61ttribution_label\x18\t \x01(\t\x12\x11\n\tlong_text\x18\n \x01(\t\"O\n\nTextWindow\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\x12\x15\n\rprobabilities\x18\x03 \x03(\x02\x12\x0e\n\x06weight\x18\x04 \x01(\x02\";\n\x0bTokenWeight\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05token\x18\x02 \x01(\t\x12\x0e\n\x06weight\x18\x03 \x01(\x02\"\'\n\tTokenSpan\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\xa9\x03\n\nTextResult\x12\r\n\x05label\x18\x01 \x01(\t\x12\x10\n\x08label_id\x18\x02 \x01(\r\x12\x15\n\rprobabilities\x18\x03 \x03(\x02\x12\x0e\n\x06logits\x18\x04 \x03(\x02\x12\x0e\n\x06tokens\x18\x05 \x03(\t\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\'\n\tattention\x18\x07 \x01(\x0b\x32\x14.attnserve.v1.Tensor\x12-\n\ntop_tokens\x18\x08 \x03(\x0b\x32\x19.attnserve.v1.TokenWeight\x12(\n\x07offsets\x18\t \x03(\x0b\x32\x17.attnserve.v1.TokenSpan\x12\x0f\n\x07special\x18\n \x03(\x08\x12\x13\n\x0b\x61nswered_by\x18\x0b \x01(\t\x12\x13\n\x0b\x61ttribution\x18\x0c \x03(\x02\x12\x18\n\x10\x61ttribution_rows\x18\r \x01(\r\x12\x10\n\x08\x61ssigned\x18\x0e \x03(\t\x12\x12\n\x05value\x18\x0f \x01(\x02H\x00\x88\x01\x01\x12)\n\x07windows\x18\x10 \x03(\x0b\x32\x18.attnserve.v1.TextWindowB\x08\n\x06_value\"p\n\x07Timings\x12\x13\n\x0btokenize_us\x18\x01 \x01(\x04\x12\x10\n\x08queue_us\x18\x02 \x01(\x04\x12\x14\n\x0cinference_us\x18\x03 \x01(\x04\x12\x10\n\x08total_us\x18\x04 \x01(\x04\x12\x16\n\x0e\x61ttribution_us\x18\x05 \x01(\x04\"9\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x11\n\tcode_name\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xbd\x01\n\x10\x43lassifyResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x07results\x18\x03 \x03(\x0b\x32\x18.attnserve.v1.TextResult\x12&\n\x07timings\x18\x04 \x01(\x0b\x32\x15.attnserve.v1.Timings\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\"\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x13.attnserve.v1.Error\"\x13\n\x11ListModelsRequest\"=\n\x12ListModelsResponse\x12\'\n\x06models\x18\x01 \x03(\x0b\x32\x17.attnserve.v1.ModelInfo\"1\n\x0fGetModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\"\xd0\x01\n\rAttentionInfo\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0e\n\x06layers\x18\x02 \x01(\r\x12\r\n\x05heads\x18\x03 \x01(\r\x12*\n\x05modes\x18\x04 \x03(\x0e\x32\x1b.attnserve.v1.AttentionMode\x12\x37\n\x06shapes\x18\x05 \x03(\x0b\x32\'.attnserve.v1.AttentionInfo.ShapesEntry\x1a-\n\x0bShapesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x84\x01\n\x06Limits\x12\x1d\n\x15max_texts_per_request\x18\x01 \x01(\r\x12\x16\n\x0emax_text_chars\x18\x02 \x01(\r\x12\x16\n\x0emax_batch_size\x18\x03 \x01(\r\x12\x18\n\x10max_batch_tokens\x18\x04 \x01(\r\x12\x11\n\tlong_text\x18\x05 \x01(\t\"j\n\nThreadInfo\x12\x10\n\x08intra_op\x18\x01 \x01(\r\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x15\n\rone_thread_ms\x18\x03 \x01(\x01\x12\x14\n\x0c\x61ll_cores_ms\x18\x04 \x01(\x01\x12\r\n\x05\x63ores\x18\x05 \x01(\r\"\xe6\x03\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x10\n\x08versions\x18\x03 \x03(\x03\x12\x0e\n\x06\x66\x61mily\x18\x04 \x01(\t\x12\x0e\n\x06labels\x18\x05 \x03(\t\x12\x0f\n\x07max_len\x18\x06 \x01(\r\x12.\n\tattention\x18\x07 \x01(\x0b\x32\x1b.attnserve.v1.AttentionInfo\x12$\n\x06limits\x18\x08 \x01(\x0b\x32\x14.attnserve.v1.Limits\x12\x10\n\x08provider\x18\t \x01(\t\x12\x35\n\x07metrics\x18\n \x03(\x0b\x32$.attnserve.v1.ModelInfo.MetricsEntry\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12)\n\x07threads\x18\x0c \x01(\x0b\x32\x18.attnserve.v1.ThreadInfo\x12\x13\n\x0blabel_graph\x18\r \x01(\t\x12\x14\n\x0cproblem_type\x18\x0e \x01(\t\x12\x12\n\nthresholds\x18\x0f \x03(\x02\x12*\n\x07windows\x18\x10 \x01(\x0b\x32\x19.attnserve.v1.WindowsInfo\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"S\n\x0bWindowsInfo\x12\x0e\n\x06window\x18\x01 \x01(\r\x12\x0e\n\x06stride\x18\x02 \x01(\r\x12\x0f\n\x07\x63ombine\x18\x03 \x01(\t\x12\x13\n\x0bmax_windows\x18\x04 \x01(\r*\xb6\x01\n\rAttentionMode\x12\x1e\n\x1a\x41TTENTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41TTENTION_MODE_NONE\x10\x01\x12\x19\n\x15\x41TTENTION_MODE_POOLED\x10\x02\x12\x1d\n\x19\x41TTENTION_MODE_LAST_LAYER\x10\x03\x12\x16\n\x12\x41TTENTION_MODE_ALL\x10\x04\x12\x1a\n\x16\x41TTENTION_MODE_ROLLOUT\x10\x05*\x96\x01\n\x11\x41ttributionMethod\x12\"\n\x1e\x41TTRIBUTION_METHOD_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTRIBUTION_METHOD_NONE\x10\x01\x12 \n\x1c\x41TTRIBUTION_METHOD_OCCLUSION\x10\x02\x12\x1e\n\x1a\x41TTRIBUTION_METHOD_SHAPLEY\x10\x03\x32\xc1\x02\n\nClassifier\x12I\n\x08\x43lassify\x12\x1d.attnserve.v1.ClassifyRequest\x1a\x1e.attnserve.v1.ClassifyResponse\x12S\n\x0e\x43lassifyStream\x12\x1d.attnserve.v1.ClassifyRequest\x1a\x1e.attnserve.v1.ClassifyResponse(\x01\x30\x01\x12O\n\nListModels\x12\x1f.attnserve.v1.ListModelsRequest\x1a .attnserve.v1.ListModelsResponse\x12\x42\n\x08GetModel\x12\x1d.attnserve.v1.GetModelRequest\x1a\x17.attnserve.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n4attnserve/service/proto/attnserve/v1/attnserve.proto\x12\x0c\x61ttnserve.v1\"%\n\x06Tensor\x12\r\n\x05shape\x18\x01 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x93\x02\n\x0f\x43lassifyRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05texts\x18\x03 \x03(\t\x12.\n\tattention\x18\x04 \x01(\x0e\x32\x1b.attnserve.v1.AttentionMode\x12\r\n\x05top_k\x18\x05 \x01(\r\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x34\n\x0b\x61ttribution\x18\x07 \x01(\x0e\x32\x1f.attnserve.v1.AttributionMethod\x12\x1a\n\x12\x61ttribution_budget\x18\x08 \x01(\r\x12\x19\n\x11\x61ttribution_label\x18\t \x01(\t\x12\x11\n\tlong_text\x18\n \x01(\t\"y\n\nTextWindow\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\x12\x15\n\rprobabilities\x18\x03 \x03(\x02\x12\x0e\n\x06weight\x18\x04 \x01(\x02\x12\x18\n\x0b\x61ttribution\x18\x05 \x01(\x02H\x00\x88\x01\x01\x42\x0e\n\x0c_attribution\";\n\x0bTokenWeight\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05token\x18\x02 \x01(\t\x12\x0e\n\x06weight\x18\x03 \x01(\x02\"\'\n\tTokenSpan\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\xa9\x03\n\nTextResult\x12\r\n\x05label\x18\x01 \x01(\t\x12\x10\n\x08label_id\x18\x02 \x01(\r\x12\x15\n\rprobabilities\x18\x03 \x03(\x02\x12\x0e\n\x06logits\x18\x04 \x03(\x02\x12\x0e\n\x06tokens\x18\x05 \x03(\t\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\'\n\tattention\x18\x07 \x01(\x0b\x32\x14.attnserve.v1.Tensor\x12-\n\ntop_tokens\x18\x08 \x03(\x0b\x32\x19.attnserve.v1.TokenWeight\x12(\n\x07offsets\x18\t \x03(\x0b\x32\x17.attnserve.v1.TokenSpan\x12\x0f\n\x07special\x18\n \x03(\x08\x12\x13\n\x0b\x61nswered_by\x18\x0b \x01(\t\x12\x13\n\x0b\x61ttribution\x18\x0c \x03(\x02\x12\x18\n\x10\x61ttribution_rows\x18\r \x01(\r\x12\x10\n\x08\x61ssigned\x18\x0e \x03(\t\x12\x12\n\x05value\x18\x0f \x01(\x02H\x00\x88\x01\x01\x12)\n\x07windows\x18\x10 \x03(\x0b\x32\x18.attnserve.v1.TextWindowB\x08\n\x06_value\"p\n\x07Timings\x12\x13\n\x0btokenize_us\x18\x01 \x01(\x04\x12\x10\n\x08queue_us\x18\x02 \x01(\x04\x12\x14\n\x0cinference_us\x18\x03 \x01(\x04\x12\x10\n\x08total_us\x18\x04 \x01(\x04\x12\x16\n\x0e\x61ttribution_us\x18\x05 \x01(\x04\"9\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x11\n\tcode_name\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xbd\x01\n\x10\x43lassifyResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12)\n\x07results\x18\x03 \x03(\x0b\x32\x18.attnserve.v1.TextResult\x12&\n\x07timings\x18\x04 \x01(\x0b\x32\x15.attnserve.v1.Timings\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\"\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x13.attnserve.v1.Error\"\x13\n\x11ListModelsRequest\"=\n\x12ListModelsResponse\x12\'\n\x06models\x18\x01 \x03(\x0b\x32\x17.attnserve.v1.ModelInfo\"1\n\x0fGetModelRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\"\xd0\x01\n\rAttentionInfo\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0e\n\x06layers\x18\x02 \x01(\r\x12\r\n\x05heads\x18\x03 \x01(\r\x12*\n\x05modes\x18\x04 \x03(\x0e\x32\x1b.attnserve.v1.AttentionMode\x12\x37\n\x06shapes\x18\x05 \x03(\x0b\x32\'.attnserve.v1.AttentionInfo.ShapesEntry\x1a-\n\x0bShapesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x84\x01\n\x06Limits\x12\x1d\n\x15max_texts_per_request\x18\x01 \x01(\r\x12\x16\n\x0emax_text_chars\x18\x02 \x01(\r\x12\x16\n\x0emax_batch_size\x18\x03 \x01(\r\x12\x18\n\x10max_batch_tokens\x18\x04 \x01(\r\x12\x11\n\tlong_text\x18\x05 \x01(\t\"j\n\nThreadInfo\x12\x10\n\x08intra_op\x18\x01 \x01(\r\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x15\n\rone_thread_ms\x18\x03 \x01(\x01\x12\x14\n\x0c\x61ll_cores_ms\x18\x04 \x01(\x01\x12\r\n\x05\x63ores\x18\x05 \x01(\r\"\xe6\x03\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x10\n\x08versions\x18\x03 \x03(\x03\x12\x0e\n\x06\x66\x61mily\x18\x04 \x01(\t\x12\x0e\n\x06labels\x18\x05 \x03(\t\x12\x0f\n\x07max_len\x18\x06 \x01(\r\x12.\n\tattention\x18\x07 \x01(\x0b\x32\x1b.attnserve.v1.AttentionInfo\x12$\n\x06limits\x18\x08 \x01(\x0b\x32\x14.attnserve.v1.Limits\x12\x10\n\x08provider\x18\t \x01(\t\x12\x35\n\x07metrics\x18\n \x03(\x0b\x32$.attnserve.v1.ModelInfo.MetricsEntry\x12\x12\n\ncreated_at\x18\x0b \x01(\t\x12)\n\x07threads\x18\x0c \x01(\x0b\x32\x18.attnserve.v1.ThreadInfo\x12\x13\n\x0blabel_graph\x18\r \x01(\t\x12\x14\n\x0cproblem_type\x18\x0e \x01(\t\x12\x12\n\nthresholds\x18\x0f \x03(\x02\x12*\n\x07windows\x18\x10 \x01(\x0b\x32\x19.attnserve.v1.WindowsInfo\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"S\n\x0bWindowsInfo\x12\x0e\n\x06window\x18\x01 \x01(\r\x12\x0e\n\x06stride\x18\x02 \x01(\r\x12\x0f\n\x07\x63ombine\x18\x03 \x01(\t\x12\x13\n\x0bmax_windows\x18\x04 \x01(\r*\xb6\x01\n\rAttentionMode\x12\x1e\n\x1a\x41TTENTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41TTENTION_MODE_NONE\x10\x01\x12\x19\n\x15\x41TTENTION_MODE_POOLED\x10\x02\x12\x1d\n\x19\x41TTENTION_MODE_LAST_LAYER\x10\x03\x12\x16\n\x12\x41TTENTION_MODE_ALL\x10\x04\x12\x1a\n\x16\x41TTENTION_MODE_ROLLOUT\x10\x05*\x96\x01\n\x11\x41ttributionMethod\x12\"\n\x1e\x41TTRIBUTION_METHOD_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTRIBUTION_METHOD_NONE\x10\x01\x12 \n\x1c\x41TTRIBUTION_METHOD_OCCLUSION\x10\x02\x12\x1e\n\x1a\x41TTRIBUTION_METHOD_SHAPLEY\x10\x03\x32\xc1\x02\n\nClassifier\x12I\n\x08\x43lassify\x12\x1d.attnserve.v1.ClassifyRequest\x1a\x1e.attnserve.v1.ClassifyResponse\x12S\n\x0e\x43lassifyStream\x12\x1d.attnserve.v1.ClassifyRequest\x1a\x1e.attnserve.v1.ClassifyResponse(\x01\x30\x01\x12O\n\nListModels\x12\x1f.attnserve.v1.ListModelsRequest\x1a .attnserve.v1.ListModelsResponse\x12\x42\n\x08GetModel\x12\x1d.attnserve.v1.GetModelRequest\x1a\x17.attnserve.v1.ModelInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,48 +35,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ATTENTIONINFO_SHAPESENTRY']._serialized_options = b'8\001'
   _globals['_MODELINFO_METRICSENTRY']._loaded_options = None
   _globals['_MODELINFO_METRICSENTRY']._serialized_options = b'8\001'
-  _globals['_ATTENTIONMODE']._serialized_start=2527
-  _globals['_ATTENTIONMODE']._serialized_end=2709
-  _globals['_ATTRIBUTIONMETHOD']._serialized_start=2712
-  _globals['_ATTRIBUTIONMETHOD']._serialized_end=2862
+  _globals['_ATTENTIONMODE']._serialized_start=2569
+  _globals['_ATTENTIONMODE']._serialized_end=2751
+  _globals['_ATTRIBUTIONMETHOD']._serialized_start=2754
+  _globals['_ATTRIBUTIONMETHOD']._serialized_end=2904
   _globals['_TENSOR']._serialized_start=70
   _globals['_TENSOR']._serialized_end=107
   _globals['_CLASSIFYREQUEST']._serialized_start=110
   _globals['_CLASSIFYREQUEST']._serialized_end=385
   _globals['_TEXTWINDOW']._serialized_start=387
-  _globals['_TEXTWINDOW']._serialized_end=466
-  _globals['_TOKENWEIGHT']._serialized_start=468
-  _globals['_TOKENWEIGHT']._serialized_end=527
-  _globals['_TOKENSPAN']._serialized_start=529
-  _globals['_TOKENSPAN']._serialized_end=568
-  _globals['_TEXTRESULT']._serialized_start=571
-  _globals['_TEXTRESULT']._serialized_end=996
-  _globals['_TIMINGS']._serialized_start=998
-  _globals['_TIMINGS']._serialized_end=1110
-  _globals['_ERROR']._serialized_start=1112
-  _globals['_ERROR']._serialized_end=1169
-  _globals['_CLASSIFYRESPONSE']._serialized_start=1172
-  _globals['_CLASSIFYRESPONSE']._serialized_end=1361
-  _globals['_LISTMODELSREQUEST']._serialized_start=1363
-  _globals['_LISTMODELSREQUEST']._serialized_end=1382
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1384
-  _globals['_LISTMODELSRESPONSE']._serialized_end=1445
-  _globals['_GETMODELREQUEST']._serialized_start=1447
-  _globals['_GETMODELREQUEST']._serialized_end=1496
-  _globals['_ATTENTIONINFO']._serialized_start=1499
-  _globals['_ATTENTIONINFO']._serialized_end=1707
-  _globals['_ATTENTIONINFO_SHAPESENTRY']._serialized_start=1662
-  _globals['_ATTENTIONINFO_SHAPESENTRY']._serialized_end=1707
-  _globals['_LIMITS']._serialized_start=1710
-  _globals['_LIMITS']._serialized_end=1842
-  _globals['_THREADINFO']._serialized_start=1844
-  _globals['_THREADINFO']._serialized_end=1950
-  _globals['_MODELINFO']._serialized_start=1953
-  _globals['_MODELINFO']._serialized_end=2439
-  _globals['_MODELINFO_METRICSENTRY']._serialized_start=2393
-  _globals['_MODELINFO_METRICSENTRY']._serialized_end=2439
-  _globals['_WINDOWSINFO']._serialized_start=2441
-  _globals['_WINDOWSINFO']._serialized_end=2524
-  _globals['_CLASSIFIER']._serialized_start=2865
-  _globals['_CLASSIFIER']._serialized_end=3186
+  _globals['_TEXTWINDOW']._serialized_end=508
+  _globals['_TOKENWEIGHT']._serialized_start=510
+  _globals['_TOKENWEIGHT']._serialized_end=569
+  _globals['_TOKENSPAN']._serialized_start=571
+  _globals['_TOKENSPAN']._serialized_end=610
+  _globals['_TEXTRESULT']._serialized_start=613
+  _globals['_TEXTRESULT']._serialized_end=1038
+  _globals['_TIMINGS']._serialized_start=1040
+  _globals['_TIMINGS']._serialized_end=1152
+  _globals['_ERROR']._serialized_start=1154
+  _globals['_ERROR']._serialized_end=1211
+  _globals['_CLASSIFYRESPONSE']._serialized_start=1214
+  _globals['_CLASSIFYRESPONSE']._serialized_end=1403
+  _globals['_LISTMODELSREQUEST']._serialized_start=1405
+  _globals['_LISTMODELSREQUEST']._serialized_end=1424
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1426
+  _globals['_LISTMODELSRESPONSE']._serialized_end=1487
+  _globals['_GETMODELREQUEST']._serialized_start=1489
+  _globals['_GETMODELREQUEST']._serialized_end=1538
+  _globals['_ATTENTIONINFO']._serialized_start=1541
+  _globals['_ATTENTIONINFO']._serialized_end=1749
+  _globals['_ATTENTIONINFO_SHAPESENTRY']._serialized_start=1704
+  _globals['_ATTENTIONINFO_SHAPESENTRY']._serialized_end=1749
+  _globals['_LIMITS']._serialized_start=1752
+  _globals['_LIMITS']._serialized_end=1884
+  _globals['_THREADINFO']._serialized_start=1886
+  _globals['_THREADINFO']._serialized_end=1992
+  _globals['_MODELINFO']._serialized_start=1995
+  _globals['_MODELINFO']._serialized_end=2481
+  _globals['_MODELINFO_METRICSENTRY']._serialized_start=2435
+  _globals['_MODELINFO_METRICSENTRY']._serialized_end=2481
+  _globals['_WINDOWSINFO']._serialized_start=2483
+  _globals['_WINDOWSINFO']._serialized_end=2566
+  _globals['_CLASSIFIER']._serialized_start=2907
+  _globals['_CLASSIFIER']._serialized_end=3228
 # @@protoc_insertion_point(module_scope)

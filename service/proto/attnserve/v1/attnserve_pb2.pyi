@@ -66,16 +66,18 @@ class ClassifyRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., texts: _Optional[_Iterable[str]] = ..., attention: _Optional[_Union[AttentionMode, str]] = ..., top_k: _Optional[int] = ..., request_id: _Optional[str] = ..., attribution: _Optional[_Union[AttributionMethod, str]] = ..., attribution_budget: _Optional[int] = ..., attribution_label: _Optional[str] = ..., long_text: _Optional[str] = ...) -> None: ...
 
 class TextWindow(_message.Message):
-    __slots__ = ("start", "end", "probabilities", "weight")
+    __slots__ = ("start", "end", "probabilities", "weight", "attribution")
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     start: int
     end: int
     probabilities: _containers.RepeatedScalarFieldContainer[float]
     weight: float
-    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., weight: _Optional[float] = ...) -> None: ...
+    attribution: float
+    def __init__(self, start: _Optional[int] = ..., end: _Optional[int] = ..., probabilities: _Optional[_Iterable[float]] = ..., weight: _Optional[float] = ..., attribution: _Optional[float] = ...) -> None: ...
 
 class TokenWeight(_message.Message):
     __slots__ = ("index", "token", "weight")
