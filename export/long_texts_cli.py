@@ -26,7 +26,7 @@ def add_long_text_flags(parser: argparse.ArgumentParser) -> None:
         help="tokens two neighbouring windows share (default: a quarter of a window's text tokens)",
     )  # fmt: skip
     group.add_argument(
-        "--combine", choices=list(COMBINES), default="mean",
+        "--combine", choices=[c for c in COMBINES if c != "head"], default="mean",
         help="mean: the windows' logits averaged; max: the most confident window decides",
     )  # fmt: skip
     group.add_argument("--max-windows", type=int, default=MAX_WINDOWS, help="the most windows of one text")

@@ -15,7 +15,7 @@ from attnserve.service.bundle.layout import (
     scan,
     valid_model_name,
 )
-from attnserve.service.bundle.long_texts import COMBINES, MAX_WINDOWS, Combine, LongTexts
+from attnserve.service.bundle.long_texts import COMBINES, MAX_WINDOWS, Combine, DocumentHead, LongTexts
 from attnserve.service.bundle.manifest import (
     LABEL_MODEL_FILE,
     MANIFEST_FILE,
@@ -75,6 +75,7 @@ __all__ = [
     "Combine",
     "DataProfile",
     "Dim",
+    "DocumentHead",
     "Fingerprint",
     "GateRows",
     "GoldenCase",

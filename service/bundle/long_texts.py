@@ -7,20 +7,55 @@ most windows one text may have, and how the windows' answers are combined. A ser
 with `--long-text windows` serves every version with its policy, or with `DEFAULT` sized to
 the version's `max_len` where the bundle has none.
 
-Standard library and pydantic only: part of the torch-free serving install.
+Standard library, pydantic and numpy only: part of the torch-free serving install.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # mean: the mean of the windows' logits, each window weighing 1/W; max: the window whose top
-# probability is largest decides alone (weight 1, the others 0).
-Combine = Literal["mean", "max"]
-COMBINES: tuple[Combine, ...] = ("mean", "max")
+# probability is largest decides alone (weight 1, the others 0); head: a document head learned
+# on long texts weighs the windows (attention over windows, `DocumentHead`).
+Combine = Literal["mean", "max", "head"]
+COMBINES: tuple[Combine, ...] = ("mean", "max", "head")
 MAX_WINDOWS = 16  # the most windows of one text when a policy names no limit
+
+
+class DocumentHead(BaseModel):
+    """Attention over a text's windows, learned on long texts (`attnserve-train document`):
+    window w scores s_w = query · tanh(weights @ z_w + bias) from its logits z_w [C]; the text's
+    logits are the windows' logits weighed by softmax(s) over its windows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights: list[list[float]] = Field(min_length=1)  # [H, C]
+    bias: list[float]  # [H]
+    query: list[float]  # [H]
+
+    @model_validator(mode="after")
+    def _shapes(self) -> DocumentHead:
+        hidden, classes = len(self.weights), len(self.weights[0])
+        if (
+            any(len(row) != classes for row in self.weights)
+            or len(self.bias) != hidden
+            or len(self.query) != hidden
+        ):
+            raise ValueError(
+                f"document head: weights [{hidden}, {classes}], bias and query [{hidden}] must agree"
+            )
+        return self
+
+    def scores(self, logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """[W] the windows' attention weights (summing to 1) from their logits [W, C]."""
+        hidden = np.tanh(logits @ np.asarray(self.weights, np.float32).T + np.asarray(self.bias, np.float32))
+        s = hidden @ np.asarray(self.query, np.float32)
+        e = np.exp(s - s.max())
+        return np.asarray(e / e.sum(), np.float32)
 
 
 class LongTexts(BaseModel):
@@ -32,21 +67,29 @@ class LongTexts(BaseModel):
     stride: int = Field(ge=0)  # tokens two neighbouring windows share
     combine: Combine = "mean"
     max_windows: int = Field(MAX_WINDOWS, ge=1, le=4096)
+    head: DocumentHead | None = None  # combine "head" only
+    chosen: dict[str, float] | None = None  # validation figures per combination, where training chose
 
     @model_validator(mode="after")
     def _stride_fits(self) -> LongTexts:
         # Each window moves on by its text tokens less the stride (tokenizers' overflow), and a
         # window keeps up to two tokens for the tokenizer's [CLS] and [SEP].
+        if (self.combine == "head") != (self.head is not None):
+            raise ValueError('combine "head" and a document head go together')
         if self.stride >= self.window - 2:
             raise ValueError(
                 f"stride {self.stride} must be under the window's text tokens ({self.window - 2})"
             )
         return self
 
-    def check(self, max_len: int) -> None:
-        """ValueError where the windows do not fit the model."""
+    def check(self, max_len: int, classes: int | None = None) -> None:
+        """ValueError where the windows do not fit the model (or its head, its labels)."""
         if self.window > max_len:
             raise ValueError(f"long_texts.window {self.window} is over the model's max_len {max_len}")
+        if self.head is not None and classes is not None and len(self.head.weights[0]) != classes:
+            raise ValueError(
+                f"the document head reads {len(self.head.weights[0])} logits; the model has {classes}"
+            )
 
     @classmethod
     def default(cls, max_len: int) -> LongTexts:

@@ -50,8 +50,7 @@ async def read_windows(
     rows = await predictor.predict(
         documents.rows, rows_mode, 0, context, lane, paced=True, tokenize=timing[0], started=timing[1]
     )
-    combine = model.tokenizer.windows.combine
-    folded = fold(rows, documents, combine, model.scoring, model.temperature, k)
+    folded = fold(rows, documents, model.tokenizer.windows, model.scoring, model.temperature, k)
     if mode is AttentionMode.NONE:
         folded.attention = None  # asked for top tokens only
     if explain.method is Attribution.OCCLUSION:
@@ -122,7 +121,7 @@ async def _occlude(
 def _probability(model: LoadedModel, logits: np.ndarray, label: int) -> float:
     """The text's probability of `label` from its windows' logits [W, C], folded by the policy."""
     scoring, temperature = model.scoring, model.temperature
-    folded = combined(logits, model.tokenizer.windows.combine, scoring, temperature)
+    folded = combined(logits, model.tokenizer.windows, scoring, temperature)
     return float(scoring.probabilities(folded[None], temperature)[0, label])
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import Encoding
 
-from attnserve.service.bundle import Combine, Scoring
+from attnserve.service.bundle import LongTexts, Scoring
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.engine.request.attention import top_k
@@ -89,7 +89,7 @@ def _starts(each: list[Encoding]) -> list[int]:
 
 
 def fold(
-    out: Outputs, docs: Documents, combine: Combine, scoring: Scoring, temperature: float, k: int
+    out: Outputs, docs: Documents, policy: LongTexts, scoring: Scoring, temperature: float, k: int
 ) -> Outputs:
     """The call's outputs per text from its windows' rows (`k`: top tokens per text)."""
     classes = out.logits.shape[1]
@@ -99,7 +99,7 @@ def fold(
     for i, span in enumerate(docs.spans):
         rows = slice(span.start, span.stop)
         window_logits, window_scores = out.logits[rows], out.probabilities[rows]
-        weights = combine_weights(window_scores, combine, scoring)
+        weights = combine_weights(window_scores, window_logits, policy, scoring)
         logits[i] = weights @ window_logits
         weights_per_text.append(weights)
         windows.append([
@@ -127,21 +127,25 @@ def fold(
     )
 
 
-def combine_weights(scores: np.ndarray, combine: Combine, scoring: Scoring) -> np.ndarray:
-    """[W] each window's weight in its text's answer, from the windows' scores [W, C]: 1/W each
-    (mean), or 1 for the window whose top probability is largest (max; a regression's value
-    has no confidence, so its windows are averaged)."""
+def combine_weights(
+    scores: np.ndarray, logits: np.ndarray, policy: LongTexts, scoring: Scoring
+) -> np.ndarray:
+    """[W] each window's weight in its text's answer, from the windows' scores and logits [W, C]:
+    1/W each (mean), 1 for the window whose top probability is largest (max; a regression's value
+    has no confidence, so its windows are averaged), or the document head's attention (head)."""
     count = len(scores)
-    if combine == "max" and count > 1 and not scoring.regression:
+    if policy.head is not None:
+        return policy.head.scores(logits)
+    if policy.combine == "max" and count > 1 and not scoring.regression:
         weights = np.zeros(count, np.float32)
         weights[int(scores.max(axis=1).argmax())] = 1.0
         return weights
     return np.full(count, 1.0 / count, np.float32)
 
 
-def combined(logits: np.ndarray, combine: Combine, scoring: Scoring, temperature: float = 1.0) -> np.ndarray:
+def combined(logits: np.ndarray, policy: LongTexts, scoring: Scoring, temperature: float = 1.0) -> np.ndarray:
     """[C] a text's logits from its windows' logits [W, C], as the policy combines them."""
-    weights = combine_weights(scoring.probabilities(logits, temperature), combine, scoring)
+    weights = combine_weights(scoring.probabilities(logits, temperature), logits, policy, scoring)
     return np.asarray(weights @ logits, np.float32)
 
 

@@ -49,7 +49,8 @@ def server(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
                 "--max-windows", str(limit)]  # fmt: skip
         assert export_main(argv) == 0
         policy = json.loads((repository / name / "1" / MANIFEST_FILE).read_text())["long_texts"]
-        assert policy == {"window": WINDOW, "stride": STRIDE, "combine": combine, "max_windows": limit}
+        want = {"window": WINDOW, "stride": STRIDE, "combine": combine, "max_windows": limit, "head": None}
+        assert policy == want | {"chosen": None}
     with RunningServer(make_settings(repository, http_port=free_port())) as running:
         yield running
 
@@ -212,7 +213,8 @@ def test_occlusion_scores_the_windows_then_the_words_of_the_decisive_one(
     label = result.label_id
     full = _softmax(logits.mean(axis=0))[label]
     drops = [full - _softmax(np.delete(logits, w, axis=0).mean(axis=0))[label] for w in range(len(windows))]
-    np.testing.assert_allclose([w.attribution for w in result.windows], drops, atol=ATOL)
+    assert all(w.attribution is not None for w in result.windows)
+    np.testing.assert_allclose([float(w.attribution or 0) for w in result.windows], drops, atol=ATOL)
     decisive = int(np.argmax(drops))
     assert result.attribution is not None and result.attribution.shape == (len(result.tokens),)
     # The first word of the decisive window: its pieces removed from that window's ids.
