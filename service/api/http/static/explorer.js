@@ -1,7 +1,7 @@
 // attnserve attention explorer: talks to the JSON API of the server that serves this page.
 // Drawing lives in render.js, scores in scores.js, attributions in attribution.js, the model view's thumbnails in
-// grid.js, word pieces in pieces.js, the address in state.js, downloads in picture.js (all
-// loaded first).
+// grid.js, word pieces in pieces.js, long texts read as windows in windows.js, the address in
+// state.js, downloads in picture.js (all loaded first).
 "use strict";
 
 const models = new Map();
@@ -100,6 +100,7 @@ function fillModelControls(state) {
   $("merge").checked = state.merge;
   $("attribution").value = state.attribution;
   $("special").checked = state.special;
+  $("windows").checked = state.windows;
   $("attention-label").hidden = VIEWS[kind].length < 2;
   $("layer-label").hidden = $("head-label").hidden = kind !== "layers" || state.attention !== "head";
   $("merge-label").hidden = kind === "none";
@@ -109,7 +110,8 @@ function fillModelControls(state) {
 function formState() {
   const raw = { model: $("model").value, version: $("version").value, text: $("text-a").value,
     attention: $("attention").value, merge: $("merge").checked ? "1" : "0",
-    attribution: $("attribution").value, special: $("special").checked ? "1" : "0" };
+    attribution: $("attribution").value, special: $("special").checked ? "1" : "0",
+    windows: $("windows").checked ? "1" : "0" };
   if ($("compare").checked) raw.compare = $("text-b").value;
   if (!$("layer-label").hidden) { raw.layer = $("layer").value; raw.head = $("head").value; }
   return checkState(raw, models);
@@ -125,9 +127,17 @@ function fillForm(state) {
 
 // --- classifying and drawing -------------------------------------------------------------
 // The main call carries the attribution (its rows run with the call); rollout is a second call.
-async function classifyOne(name, version, text, kind, topK, attribution) {
+// With `windows`, the text is first asked as windows with what windows offer (pooled attention, no
+// attribution): a text over max_len comes back as several windows and is drawn so; one that
+// fits is asked again as ever (its maps, rollout and attribution).
+async function classifyOne(name, version, text, kind, topK, attribution, windows) {
   const base = { texts: [text], version, top_k: kind === "none" ? 0 : topK };
   const path = `/v1/models/${encodeURIComponent(name)}:classify`;
+  if (windows) {
+    base.long_text = "windows";
+    const whole = await api(path, { ...base, attention: kind === "none" ? "none" : "pooled" });
+    if (isWindowed(whole.document.results[0])) return { main: whole.document, mainText: whole.text, rollout: null };
+  }
   const asked = attribution === "none" ? {} : { attribution };
   const main = await api(path, { ...base, ...asked,
     attention: kind === "none" ? "none" : kind === "pool" ? "pooled" : "all" });
@@ -165,7 +175,7 @@ function draw() {
   replies.forEach((r, k) => {
     const box = panel(r.side, r.title, r.main, views[k], kind, scale, { model: drawn.model, high,
       method: state.attribution, topK, withSpecial: state.special, layers, heads, timing,
-      open: (l, h) => openMap(r.side, l, h) });
+      open: (l, h) => openMap(r.side, l, h), text: r.text, window: r.window, pick: (i) => { r.window = i; } });
     const heading = `${r.main.model} v${r.main.version}: ${r.text}`;
     const png = el("button", { type: "button", id: `download-png-${r.side}`, textContent: "Download PNG" });
     const json = el("button", { type: "button", id: `download-json-${r.side}`, textContent: "Download JSON" });
@@ -200,7 +210,7 @@ async function show(state, how) {
     for (const [side, title, text] of texts) {
       if (!text.trim()) throw new ApiError(400, "INVALID_ARGUMENT", `${title} is empty`);
       replies.push({ side, title, text,
-        ...(await classifyOne(state.model, state.version, text, kind, topK, state.attribution)) });
+        ...(await classifyOne(state.model, state.version, text, kind, topK, state.attribution, state.windows)) });
     }
     drawn = { state, model, kind, replies };
     draw();
@@ -236,13 +246,14 @@ function redraw() {
   history.replaceState(null, "", canonical(drawn.state, drawn.model));
 }
 
-// The attribution method changed: ask the service again for what is drawn, and keep the address.
+// The attribution method or the windows box changed: ask the service again for what is drawn,
+// and keep the address.
 function reask() {
   if (!drawn) return;
   let state;
   try { state = formState(); } catch (err) { showError(explain(err)); return; }
   if (drawn.state.model !== state.model || drawn.state.version !== state.version) return;
-  show({ ...drawn.state, attribution: state.attribution }, "replace");
+  show({ ...drawn.state, attribution: state.attribution, windows: state.windows }, "replace");
 }
 
 // Open what the address says: fill the form and, when it holds a sentence, classify it.
@@ -281,12 +292,13 @@ async function copyLink() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("controls").addEventListener("submit", submit);
-  $("model").addEventListener("change", () => {  // another model: its views, the same attribution
+  $("model").addEventListener("change", () => {  // another model: its views, the same attribution and windows
     fillModelControls(checkState({ model: $("model").value, attribution: $("attribution").value,
-      special: $("special").checked ? "1" : "0" }, models));
+      special: $("special").checked ? "1" : "0", windows: $("windows").checked ? "1" : "0" }, models));
   });
   for (const id of ["attention", "layer", "head", "merge", "special"]) $(id).addEventListener("change", redraw);
   $("attribution").addEventListener("change", reask);
+  $("windows").addEventListener("change", reask);
   $("token").addEventListener("change", () => loadModels().then((ok) => ok && openAddress()));
   $("compare").addEventListener("change", () => { $("text-b-label").hidden = !$("compare").checked; });
   $("copy-link").addEventListener("click", copyLink);

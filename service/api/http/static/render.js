@@ -143,9 +143,12 @@ function shown(side, result, rollout, kind, state, text) {
   const special = groups ? groups.map((g) => g.special) : specialFlags(result);
   const vector = (w) => (groups ? mergeVector(w, groups) : w);
   const square = (m) => (groups ? mergeMatrix(m, groups) : m);
-  const view = { labels, special, weights: kind === "none" ? [] : vector(pooledWeights(result, kind)),
-    attribution: attributionOf(result, groups), maps: [] };
-  if (kind !== "self" && kind !== "layers") return view;
+  // A text read as several windows has one pooled weight per token of the whole text (windows.js).
+  const windowed = isWindowed(result);
+  const weights = kind === "none" || (windowed && !Array.isArray(result.attention)) ? []
+    : vector(windowed ? result.attention : pooledWeights(result, kind));
+  const view = { labels, special, weights, attribution: attributionOf(result, groups), maps: [], groups };
+  if ((kind !== "self" && kind !== "layers") || windowed) return view;
   const every = result.attention;  // [L][H][n][n]
   const add = (l, h, thumb) => view.maps.push({ id: `heatmap-${side}-l${l}-h${h}`,
     caption: `layer ${l + 1} · head ${h + 1}`, matrix: square(every[l][h]), rollout: false, thumb, layer: l, head: h });
@@ -163,6 +166,11 @@ function shown(side, result, rollout, kind, state, text) {
 function attributionSection(side, reply, view, kind, method, high) {
   const result = reply.results[0];
   const box = el("div", { className: "attribution", id: `attribution-box-${side}` });
+  if (isWindowed(result)) {
+    box.append(el("p", { className: "hint", textContent: "A text read as several windows is not attributed: "
+      + "attributions explain texts within the model's length." }));
+    return box;
+  }
   if (method === "none" || !view.attribution) {
     box.append(el("p", { className: "hint", textContent: "No attribution asked: choose occlusion or shapley above." }));
     return box;
@@ -183,7 +191,8 @@ function attributionSection(side, reply, view, kind, method, high) {
 }
 
 // extra: {model (its listing: problem type, thresholds), high (the attribution scale), method, topK,
-// withSpecial, open(layer, head), layers, heads, timing ({grid_ms}: the time spent drawing thumbnails, added to)}.
+// withSpecial, open(layer, head), layers, heads, timing ({grid_ms}: the time spent drawing thumbnails, added to),
+// text (the sentence), window (the picked window of a text read as windows), pick(i) (keeps it)}.
 function panel(side, title, reply, view, kind, scale, extra) {
   const result = reply.results[0];
   const box = el("section", { className: "panel", id: `panel-${side}`, "aria-label": title });
@@ -193,6 +202,7 @@ function panel(side, title, reply, view, kind, scale, extra) {
       textContent: `Answered by the cascade's ${result.answered_by}.` }));
   }
   if (result.truncated) box.append(el("p", { className: "hint", textContent: "The text was truncated to the model's length." }));
+  if (isWindowed(result)) box.append(windowsSection(side, reply, view, extra.text, extra.model, extra.window, extra.pick));
   if (kind === "none") {
     box.append(el("p", { className: "hint", textContent: "This model has no attention weights to show." }),
       attributionSection(side, reply, view, kind, extra.method, extra.high));
@@ -210,6 +220,11 @@ function panel(side, title, reply, view, kind, scale, extra) {
   }
   if (kind === "pool") {
     box.append(el("p", { className: "hint", textContent: "This model pools attention into one weight per token: no layer × head maps." }));
+    return box;
+  }
+  if (isWindowed(result)) {
+    box.append(el("p", { className: "hint", id: `windowed-${side}`, textContent: "Read as windows: one pooled weight "
+      + "per token of the whole text; layer × head maps and the rollout are not offered over windows." }));
     return box;
   }
   const thumbs = view.maps.filter((m) => m.thumb);

@@ -1,12 +1,12 @@
 // attnserve attention explorer: the page's state, kept in its address so a link reopens it.
 //   ?model=car-order&version=0&text=...&compare=...&attention=head&layer=2&head=1&merge=1
-//    &attribution=shapley&special=1
+//    &attribution=shapley&special=1&windows=1
 // Every value read from the address is plain text: it is checked here, shown only through
 // textContent or form values, and never parsed as markup.
 "use strict";
 
 const STATE_KEYS = ["model", "version", "text", "compare", "attention", "layer", "head", "merge",
-  "attribution", "special"];
+  "attribution", "special", "windows"];
 // What the page can draw per attention kind; the first is the default. For an encoder "all" is
 // the model view: a grid of every layer × head thumbnail, each opening its full map.
 const VIEWS = {
@@ -102,6 +102,10 @@ function checkState(raw, models) {
     throw new StateError(`special must be 0 or 1, not ${quoted(raw.special)}.`);
   }
   state.special = raw.special === "1";
+  if (raw.windows !== undefined && raw.windows !== "0" && raw.windows !== "1") {
+    throw new StateError(`windows must be 0 or 1, not ${quoted(raw.windows)}.`);
+  }
+  state.windows = raw.windows === "1";  // long texts read whole, as windows (long_text: "windows")
   return state;
 }
 
@@ -119,5 +123,6 @@ function canonical(state, model) {
     merge: state.merge ? "1" : "",
     attribution: state.attribution === ATTRIBUTIONS[0] ? "" : state.attribution,
     special: state.special ? "1" : "",
+    windows: state.windows ? "1" : "",
   });
 }
