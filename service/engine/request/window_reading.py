@@ -50,7 +50,9 @@ async def read_windows(
     rows = await predictor.predict(
         documents.rows, rows_mode, 0, context, lane, paced=True, tokenize=timing[0], started=timing[1]
     )
-    folded = fold(rows, documents, model.tokenizer.windows, model.scoring, model.temperature, k)
+    # Folding grows with the windows and their tokens: off the event loop, as attributions are.
+    policy = model.tokenizer.windows
+    folded = await asyncio.to_thread(fold, rows, documents, policy, model.scoring, model.temperature, k)
     if mode is AttentionMode.NONE:
         folded.attention = None  # asked for top tokens only
     if explain.method is Attribution.OCCLUSION:

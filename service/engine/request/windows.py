@@ -7,8 +7,9 @@ each window starts among the text's own tokens and which characters it covers. A
 rows ran (as any rows do: the version's batcher, its token budget, deadlines and the call's
 share of the queue), `fold` builds the call's `Outputs` per text:
 
-- logits: the mean of its windows' logits (`mean`), or those of the window whose top
-  probability is largest (`max`); probabilities from them by the bundle's scoring;
+- logits: the mean of its windows' logits (`mean`), those of the window whose top
+  probability is largest (`max`), or the windows' logits weighed by a document head learned
+  on long texts (`head`); probabilities from them by the bundle's scoring;
 - windows: per window its characters, its own probabilities and its weight in the decision;
 - attention (POOLED) and top tokens on the whole text's tokens: each token weighs what it
   weighs in the window where it has the most context (the farthest from that window's
