@@ -75,8 +75,7 @@ def check_window_rows(model: LoadedModel, documents: Documents, explain: Explain
     assert encodings is not None
     special = model.tokenizer.special_ids
     most = sum(
-        max(len(words(encodings[r], encodings[r].ids, special)) for r in span) if len(span) > 1 else 0
-        for span in documents.spans
+        max(len(words(encodings[r], encodings[r].ids, special)) for r in span) for span in documents.spans
     )
     if most > cap:
         raise InvalidArgument(
@@ -141,13 +140,17 @@ def _windows_level(
         label = int(out.label_ids[i]) if explain.label is None else explain.label
         logits = window_logits[span.start : span.stop]
         full = float(out.probabilities[i, label])
-        several = len(span) > 1
-        drops = [full - _probability(model, np.delete(logits, w, axis=0), label) if several else 0.0
-                 for w in range(len(span))]  # fmt: skip
-        out.windows[i] = [_scored(window, drop) for window, drop in zip(out.windows[i], drops, strict=True)]
-        d = int(np.argmax(drops))
+        d = 0  # a text of one window has no window level: its one window is the decisive one
+        if len(span) > 1:
+            drops = [
+                full - _probability(model, np.delete(logits, w, axis=0), label) for w in range(len(span))
+            ]
+            out.windows[i] = [
+                _scored(window, drop) for window, drop in zip(out.windows[i], drops, strict=True)
+            ]
+            d = int(np.argmax(drops))
         encoding = encodings[span.start + d]
-        units = words(encoding, encoding.ids, tokenizer.special_ids) if several else []
+        units = words(encoding, encoding.ids, tokenizer.special_ids)
         plans.append(plan_text(Attribution.OCCLUSION, np.asarray(encoding.ids, np.int64), units, 0, filler))
         labels.append(label)
         decisive.append(d)

@@ -239,3 +239,18 @@ def test_occlusion_scores_the_windows_then_the_words_of_the_decisive_one(
     ]
     assert scored and all(score == pytest.approx(want, abs=ATOL) for score in scored)
     assert result.attribution_rows == len({w for w in window.word_ids if w is not None})
+
+
+def test_a_short_text_beside_a_long_one_gets_its_words_scored(server: RunningServer) -> None:
+    """In a call whose texts run as windows, a text of one window is attributed word by word
+    as it would be alone; it has no window level."""
+    with Client(server.target, timeout=30) as client:
+        both = client.classify(
+            [LONG, SHORT], model=MEAN, long_text="windows", attribution="occlusion"
+        ).results
+        alone = client.classify(SHORT, model=MEAN, attribution="occlusion").results[0]
+    short = both[1]
+    assert [w.attribution for w in short.windows] == [None]
+    assert short.attribution is not None and alone.attribution is not None
+    np.testing.assert_allclose(short.attribution, alone.attribution, atol=ATOL)
+    assert short.attribution_rows == alone.attribution_rows
