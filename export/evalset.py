@@ -10,7 +10,7 @@ are the ones the service will produce.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,8 +157,29 @@ def graph_logits(
     truncation: Truncation | None,
     chunk_size: int = 64,
 ) -> npt.NDArray[np.float32]:
-    """[N, C] logits of a bundle's graph on ``texts``, in their order; chunks sorted by length
-    pad only to their own longest text, as the server's length buckets do."""
+    """[N, C] logits of a bundle's graph on ``texts``, in their order (`chunked_logits`)."""
+
+    def run(ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        return np.asarray(logits, np.float32)
+
+    out = chunked_logits(run, tokenizer_path, texts, max_len, truncation, chunk_size)
+    if out is None:
+        raise ExportError("no texts to run the graph on")
+    return out
+
+
+def chunked_logits(
+    run: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.float32]],
+    tokenizer_path: Path,
+    texts: list[str],
+    max_len: int,
+    truncation: Truncation | None,
+    chunk_size: int = 64,
+) -> npt.NDArray[np.float32] | None:
+    """[N, C] `run(ids, mask)` on ``texts`` encoded with the bundle's tokenizer file, in their
+    order (None for no texts); chunks sorted by length pad only to their own longest text, as
+    the server's length buckets do."""
     tokenizer = load_bundle_tokenizer(tokenizer_path)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out: npt.NDArray[np.float32] | None = None
@@ -168,10 +189,8 @@ def graph_logits(
         ids, mask = encoded.input_ids, encoded.attention_mask
         if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
             ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
-        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+        logits = run(ids, mask)
         if out is None:
             out = np.zeros((len(texts), logits.shape[1]), dtype=np.float32)
         out[picked] = logits
-    if out is None:
-        raise ExportError("no texts to run the graph on")
     return out

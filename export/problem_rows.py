@@ -27,13 +27,11 @@ import numpy.typing as npt
 import torch
 
 from attnserve.export.errors import ExportRequestError
-from attnserve.export.evalset import EvalSet, load_bundle_tokenizer
+from attnserve.export.evalset import EvalSet, chunked_logits
+from attnserve.export.rows_file import read_columns
 from attnserve.export.thresholds import choose_thresholds, label_f1
 from attnserve.service.bundle import Problem, Scoring, Thresholds, Truncation, sha256_file
-from attnserve.training.data.core import DataError
-from attnserve.training.data.plain_files import read_file
 from attnserve.training.models.base import Classifier
-from attnserve.training.text.tokenizer import encode_batch
 
 log = logging.getLogger(__name__)
 SEPARATOR = "|"  # between the labels of one multi-label row
@@ -64,18 +62,7 @@ def read_problem_rows(
     column, an empty text, a label the model does not have, a value that is not a number)."""
     if problem == Problem.SINGLE_LABEL:
         raise ValueError("a single-label model's rows are read by rows_file.read_rows_file")
-    if not path.is_file():
-        raise ExportRequestError(f"--rows {path}: no such file")
-    try:
-        columns = read_file(path, text_column, [label_column])
-    except DataError as exc:
-        raise ExportRequestError(f"--rows {path}: {exc}") from None
-    for column, flag in ((text_column, "--text-column"), (label_column, "--label-column")):
-        if column not in columns.values:
-            raise ExportRequestError(
-                f"--rows {path} has no column {column!r} ({flag}); it has "
-                f"{', '.join(columns.available) or 'none'}"
-            )
+    columns = read_columns(path, text_column, label_column)
     index = {name: i for i, name in enumerate(labels)}
     texts: list[str] = []
     targets: list[list[float]] = []
@@ -179,20 +166,13 @@ def model_logits(
 ) -> npt.NDArray[np.float32]:
     """[N, C] PyTorch logits of ``texts`` in their order, encoded with the bundle's tokenizer
     file and cut on the served side, so a threshold is chosen on what the server will see."""
-    encoder = load_bundle_tokenizer(tokenizer)
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # chunks pad to their own longest
-    out: npt.NDArray[np.float32] | None = None
-    for start in range(0, len(order), CHUNK):
-        picked = order[start : start + CHUNK]
-        encoded = encode_batch(encoder, [texts[i] for i in picked], max_len, truncation)
-        ids, mask = encoded.input_ids, encoded.attention_mask
-        if ids.shape[1] == 0:  # every text normalised to nothing: one padded column keeps shapes valid
-            ids = mask = np.zeros((len(picked), 1), dtype=np.int64)
+
+    def run(ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         with torch.inference_mode():
             logits = model.logits(torch.from_numpy(ids), torch.from_numpy(mask)).float().numpy()
-        if out is None:
-            out = np.zeros((len(texts), logits.shape[1]), dtype=np.float32)
-        out[picked] = logits
+        return np.asarray(logits, np.float32)
+
+    out = chunked_logits(run, tokenizer, texts, max_len, truncation, CHUNK)
     if out is None:
         raise ExportRequestError("no rows to choose thresholds on")
     return out

@@ -17,11 +17,27 @@ import numpy as np
 from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet
 from attnserve.training.data.core import DataError
-from attnserve.training.data.plain_files import read_file
+from attnserve.training.data.plain_files import Columns, read_file
 
 TEXT_COLUMN = "text"
 LABEL_COLUMN = "label"
 ROWS_SPLIT = "rows"  # how the manifest names rows given with --rows
+
+
+def read_columns(path: Path, text_column: str, label_column: str) -> Columns:
+    """A --rows file's text and label columns; ExportRequestError naming a missing file or
+    column (with its flag and the columns the file has)."""
+    if not path.is_file():
+        raise ExportRequestError(f"--rows {path}: no such file")
+    try:
+        columns = read_file(path, text_column, [label_column])
+    except DataError as exc:
+        raise ExportRequestError(f"--rows {path}: {exc}") from None
+    for column, kind in ((text_column, "text"), (label_column, "label")):
+        if column not in columns.values:
+            present = ", ".join(columns.available) or "none"
+            raise ExportRequestError(f"--rows {path} has no {kind} column {column!r}; it has {present}")
+    return columns
 
 
 def read_rows_file(
@@ -29,17 +45,7 @@ def read_rows_file(
 ) -> EvalSet:
     """The file's texts and label indexes into ``labels``; ExportRequestError naming the first
     problem (a missing column, an empty text, a label the bundle does not have)."""
-    if not path.is_file():
-        raise ExportRequestError(f"--rows {path}: no such file")
-    try:
-        columns = read_file(path, text_column, [label_column])
-    except DataError as exc:
-        raise ExportRequestError(f"--rows {path}: {exc}") from None
-    for column in (text_column, label_column):
-        if column not in columns.values:
-            raise ExportRequestError(
-                f"--rows {path} has no column {column!r}; it has {', '.join(columns.available) or 'none'}"
-            )
+    columns = read_columns(path, text_column, label_column)
     index = {name: i for i, name in enumerate(labels)}
     # A CSV cell is text that training's reader turned into a number: "3" names the label "3"
     # where the bundle has one, and is an index only otherwise. JSON keeps its types.

@@ -310,13 +310,13 @@ REFUSALS: dict[str, tuple[str, Callable[[Path], list[str]], tuple[str, ...], str
         MULTI,
         _rows("rows.csv", ("sentence", "label"), ("good film", "funny")),
         (),
-        "has no column 'text' (--text-column); it has sentence, label",
+        "has no text column 'text'; it has sentence, label",
     ),
     "a missing label column": (
         REGRESSION,
         _rows("rows.csv", ("text", "value"), ("good film", "1.5")),
         (),
-        "has no column 'label' (--label-column); it has text, value",
+        "has no label column 'label'; it has text, value",
     ),
     "a regression value that is no number": (
         REGRESSION,
