@@ -3,6 +3,7 @@ requests are kit/v2.py's), their outputs decoded, and raw V2 calls."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 from collections.abc import Sequence
@@ -110,3 +111,21 @@ class V2Calls:
 
     def close(self) -> None:
         self.channel.close()
+
+
+def perf_analyzer_run(
+    perf_analyzer: Path, model: str, target: str, extra: Sequence[str], report: Path
+) -> dict[str, str]:
+    """One brief perf_analyzer measurement over gRPC at concurrency 2 (0.5 s windows, stability
+    loosened for two shared cores); asserts a zero exit and returns its CSV row."""
+    command = [
+        "bash", str(perf_analyzer), "-m", model, "-u", target, "-i", "grpc", *extra,
+        "--concurrency-range", "2",
+        "--measurement-interval", "500", "--stability-percentage", "999", "--max-trials", "5",
+        "-f", str(report),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    with report.open(newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    return dict(row)

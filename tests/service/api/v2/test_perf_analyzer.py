@@ -8,15 +8,13 @@ check; the server's own statistics confirm that nothing failed.
 
 from __future__ import annotations
 
-import csv
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.servers import RunningServer
-from tests.support.v2 import V2Calls, tokenize
+from tests.support.v2 import V2Calls, perf_analyzer_run, tokenize
 
 MODEL = "car"
 TEXTS = [
@@ -62,18 +60,7 @@ def test_perf_analyzer_measures_throughput_without_errors(
     report = tmp_path / "report.csv"
     flags = {"sync": ["--sync"], "async": ["--async"], "streaming": ["--streaming"]}[mode]
     before = v2.statistics(MODEL)
-    command = [
-        "bash", str(perf_analyzer),
-        "-m", MODEL, "-u", server.target, "-i", "grpc",
-        *input_files[inputs], *flags,
-        "--concurrency-range", "2",
-        "--measurement-interval", "500", "--stability-percentage", "999", "--max-trials", "5",
-        "-f", str(report),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    with report.open(newline="") as handle:
-        (row,) = list(csv.DictReader(handle))
+    row = perf_analyzer_run(perf_analyzer, MODEL, server.target, [*input_files[inputs], *flags], report)
     assert row["Concurrency"] == "2"
     assert float(row["Inferences/Second"]) > 0
     assert float(row["p99 latency"]) > 0

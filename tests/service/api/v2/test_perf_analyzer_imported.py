@@ -7,9 +7,7 @@ server's statistics confirm that every request succeeded.
 
 from __future__ import annotations
 
-import csv
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 from attnserve.export.cli import main as export_main
 from tests.support.problem_models import problem_folder
 from tests.support.servers import RunningServer, make_settings
-from tests.support.v2 import V2Calls
+from tests.support.v2 import V2Calls, perf_analyzer_run
 
 TEXTS = ["the film was good", "the music was dull and the plot was slow", "great cast!"]
 MODELS = {
@@ -48,17 +46,9 @@ def test_perf_analyzer_measures_an_imported_model_without_errors(
     calls = V2Calls(imported_server.target)
     try:
         before = calls.statistics(model)
-        command = [
-            "bash", str(perf_analyzer),
-            "-m", model, "-u", imported_server.target, "-i", "grpc", "--input-data", str(data),
-            "--concurrency-range", "2",
-            "--measurement-interval", "500", "--stability-percentage", "999", "--max-trials", "5",
-            "-f", str(report),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-        with report.open(newline="") as handle:
-            (row,) = list(csv.DictReader(handle))
+        row = perf_analyzer_run(
+            perf_analyzer, model, imported_server.target, ["--input-data", str(data)], report
+        )
         assert float(row["Inferences/Second"]) > 0
         after = calls.statistics(model)
     finally:
