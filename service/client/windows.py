@@ -1,6 +1,7 @@
 """Long texts read whole, as `attnserve-client` shows them: the `--long-text` flag, a strip
 of window weights under a text read as several windows (one cell per window, shaded on a
-terminal, a block character elsewhere; each window's span, weight and top score on a line),
+terminal, a block character elsewhere; each window's span, weight and top score on a line,
+with an occlusion its drop),
 the windows in `--json`, and a model's long-text policy in the models table."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _EXCERPT = 40
 _COMBINE = {
     "mean": "the mean of their logits decides",
     "max": "the most confident window decides",
+    "head": "a document head weighs them",
 }
 
 
@@ -48,7 +50,13 @@ def windows_document(result: TextResult) -> dict[str, Any]:
         return {}
     return {
         "windows": [
-            {"start": w.start, "end": w.end, "probabilities": w.probabilities.tolist(), "weight": w.weight}
+            {
+                "start": w.start,
+                "end": w.end,
+                "probabilities": w.probabilities.tolist(),
+                "weight": w.weight,
+                **({"attribution": w.attribution} if w.attribution is not None else {}),  # occlusion
+            }
             for w in result.windows
         ]
     }
@@ -107,9 +115,11 @@ def print_windows(
     for i, (window, level) in enumerate(zip(windows, levels, strict=True)):
         bar = "█" * round(level * _BAR_WIDTH)
         mark = "  <- decides" if uneven and window is top else ""
+        # With occlusion: the text's drop in the explained label's probability without this window.
+        drop = "" if window.attribution is None else f"  drop {window.attribution:+.4f}"
         out.print(
             f"  #{i + 1:<{width}}  {f'{window.start}:{window.end}':<{span_width}}  {window.weight:.3f} "
-            f'{bar:<{_BAR_WIDTH}}  {_top(window, labels)}  "{_excerpt(text, window)}"{mark}',
+            f'{bar:<{_BAR_WIDTH}}  {_top(window, labels)}{drop}  "{_excerpt(text, window)}"{mark}',
             highlight=False,
         )
 

@@ -128,15 +128,20 @@ function fillForm(state) {
 // --- classifying and drawing -------------------------------------------------------------
 // The main call carries the attribution (its rows run with the call); rollout is a second call.
 // With `windows`, the text is first asked as windows with what windows offer (pooled attention, no
-// attribution): a text over max_len comes back as several windows and is drawn so; one that
-// fits is asked again as ever (its maps, rollout and attribution).
+// attribution): a text over max_len comes back as several windows and is drawn so (asked again
+// with occlusion when it is picked; shapley is not offered over windows); one that fits is asked
+// again as ever (its maps, rollout and attribution).
 async function classifyOne(name, version, text, kind, topK, attribution, windows) {
   const base = { texts: [text], version, top_k: kind === "none" ? 0 : topK };
   const path = `/v1/models/${encodeURIComponent(name)}:classify`;
   if (windows) {
     base.long_text = "windows";
-    const whole = await api(path, { ...base, attention: kind === "none" ? "none" : "pooled" });
-    if (isWindowed(whole.document.results[0])) return { main: whole.document, mainText: whole.text, rollout: null };
+    const asked = { ...base, attention: kind === "none" ? "none" : "pooled" };
+    let whole = await api(path, asked);
+    if (isWindowed(whole.document.results[0])) {
+      if (attribution === "occlusion") whole = await api(path, { ...asked, attribution });
+      return { main: whole.document, mainText: whole.text, rollout: null };
+    }
   }
   const asked = attribution === "none" ? {} : { attribution };
   const main = await api(path, { ...base, ...asked,

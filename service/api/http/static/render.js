@@ -166,9 +166,9 @@ function shown(side, result, rollout, kind, state, text) {
 function attributionSection(side, reply, view, kind, method, high) {
   const result = reply.results[0];
   const box = el("div", { className: "attribution", id: `attribution-box-${side}` });
-  if (isWindowed(result)) {
-    box.append(el("p", { className: "hint", textContent: "A text read as several windows is not attributed: "
-      + "attributions explain texts within the model's length." }));
+  if (isWindowed(result) && method === "shapley") {
+    box.append(el("p", { className: "hint", textContent: "Shapley values are not offered for a text read as "
+      + "several windows: choose occlusion (each window's drop, then the words of the one that matters most)." }));
     return box;
   }
   if (method === "none" || !view.attribution) {
@@ -178,7 +178,8 @@ function attributionSection(side, reply, view, kind, method, high) {
   const valued = result.value !== null && result.value !== undefined;  // a regression: its value explained
   const label = valued ? "the value" : result.label;
   const how = method === "shapley" ? "Shapley values of the words (KernelSHAP)"
-    : `occlusion: the drop in ${valued ? "value" : "probability"} when the word is removed`;
+    : `occlusion: the drop in ${valued ? "value" : "probability"} when the word is removed`
+      + (isWindowed(result) ? " (words scored inside the window whose drop is largest, 0 elsewhere)" : "");
   const rows = result.attribution_rows || 0;
   const us = reply.timings ? reply.timings.attribution_us || 0 : 0;
   box.append(el("h3", { textContent: `Tokens, coloured by attribution (${method})` }),
