@@ -4,6 +4,7 @@
                      [--quantize int8] [--optimize] [--opset 18] [--exporter torchscript]
     attnserve-export HF_FOLDER --repository models --name NAME [--rows FILE] [--max-len N]
                      [--text-column text] [--label-column label] [...]
+    attnserve-export DOCUMENT_RUN --repository models --name NAME [--version N]
     attnserve-export cascade --student S --teacher T --repository models --name NAME
                      [--max-drop 0.005] [--rows FILE]
     attnserve-export calibrate BUNDLE_DIR --rows FILE [--repository R --name N] [--measure]
@@ -15,7 +16,8 @@ naming the mismatch. On success it prints the files, parity figures and the late
 onnxruntime against PyTorch measured there and then. A Hugging Face sequence-classifier
 folder (config.json, weights, tokenizer: what save_pretrained writes) exports the same way,
 proven against transformers itself (source.py, hf_import.py); --to-hf writes an encoder run
-as such a folder, proven the same way (to_hf.py).
+as such a folder, proven the same way (to_hf.py). A document run (`attnserve-train document`)
+publishes its window bundle's files with the long-text policy it learned (document.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rich.table import Table
 
 from attnserve.export.calibrate_cli import CALIBRATE_COMMAND, calibrate_command
 from attnserve.export.cascade_cli import CASCADE_COMMAND, cascade_command
+from attnserve.export.document import document_command, is_document_run
 from attnserve.export.errors import ExportError, ExportRequestError
 from attnserve.export.golden import DEFAULT_COUNT
 from attnserve.export.long_texts_cli import add_long_text_flags, long_text_policy
@@ -62,8 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "run_dir",
         type=Path,
-        help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl), or a Hugging Face "
-        "sequence-classifier folder (config.json, weights, tokenizer files)",
+        help="training run directory (checkpoint.pt, tokenizer.json, eval.jsonl), a Hugging Face "
+        "sequence-classifier folder (config.json, weights, tokenizer files), or a document run "
+        "(document.json)",
     )
     p.add_argument("--repository", type=Path, required=True, help="model repository folder, e.g. models/")
     p.add_argument("--name", required=True, help="model name: the bundle goes to REPOSITORY/NAME/VERSION")
@@ -148,8 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _export(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if is_document_run(args.run_dir):
+        return document_command(args, parser)
     console = Console()
     with console.status(f"exporting {args.run_dir} as {args.name}"):
         path = export_run(

@@ -10,7 +10,8 @@ fine-tunes a BERT-family encoder in Hugging Face format with its own tokenizer (
 encoder, the fine-tuning recipe of training/loop/config.py). Under `torchrun --nproc-per-node N
 -m attnserve.training ...` every family trains on N processes (docs/training.md).
 `attnserve-train compare --help` for the side-by-side runs, `attnserve-train distill --help`
-to train a student on a teacher run's logits.
+to train a student on a teacher run's logits, `attnserve-train document --help` to learn how a
+served model's windows decide a long text (a document head).
 """
 
 from __future__ import annotations
@@ -205,6 +206,10 @@ def _train(argv: Sequence[str]) -> int:
         return compare_main(argv[1:])
     if argv[:1] == ["tune"]:
         return _tune(argv[1:])
+    if argv[:1] == ["document"]:
+        from attnserve.training.document.cli import main as document_main
+
+        return document_main(argv[1:], _configure_logging)
     parser, distilling = build_parser(), argv[:1] == ["distill"]
     if distilling:  # the same run, with a teacher: every flag above applies to the student
         parser.prog, parser.description = f"{PROG} distill", distill_cli.__doc__

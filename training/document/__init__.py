@@ -1,0 +1,1 @@
+"""`attnserve-train document`: a document head learned over a served model's windows."""
