@@ -31,7 +31,7 @@ from attnserve.service.engine.request.attributing import Attributed, attribute, 
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
 from attnserve.service.engine.request.results import Outputs
-from attnserve.service.engine.request.window_reading import check_window_rows, read_windows
+from attnserve.service.engine.request.window_reading import read_windows
 from attnserve.service.engine.request.windows import Documents, plan, whole_windows
 from attnserve.service.errors import InvalidArgument, ReplyTooLarge
 from attnserve.service.settings import LongText
@@ -91,11 +91,12 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         encoded = documents.rows if documents.windowed else documents.whole
         if documents.windowed:
             _check_windowed(inputs)
-            check_window_rows(model, documents, inputs.explain, limits.max_attribution_rows)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
     elif texts is not None:
-        encoded = model.tokenizer.encode(texts, reject_long=long_text == "reject")
+        # The call's own choice, else the version's (the server's --long-text, set at load).
+        reject = None if inputs.long_text is None else inputs.long_text == "reject"
+        encoded = model.tokenizer.encode(texts, reject_long=reject)
         tokenize_seconds = time.perf_counter() - started
         model.metrics.tokenize.observe(tokenize_seconds)
     else:
@@ -113,9 +114,10 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
     prepared = prepare(model, inputs, limits)
     explain = inputs.explain
     documents = prepared.documents
-    if documents is not None and documents.windowed:  # refusals made in prepare
-        timing = (prepared.tokenize_seconds, prepared.started)
-        return await read_windows(predictor, documents, inputs.mode, inputs.top_k, explain, context, timing)
+    if documents is not None and documents.windowed:  # its own attribution check, then its rows
+        timing, cap = (prepared.tokenize_seconds, prepared.started), limits.max_attribution_rows
+        mode, k = inputs.mode, inputs.top_k
+        return await read_windows(predictor, documents, mode, k, explain, context, timing, cap)
     words = None
     # Refused before any row runs when a budget or the cap does not hold.
     if explain.method is not Attribution.NONE:
@@ -169,7 +171,8 @@ def attach(outputs: Outputs, which: Sequence[int], attributed: Attributed) -> No
 
 
 def _check_windowed(inputs: Inputs) -> None:
-    """What a call whose texts run as several windows may ask besides labels."""
+    """What a call whose texts run as several windows may ask besides labels (its attribution
+    is checked by window_reading, off the loop, before any row runs)."""
     if inputs.mode not in (AttentionMode.NONE, AttentionMode.POOLED):
         raise InvalidArgument(
             f"attention: a text read as windows has one weight per token (POOLED) or none; "

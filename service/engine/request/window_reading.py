@@ -40,10 +40,14 @@ async def read_windows(
     explain: Explain,
     context: CallContext,
     timing: tuple[float, float],
+    max_rows: int,
 ) -> Outputs:
     """Every window a row (the call's share of the queue, paced), folded back per text
-    (windows.py), attributed when asked (`timing`: the call's tokenizing seconds and arrival)."""
+    (windows.py), attributed when asked (`timing`: the call's tokenizing seconds and arrival;
+    `max_rows`: the cap on the attribution's rows, checked before any row runs)."""
     model = predictor.model
+    if explain.method is not Attribution.NONE:  # counting words grows with the text: off the loop
+        await asyncio.to_thread(check_window_rows, model, documents, explain, max_rows)
     # POOLED is what the fold maps onto the whole text; top tokens are read from it.
     rows_mode = AttentionMode.POOLED if mode is AttentionMode.POOLED or k else AttentionMode.NONE
     lane = predictor.lane(rows_mode, 0)
