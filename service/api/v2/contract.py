@@ -32,18 +32,15 @@ which the protocol's metadata cannot declare.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
 from attnserve.service.api.v2.types import (
-    ConfigTensor,
     InferRequest,
     InputTensor,
-    ModelConfig,
-    ModelMetadata,
     OutputTensor,
     RequestedOutput,
     TensorDecl,
@@ -55,18 +52,12 @@ from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
 from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument
-from attnserve.service.settings import Settings
 
-PLATFORM = "onnxruntime_onnx"
-BACKEND = "onnxruntime"
 TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
 ANSWERED_BY = "ANSWERED_BY"  # a cascade's only: the member that answered each text
 ASSIGNED, VALUE = "ASSIGNED", "VALUE"  # multi-label and regression models (the bundle's scoring)
 WINDOWS, LONG_TEXT = "WINDOWS", "long_text"  # texts read as windows: the output and the request's parameter
-
-_CONFIG_TYPES = {"BYTES": "TYPE_STRING", "INT64": "TYPE_INT64", "INT32": "TYPE_INT32", "FP32": "TYPE_FP32",
-                 "BOOL": "TYPE_BOOL"}  # fmt: skip
 
 # The ATTENTION output's modes, by the name the `attention_mode` parameter gives (the JSON
 # API's names); leaving ATTENTION out of the request is mode NONE.
@@ -112,49 +103,6 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
         declared.append(TensorDecl(ANSWERED_BY, "BYTES", (-1, 1)))
     declared.extend(attribution.DECLS)
     return tuple(declared)
-
-
-def metadata(model: LoadedModel, versions: Iterable[int]) -> ModelMetadata:
-    return ModelMetadata(
-        name=model.name,
-        versions=[str(v) for v in sorted(versions)],
-        platform=PLATFORM,
-        inputs=INPUTS,
-        outputs=outputs_of(model),
-    )
-
-
-def config(model: LoadedModel, settings: Settings) -> ModelConfig:
-    """Triton's view of the model; dims leave out the batch dimension (max_batch_size > 0)."""
-    # Both input forms are optional: a request carries TEXT or INPUT_IDS + ATTENTION_MASK.
-    inputs = tuple(
-        ConfigTensor(d.name, _CONFIG_TYPES[d.datatype], d.shape[1:], optional=True) for d in INPUTS
-    )
-    outputs = tuple(
-        # A tensor of shape [-1] is dims [1] reshaped to [] (present but empty).
-        ConfigTensor(d.name, _CONFIG_TYPES[d.datatype], d.shape[1:] or (1,), reshape=not d.shape[1:])
-        for d in outputs_of(model)
-    )
-    return ModelConfig(
-        name=model.name,
-        platform=PLATFORM,
-        backend=BACKEND,
-        max_batch_size=settings.max_texts_per_request,
-        inputs=inputs,
-        outputs=outputs,
-        preferred_batch_size=settings.max_batch_size,
-        max_queue_delay_microseconds=int(settings.max_delay_ms * 1000),
-        parameters=scoring_parameters(model),
-    )
-
-
-def scoring_parameters(model: LoadedModel) -> dict[str, str]:
-    """What the model's scores mean, as the configuration's string parameters."""
-    scoring = model.scoring
-    parameters = {"problem_type": scoring.problem.value}
-    if scoring.thresholds is not None:
-        parameters["thresholds"] = ",".join(str(t) for t in scoring.thresholds)  # exact round trip
-    return parameters
 
 
 # --- one inference request ------------------------------------------------------------------

@@ -25,13 +25,12 @@ from attnserve.service.api.v2.contract import (
     WINDOWS,
     Contract,
     attention_mode,
-    config,
     decode_ids,
     inputs_by_name,
-    metadata,
     outputs,
     requested_outputs,
 )
+from attnserve.service.api.v2.description import config, metadata
 from attnserve.service.api.v2.stats import StatsTable
 from attnserve.service.api.v2.tensors import (
     decode_bytes,
