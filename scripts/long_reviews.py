@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnserve.service.bundle import COMBINES, TOKENIZER_FILE, LongTexts, softmax
-from attnserve.service.engine.models.tokenization import TextTokenizer
+from attnserve.service.bundle import COMBINES, LongTexts, softmax
 from attnserve.service.engine.request.windows import combined
 from attnserve.training.document.data import read_rows
 from attnserve.training.document.head import make_part, policy_with
@@ -45,15 +44,7 @@ def read_split(path: Path) -> list[tuple[str, str]]:
 
 def sure(model: WindowModel, texts: list[str]) -> np.ndarray:
     """[N] the model's top probability of each text, cut at max_len as a server cuts it."""
-    m = model.manifest
-    tokenizer = TextTokenizer(
-        model.root / TOKENIZER_FILE,
-        m.max_len,
-        reject_long=False,
-        max_text_chars=sys.maxsize,
-        truncation=m.truncation,
-    )
-    ids = [list(row) for row in tokenizer.encode(texts).ids]
+    ids = [list(row) for row in model.tokenizer().encode(texts).ids]
     return np.asarray(softmax(model.logits(ids), model.temperature).max(axis=1))
 
 

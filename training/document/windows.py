@@ -78,18 +78,18 @@ class WindowModel:
             raise UsageError(f"--window/--stride/--max-windows: {' '.join(str(exc).split())}") from None
         return policy
 
+    def tokenizer(self, windows: LongTexts | None = None) -> TextTokenizer:
+        """The bundle's tokenizer as a server loads it (texts of any length; `windows`: how it
+        cuts a long text into windows)."""
+        m = self.manifest
+        path = self.root / TOKENIZER_FILE
+        return TextTokenizer(path, m.max_len, reject_long=False, max_text_chars=sys.maxsize,
+                             truncation=m.truncation, windows=windows)  # fmt: skip
+
     def cut(self, texts: Sequence[str], policy: LongTexts, where: Sequence[str]) -> list[list[list[int]]]:
         """Per text its windows' token ids, as the server cuts them; `where` names each text's
         row for the refusals (no tokens, more windows than the policy's max_windows)."""
-        m = self.manifest
-        tokenizer = TextTokenizer(
-            self.root / TOKENIZER_FILE,
-            m.max_len,
-            reject_long=False,
-            max_text_chars=sys.maxsize,
-            truncation=m.truncation,
-            windows=policy.model_copy(update={"max_windows": _NO_LIMIT}),
-        )
+        tokenizer = self.tokenizer(policy.model_copy(update={"max_windows": _NO_LIMIT}))
         out: list[list[list[int]]] = []
         for start in range(0, len(texts), CUT_BATCH):
             batch = list(texts[start : start + CUT_BATCH])
