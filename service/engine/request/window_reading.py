@@ -46,8 +46,9 @@ async def read_windows(
     (windows.py), attributed when asked (`timing`: the call's tokenizing seconds and arrival;
     `max_rows`: the cap on the attribution's rows, checked before any row runs)."""
     model = predictor.model
-    if explain.method is not Attribution.NONE:  # counting words grows with the text: off the loop
-        await asyncio.to_thread(check_window_rows, model, documents, explain, max_rows)
+    units: list[list[list[int]]] = []  # per window row its words, when an attribution is asked
+    if explain.method is not Attribution.NONE:  # finding words grows with the text: off the loop
+        units = await asyncio.to_thread(window_words, model, documents, explain, max_rows)
     # POOLED is what the fold maps onto the whole text; top tokens are read from it.
     rows_mode = AttentionMode.POOLED if mode is AttentionMode.POOLED or k else AttentionMode.NONE
     lane = predictor.lane(rows_mode, 0)
@@ -60,15 +61,16 @@ async def read_windows(
     if mode is AttentionMode.NONE:
         folded.attention = None  # asked for top tokens only
     if explain.method is Attribution.OCCLUSION:
-        await _occlude(predictor, folded, rows.logits, documents, explain, context, lane)
+        await _occlude(predictor, folded, rows.logits, documents, units, explain, context, lane)
     return folded
 
 
-def check_window_rows(model: LoadedModel, documents: Documents, explain: Explain, cap: int) -> None:
-    """Refuse up front what windows do not offer, and word rows that could pass the cap (the
-    decisive window is known only after the windows ran: each text counts its largest)."""
-    if explain.method is Attribution.NONE:
-        return
+def window_words(
+    model: LoadedModel, documents: Documents, explain: Explain, cap: int
+) -> list[list[list[int]]]:
+    """Every window row's words (token positions per word), refusing up front what windows do
+    not offer and word rows that could pass the cap (the decisive window is known only after
+    the windows ran: each text counts its largest)."""
     if explain.method is not Attribution.OCCLUSION:
         raise InvalidArgument(
             f"attribution: a text read as windows is attributed by occlusion (windows, then the words of "
@@ -78,15 +80,15 @@ def check_window_rows(model: LoadedModel, documents: Documents, explain: Explain
     encodings = documents.rows.encodings
     assert encodings is not None
     special = model.tokenizer.special_ids
-    most = sum(
-        max(len(words(encodings[r], encodings[r].ids, special)) for r in span) for span in documents.spans
-    )
+    units = [words(encoding, encoding.ids, special) for encoding in encodings]
+    most = sum(max(len(units[r]) for r in span) for span in documents.spans)
     if most > cap:
         raise InvalidArgument(
             f"attribution: occlusion of these texts' decisive windows may take {most} forward rows; this "
             f"server allows {cap} in one call (max_attribution_rows): send fewer texts",
             field="attribution",
         )
+    return units
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +105,14 @@ async def _occlude(
     out: Outputs,
     window_logits: np.ndarray,
     docs: Documents,
+    units: list[list[list[int]]],
     explain: Explain,
     context: CallContext,
     lane: int,
 ) -> None:
     # The work grows with the windows and the words: off the event loop, as every attribution's.
     model = predictor.model
-    occlusion = await asyncio.to_thread(_windows_level, model, out, window_logits, docs, explain)
+    occlusion = await asyncio.to_thread(_windows_level, model, out, window_logits, docs, units, explain)
     rows = [row for plan in occlusion.plans for row in plan.rows]
     values = np.zeros((0, window_logits.shape[1]), np.float32)
     if rows:
@@ -131,7 +134,12 @@ def _probability(model: LoadedModel, logits: np.ndarray, label: int) -> float:
 
 
 def _windows_level(
-    model: LoadedModel, out: Outputs, window_logits: np.ndarray, docs: Documents, explain: Explain
+    model: LoadedModel,
+    out: Outputs,
+    window_logits: np.ndarray,
+    docs: Documents,
+    units: list[list[list[int]]],
+    explain: Explain,
 ) -> _Occlusion:
     """Each window's score (its text's drop without it) into `out.windows`; the decisive windows'
     word rows."""
@@ -154,8 +162,8 @@ def _windows_level(
             ]
             d = int(np.argmax(drops))
         encoding = encodings[span.start + d]
-        units = words(encoding, encoding.ids, tokenizer.special_ids)
-        plans.append(plan_text(Attribution.OCCLUSION, np.asarray(encoding.ids, np.int64), units, 0, filler))
+        ids = np.asarray(encoding.ids, np.int64)
+        plans.append(plan_text(Attribution.OCCLUSION, ids, units[span.start + d], 0, filler))
         labels.append(label)
         decisive.append(d)
     return _Occlusion(labels, decisive, plans)
