@@ -17,7 +17,7 @@ import numpy as np
 from attnserve.export.errors import ExportRequestError
 from attnserve.export.evalset import EvalSet
 from attnserve.training.data.core import DataError
-from attnserve.training.data.plain_files import Columns, read_file
+from attnserve.training.data.plain_files import Columns, read_labelled
 
 TEXT_COLUMN = "text"
 LABEL_COLUMN = "label"
@@ -26,18 +26,11 @@ ROWS_SPLIT = "rows"  # how the manifest names rows given with --rows
 
 def read_columns(path: Path, text_column: str, label_column: str) -> Columns:
     """A --rows file's text and label columns; ExportRequestError naming a missing file or
-    column (with its flag and the columns the file has)."""
-    if not path.is_file():
-        raise ExportRequestError(f"--rows {path}: no such file")
+    column (and the columns the file has)."""
     try:
-        columns = read_file(path, text_column, [label_column])
+        return read_labelled(path, text_column, label_column)
     except DataError as exc:
-        raise ExportRequestError(f"--rows {path}: {exc}") from None
-    for column, kind in ((text_column, "text"), (label_column, "label")):
-        if column not in columns.values:
-            present = ", ".join(columns.available) or "none"
-            raise ExportRequestError(f"--rows {path} has no {kind} column {column!r}; it has {present}")
-    return columns
+        raise ExportRequestError(f"--rows {exc}") from None
 
 
 def read_rows_file(

@@ -42,6 +42,19 @@ class Columns:
     class_names: dict[str, list[str]] = field(default_factory=dict)  # a ClassLabel column's names
 
 
+def read_labelled(path: Path, text_column: str, label_column: str) -> Columns:
+    """A labelled file's text and label columns; DataError naming a missing file or column (and
+    the columns the file has)."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    columns = read_file(path, text_column, [label_column])
+    for column, kind in ((text_column, "text"), (label_column, "label")):
+        if column not in columns.values:
+            present = ", ".join(columns.available) or "none"
+            raise DataError(f"{path} has no {kind} column {column!r}; it has {present}")
+    return columns
+
+
 def read_file(path: Path, text_column: str, other_columns: Sequence[str]) -> Columns:
     """``text_column`` and ``other_columns`` of a local file; a format error is a ``DataError``."""
     kind = FORMATS.get(path.suffix.lower())

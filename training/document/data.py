@@ -16,7 +16,7 @@ import numpy as np
 
 from attnserve.service.bundle import sha256_file
 from attnserve.training.data.core import DataError
-from attnserve.training.data.plain_files import read_file
+from attnserve.training.data.plain_files import read_labelled
 from attnserve.training.document.record import DataFile
 
 
@@ -37,14 +37,7 @@ class Rows:
 
 def read_rows(path: Path, labels: Sequence[str], text_column: str, label_column: str) -> Rows:
     """The file's rows; DataError naming a missing column, an empty text or a foreign label."""
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    columns = read_file(path, text_column, [label_column])
-    for column in (text_column, label_column):
-        if column not in columns.values:
-            raise DataError(
-                f"{path} has no column {column!r}; it has {', '.join(columns.available) or 'none'}"
-            )
+    columns = read_labelled(path, text_column, label_column)
     index = {name: i for i, name in enumerate(labels)}
     texts: list[str] = []
     ids: list[int] = []
