@@ -88,6 +88,7 @@ class BoundedHttp(HttpToolsProtocol):
         self._head_bytes: int | None = 0  # bytes of the request head so far; None inside a request
         self._in_body = False  # between a head and the end of its body (which may outlast the reply)
         self._head_started = False
+        self._heads = 0  # request heads parsed on this connection
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_bytes = 0
 
@@ -133,11 +134,13 @@ class BoundedHttp(HttpToolsProtocol):
     # --- parsing ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
         reading_head = self._head_bytes is not None and not self._in_body
+        heads = self._heads
         super().data_received(data)
         # A head still incomplete after this chunk: count it (a chunk is at most 256 KiB, so
         # the parser never holds more than that over the limit). A head completed inside
-        # the chunk is measured exactly in on_headers_complete.
-        if reading_head and self._head_bytes is not None and not self._in_body:
+        # the chunk is measured exactly in on_headers_complete, even where its whole request
+        # (body included) ended in the chunk too.
+        if reading_head and heads == self._heads and self._head_bytes is not None and not self._in_body:
             self._head_bytes += len(data)
             if self._head_bytes > self._limits.max_header_bytes:
                 self._close(HEAD_TOO_LARGE)
@@ -152,6 +155,7 @@ class BoundedHttp(HttpToolsProtocol):
         super().on_body(body)
 
     def on_headers_complete(self) -> None:
+        self._heads += 1
         self._stop_waiting()
         self._head_bytes, self._in_body = None, True
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
