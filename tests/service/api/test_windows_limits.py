@@ -8,18 +8,27 @@ batch).
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
+import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
 
 from attnserve.export.cli import main as export_main
+from attnserve.service.bundle import MANIFEST_FILE, STAGING_PREFIX
 from attnserve.service.client import Client, ClientError
 from tests.export.hf_classifiers import ARCHITECTURES, save_classifier, texts
+from tests.service.test_workers import OWN_CONNECTION, children, wait_ready
 from tests.support import http
+from tests.support.process import ServerProcess
 from tests.support.servers import RunningServer, free_port, make_settings
 from tests.support.v2 import V2Calls, output, text_request
+from tests.support.waits import eventually
 
 NAME, WINDOW, STRIDE, BUDGET = "windows-budget", 16, 4, 64
 TEN_WINDOWS = " ".join(texts(12, seed=5))
@@ -118,3 +127,54 @@ def test_every_front_end_reads_a_long_text_whole_and_refuses_one_over_the_limits
     huge = "the film " * (MAX_BODY // 9 + 1)
     assert http.classify(port, NAME, {"texts": [huge]}).status == 413
     assert _v2_rest(port, huge).status == 413
+
+
+def test_a_reload_mid_document_answers_every_window_from_the_version_it_began_on(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    """Version 2 (windows sharing no tokens: fewer of them) is published while a document of
+    hundreds of windows, one a batch, runs on version 1; that call's windows are version 1's
+    to the end, and the next call reads version 2's."""
+    root = tmp_path / "models"
+    shutil.copytree(server.settings.repository / NAME, root / NAME)
+    settings = make_settings(root, long_text="windows", max_batch_tokens=WINDOW, repository_poll_seconds=0.05)
+    with (
+        RunningServer(settings.model_copy(update={"max_text_chars": MAX_CHARS})) as running,
+        Client(running.target, timeout=60) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        first = pool.submit(client.classify, HUNDREDS, model=NAME)
+        staging = root / NAME / f"{STAGING_PREFIX}2"
+        shutil.copytree(root / NAME / "1", staging)
+        data = json.loads((staging / MANIFEST_FILE).read_text())
+        data["version"], data["long_texts"]["stride"] = 2, 0
+        (staging / MANIFEST_FILE).write_text(json.dumps(data))
+        staging.rename(root / NAME / "2")
+        assert eventually(lambda: client.model(NAME).version == 2, timeout=30)
+        in_flight = not first.done()
+        old = first.result(timeout=60)
+        new = client.classify(HUNDREDS, model=NAME)
+    assert in_flight, "the document finished before version 2 was served: nothing was tested"
+    assert old.version == 1 and new.version == 2
+    for reply in (old, new):  # version 1's windows share tokens, version 2's do not
+        spans = reply.results[0].windows
+        assert any(b.start < a.end for a, b in itertools.pairwise(spans)) == (reply.version == 1)
+    assert len(new.results[0].windows) < len(old.results[0].windows)
+
+
+def test_every_worker_of_a_multi_process_server_reads_windows_alike(server: RunningServer) -> None:
+    with Client(server.target, timeout=30) as client:
+        want = client.classify(TEN_WINDOWS, model=NAME).results[0]
+    args = ("--workers", "2", "--long-text", "windows", "--max-batch-tokens", str(BUDGET))
+    with ServerProcess(server.settings.repository, *args) as served:
+        workers = children(served.pid)
+        for pid in workers:
+            wait_ready(served, pid, 60)
+        answered = []
+        for _ in range(6):  # fresh connections spread over the workers
+            with Client(served.target, timeout=30, options=OWN_CONNECTION) as client:
+                answered.append(client.classify(TEN_WINDOWS, model=NAME).results[0])
+        assert children(served.pid) == workers, served.output
+    for got in answered:
+        assert [(w.start, w.end) for w in got.windows] == [(w.start, w.end) for w in want.windows]
+        assert got.probabilities == pytest.approx(want.probabilities, abs=1e-6)
