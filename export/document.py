@@ -7,8 +7,11 @@ head reads those windows' logits. The new version holds the same files (model.on
 tokenizer.json, label.onnx where there is one; re-hashed), and a copy of the window bundle's
 manifest renamed and renumbered, with `long_texts` set to the run's policy (window, stride,
 combination chosen on validation, the head where it won, the validation figures) and the
-run's figures under `training_metrics.document`. It is built and read back as every export
-is (writer.py: staged, `read_back`, published in one rename).
+run's figures under `training_metrics.document`. A head that reads the windows' vectors gets
+them from the graphs themselves: model.onnx and the label graph are written with the extra
+`vector` output (export/vector_graph.py, checked on the golden cases' ids) and the manifest
+declares it; every other version's graphs stay byte for byte the window bundle's. It is built
+and read back as every export is (writer.py: staged, `read_back`, published in one rename).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from typing import Any
 from rich.console import Console
 
 from attnserve.export.errors import ExportRequestError
+from attnserve.export.vector_graph import VECTOR, NoFinalLayer, write_with_vector
 from attnserve.export.writer import check_name, publish, read_back, staged
 from attnserve.service.bundle import (
+    MODEL_FILE,
     Bundle,
     BundleError,
     BundleManifest,
+    TensorSpec,
     hash_files,
     read_bundle,
     sha256_file,
@@ -62,14 +68,36 @@ def export_document(run_dir: Path, repository: Path, name: str, version: int | N
     window = _window_bundle(record, run_dir)
     model_dir = Path(repository) / name
     with staged(model_dir) as bundle_dir:
-        for file in window.manifest.files:
-            shutil.copyfile(window.root / file, bundle_dir / file)
+        vector = _copy_graphs(window, record, bundle_dir)
         return publish(
             model_dir,
             bundle_dir,
             version,
-            lambda number: _finish(window.manifest, record, run_dir, bundle_dir, name, number),
+            lambda number: _finish(window.manifest, record, run_dir, bundle_dir, name, number, vector),
         )
+
+
+def _copy_graphs(window: Bundle, record: DocumentRecord, bundle_dir: Path) -> int | None:
+    """Copy the window bundle's files; the graphs with their `vector` output where the policy's
+    head reads it. Returns the vector's size, None where the graphs are copied as they are."""
+    m = window.manifest
+    graphs = {MODEL_FILE} | ({m.label_graph.file} if m.label_graph is not None else set())
+    needs = record.policy.reads_vectors
+    rows = [case.input_ids for case in m.golden if case.input_ids]
+    if needs and not rows:
+        raise ExportRequestError(
+            f"the window model {window.root} has no golden ids to check its vector output on"
+        )
+    vector = None
+    for file in m.files:
+        if not (needs and file in graphs):
+            shutil.copyfile(window.root / file, bundle_dir / file)
+            continue
+        try:
+            vector = write_with_vector(window.root / file, bundle_dir / file, rows, m.pad_id)
+        except NoFinalLayer as exc:
+            raise ExportRequestError(f"the document head reads window vectors, but {file}: {exc}") from None
+    return vector
 
 
 def _window_bundle(record: DocumentRecord, run_dir: Path) -> Bundle:
@@ -100,7 +128,13 @@ def _window_bundle(record: DocumentRecord, run_dir: Path) -> Bundle:
 
 
 def _finish(
-    window: BundleManifest, record: DocumentRecord, run_dir: Path, bundle_dir: Path, name: str, number: int
+    window: BundleManifest,
+    record: DocumentRecord,
+    run_dir: Path,
+    bundle_dir: Path,
+    name: str,
+    number: int,
+    vector: int | None,
 ) -> None:
     """Write bundle.json for version `number`: the window bundle's, with the run's policy."""
     data = window.model_dump(mode="json", exclude={"created_at"})
@@ -117,6 +151,9 @@ def _finish(
         "long_texts": record.policy.model_dump(mode="json"),
         "training_metrics": {**window.training_metrics, "document": document},
     }
+    if vector is not None:
+        spec = TensorSpec(name=VECTOR, dtype="float32", shape=["batch", vector])
+        data["outputs"] = [*data["outputs"], spec.model_dump(mode="json")]
     try:
         manifest = BundleManifest.model_validate(data)
     except ValueError as exc:

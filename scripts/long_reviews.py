@@ -12,8 +12,10 @@ sentences of that label) inserted at random places (--train-from dev: OUT/train.
 dev.csv's sentences, which the window model did not train on). Writes OUT/{train,dev,test}.csv
 (text,label) and OUT/test-verdicts.csv (each test document's two verdicts alone, as one
 text), and prints how the window model reads the verdicts alone (as windows, their mean).
-Nothing is written into the repository. `--paired RUN` compares, document by document, the
-head with mean and max on a document run's --test part (its cached window logits).
+Nothing is written into the repository. `--read CSV...` reads documents cut at the head and
+at the tail (and a test.csv's verdicts alone) with --window-model. `--paired RUN` compares,
+document by document, the head with mean and max on a document run's --test part (its cached
+window logits).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
-from attnserve.service.bundle import COMBINES, LongTexts, softmax
+from attnserve.service.bundle import COMBINES, TOKENIZER_FILE, LongTexts, softmax
 from attnserve.service.engine.request.windows import combined
 from attnserve.training.document.data import read_rows
 from attnserve.training.document.head import make_part, policy_with
@@ -45,7 +48,7 @@ def read_split(path: Path) -> list[tuple[str, str]]:
 def sure(model: WindowModel, texts: list[str]) -> np.ndarray:
     """[N] the model's top probability of each text, cut at max_len as a server cuts it."""
     ids = [list(row) for row in model.tokenizer().encode(texts).ids]
-    return np.asarray(softmax(model.logits(ids), model.temperature).max(axis=1))
+    return np.asarray(softmax(model.logits(ids)[0], model.temperature).max(axis=1))
 
 
 def documents(
@@ -84,7 +87,7 @@ def verdicts_alone(model: WindowModel, pairs: list[tuple[str, str]], policy: Lon
     """Accuracy of the window model on each document's two verdicts as one text (windows, mean)."""
     texts = [text for text, _ in pairs]
     windows = model.cut(texts, policy, [f"verdicts {n}" for n in range(1, len(texts) + 1)])
-    logits = model.logits([row for each in windows for row in each])
+    logits = model.logits([row for each in windows for row in each])[0]
     starts = np.cumsum([0, *(len(each) for each in windows)])
     right = 0
     for i, (_, label) in enumerate(pairs):
@@ -121,6 +124,31 @@ def paired(run: Path) -> None:
         )
 
 
+def truncations(model: WindowModel, path: Path) -> None:
+    """The window model's accuracy on a file of documents cut at max_len at the head (the first
+    tokens, as a server truncates) and at the tail (the last tokens), and on its verdicts alone."""
+    rows = read_rows(path, model.labels, "text", "label")
+    tokenizer = Tokenizer.from_file(str(model.root / TOKENIZER_FILE))
+    tokenizer.no_padding()
+    for side in ("right", "left"):  # tokenizers' side of the text to cut away
+        tokenizer.enable_truncation(max_length=model.manifest.max_len, direction=side)
+        ids = [encoding.ids for encoding in tokenizer.encode_batch(list(rows.texts))]
+        right = model.logits(ids)[0].argmax(axis=1) == np.asarray(rows.labels)
+        print(f"{path.name}: cut at the {'head' if side == 'right' else 'tail'}: accuracy {right.mean():.4f}")
+    pairs = path.with_name("test-verdicts.csv")
+    if path.name == "test.csv" and pairs.exists():
+        policy = LongTexts.default(model.manifest.max_len).model_copy(update={"max_windows": 64})
+        texts, labels = _rows(model, pairs)
+        named = [(text, model.labels[y]) for text, y in zip(texts, labels, strict=True)]
+        alone = verdicts_alone(model, named, policy)
+        print(f"{pairs.name}: the two verdicts alone, read as windows (mean): accuracy {alone:.4f}")
+
+
+def _rows(model: WindowModel, path: Path) -> tuple[list[str], list[int]]:
+    rows = read_rows(path, model.labels, "text", "label")
+    return list(rows.texts), [int(y) for y in rows.labels]
+
+
 def write(path: Path, rows: list[tuple[str, str]]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -153,7 +181,19 @@ def main() -> int:
         metavar="RUN",
         help="only compare a document run's combinations on its test part",
     )
+    p.add_argument(
+        "--read",
+        type=Path,
+        nargs="+",
+        metavar="CSV",
+        help="only read documents cut at the head and at the tail with --window-model",
+    )
     args = p.parse_args()
+    if args.read is not None:
+        reader = load_window_model(args.window_model)
+        for path in args.read:
+            truncations(reader, path)
+        return 0
     if args.paired is not None:
         paired(args.paired)
         return 0

@@ -15,7 +15,15 @@ from attnserve.service.bundle.layout import (
     scan,
     valid_model_name,
 )
-from attnserve.service.bundle.long_texts import COMBINES, MAX_WINDOWS, Combine, DocumentHead, LongTexts
+from attnserve.service.bundle.long_texts import (
+    COMBINES,
+    HEAD_INPUTS,
+    MAX_WINDOWS,
+    Combine,
+    DocumentHead,
+    HeadInput,
+    LongTexts,
+)
 from attnserve.service.bundle.manifest import (
     LABEL_MODEL_FILE,
     MANIFEST_FILE,
@@ -57,6 +65,7 @@ __all__ = [
     "COMBINES",
     "DEFAULT_THRESHOLD",
     "ECE_BINS",
+    "HEAD_INPUTS",
     "LABEL_MODEL_FILE",
     "MANIFEST_FILE",
     "MAX_WINDOWS",
@@ -79,6 +88,7 @@ __all__ = [
     "Fingerprint",
     "GateRows",
     "GoldenCase",
+    "HeadInput",
     "Histogram",
     "LabelGraph",
     "LongTexts",

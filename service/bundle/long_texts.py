@@ -26,33 +26,53 @@ COMBINES: tuple[Combine, ...] = ("mean", "max", "head")
 MAX_WINDOWS = 16  # the most windows of one text when a policy names no limit
 
 
+# What a document head scores a window from: its logits z_w [C], or its pooled vector v_w [D]
+# (the graph's `vector` output, the final layer's input) followed by its logits.
+HeadInput = Literal["logits", "vectors"]
+HEAD_INPUTS: tuple[HeadInput, ...] = ("vectors", "logits")
+
+
 class DocumentHead(BaseModel):
     """Attention over a text's windows, learned on long texts (`attnserve-train document`):
-    window w scores s_w = query · tanh(weights @ z_w + bias) from its logits z_w [C]; the text's
+    window w scores s_w = query · tanh(weights @ x_w + bias), x_w its logits z_w [C] (`reads`
+    logits) or [v_w; z_w], its pooled vector then its logits (`reads` vectors); the text's
     logits are the windows' logits weighed by softmax(s) over its windows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    weights: list[list[float]] = Field(min_length=1)  # [H, C]
+    weights: list[list[float]] = Field(min_length=1)  # [H, C] or [H, D + C]
     bias: list[float]  # [H]
     query: list[float]  # [H]
+    reads: HeadInput = "logits"
 
     @model_validator(mode="after")
     def _shapes(self) -> DocumentHead:
-        hidden, classes = len(self.weights), len(self.weights[0])
+        hidden, width = len(self.weights), len(self.weights[0])
         if (
-            any(len(row) != classes for row in self.weights)
+            any(len(row) != width for row in self.weights)
             or len(self.bias) != hidden
             or len(self.query) != hidden
         ):
             raise ValueError(
-                f"document head: weights [{hidden}, {classes}], bias and query [{hidden}] must agree"
+                f"document head: weights [{hidden}, {width}], bias and query [{hidden}] must agree"
             )
         return self
 
-    def scores(self, logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """[W] the windows' attention weights (summing to 1) from their logits [W, C]."""
-        hidden = np.tanh(logits @ np.asarray(self.weights, np.float32).T + np.asarray(self.bias, np.float32))
+    @property
+    def width(self) -> int:
+        return len(self.weights[0])
+
+    def scores(
+        self, logits: npt.NDArray[np.float32], vectors: npt.NDArray[np.float32] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """[W] the windows' attention weights (summing to 1) from their logits [W, C] and, for a
+        head that reads them, their vectors [W, D]."""
+        x = logits
+        if self.reads == "vectors":
+            if vectors is None:
+                raise ValueError("this document head reads the windows' vectors; none were given")
+            x = np.concatenate([vectors, logits], axis=1)
+        hidden = np.tanh(x @ np.asarray(self.weights, np.float32).T + np.asarray(self.bias, np.float32))
         s = hidden @ np.asarray(self.query, np.float32)
         e = np.exp(s - s.max())
         return np.asarray(e / e.sum(), np.float32)
@@ -82,13 +102,26 @@ class LongTexts(BaseModel):
             )
         return self
 
-    def check(self, max_len: int, classes: int | None = None) -> None:
-        """ValueError where the windows do not fit the model (or its head, its labels)."""
+    @property
+    def reads_vectors(self) -> bool:
+        """The head scores windows from the graph's `vector` output."""
+        return self.head is not None and self.head.reads == "vectors"
+
+    def check(self, max_len: int, classes: int | None = None, vector: int | None = None) -> None:
+        """ValueError where the windows do not fit the model (or its head, its labels and the
+        size of its `vector` output, None where it has none)."""
         if self.window > max_len:
             raise ValueError(f"long_texts.window {self.window} is over the model's max_len {max_len}")
-        if self.head is not None and classes is not None and len(self.head.weights[0]) != classes:
+        head = self.head
+        if head is None or classes is None:
+            return
+        if head.reads == "logits" and head.width != classes:
+            raise ValueError(f"the document head reads {head.width} logits; the model has {classes}")
+        if head.reads == "vectors" and (vector is None or head.width != vector + classes):
+            has = "no 'vector' output" if vector is None else f"a 'vector' output of {vector}"
             raise ValueError(
-                f"the document head reads {len(self.head.weights[0])} logits; the model has {classes}"
+                f"the document head reads [vector; logits] of {head.width} values; the model has {has} "
+                f"and {classes} logits"
             )
 
     @classmethod

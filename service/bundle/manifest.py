@@ -233,7 +233,8 @@ class BundleManifest(_Strict):
         classes = outputs["logits"].shape[-1] if outputs["logits"].shape else None
         self.scores.check_labels(len(self.labels))
         if self.long_texts is not None:
-            self.long_texts.check(self.max_len, len(self.labels))
+            vector = outputs["vector"].shape[-1] if "vector" in outputs and outputs["vector"].shape else None
+            self.long_texts.check(self.max_len, len(self.labels), vector if isinstance(vector, int) else None)
         if isinstance(classes, int) and classes != len(self.labels):
             raise ValueError(f"logits has {classes} classes but labels lists {len(self.labels)}")
         has_attention = "attention" in outputs

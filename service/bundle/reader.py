@@ -155,9 +155,10 @@ def check_io(manifest: BundleManifest, session: SessionLike) -> None:
 
 
 def check_label_io(manifest: BundleManifest, session: SessionLike) -> None:
-    """Verify the label graph's session: the manifest's inputs, and `logits` as its one output."""
+    """Verify the label graph's session: the manifest's inputs, and `logits` as its one output
+    (with `vector` beside it where the manifest declares one: a document head reads it)."""
     _check_tensors("inputs", manifest.inputs, session.get_inputs(), exact=True)
-    logits = [spec for spec in manifest.outputs if spec.name == "logits"]
+    logits = [spec for spec in manifest.outputs if spec.name in ("logits", "vector")]
     _check_tensors("label graph outputs", logits, session.get_outputs(), exact=True)
 
 

@@ -174,7 +174,10 @@ def test_document_json_records_the_window_model_the_choice_and_the_data(
     assert policy.combine == best(policy.chosen)
     assert (policy.head is not None) == (policy.combine == "head")
     assert validation["head"] > validation["mean"]  # one verdict among neutral windows: the mean blurs it
-    assert len(record.head.weights) == 8 and len(record.head.weights[0]) == 2
+    # By default the head reads each window's pooled vector (d_model 16) and its 2 logits.
+    assert record.head.reads == record.training.reads == "vectors"
+    assert len(record.head.weights) == 16 and len(record.head.weights[0]) == 16 + 2
+    assert record.training.best_epoch is not None and record.training.validation_loss is not None
     assert record.figures["train"]["texts"] == 240 and validation["windows"] > 2 * validation["texts"]
 
 
@@ -194,9 +197,12 @@ def test_the_cached_window_logits_are_the_graphs_on_the_servers_windows(
 def test_the_head_exports_and_serves_as_trained(
     run_document: Callable[..., Path], window_model: Path, tmp_path: Path
 ) -> None:
-    out = run_document("--combine", "head")
+    out = run_document("--combine", "head", "--head-input", "logits")
     record = read_record(out)
     assert record.policy.combine == "head" and record.policy.head == record.head
+    assert (
+        record.head.reads == "logits" and len(record.head.weights) == 8 and len(record.head.weights[0]) == 2
+    )
     repository = tmp_path / "models"
     assert export_main([str(out), "--repository", str(repository), "--name", NAME]) == 0
     version = repository / NAME / "1"

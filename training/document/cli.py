@@ -3,9 +3,11 @@
     attnserve-train document --data long.csv --window-model models/sst2-sentiment/2 --out runs/doc
 
 Each long text is cut into windows as a server with `--long-text windows` cuts it (the
-window bundle's tokenizer, --window tokens sharing --stride), every window's logits are
-computed once by the bundle's graph with onnxruntime and cached in OUT/windows.npz, and a
-document head (attention over a text's windows learned from their logits, --hidden units) is
+window bundle's tokenizer, --window tokens sharing --stride), every window's logits (and
+pooled vector: the input of the graph's final linear layer) are computed once by the bundle's
+graph with onnxruntime and cached in OUT/windows.npz, and a document head (attention over a
+text's windows, scoring each from its vector and logits, or its logits alone: --head-input;
+--hidden units; each --weight-decay tried, the epoch of the lowest validation loss kept) is
 trained on them in seconds. The mean of the windows, the most confident window and the head
 are compared on the validation rows (--validation FRACTION of --data, or --valid FILE); the
 best is the policy OUT/document.json records, with every figure, and `attnserve-export OUT
@@ -25,7 +27,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from attnserve.service.bundle import COMBINES, MAX_WINDOWS
+from attnserve.export.vector_graph import NoFinalLayer
+from attnserve.service.bundle import COMBINES, HEAD_INPUTS, MAX_WINDOWS, HeadInput
 from attnserve.training.cli.exits import UsageError
 from attnserve.training.document.data import read_rows, split_rows
 from attnserve.training.document.head import (
@@ -44,11 +47,12 @@ from attnserve.training.document.record import (
     Split,
     write_record,
 )
-from attnserve.training.document.windows import load_window_model, window_logits
+from attnserve.training.document.windows import WindowModel, load_window_model, window_logits
 
 log = logging.getLogger("attnserve.training.document")
 PROG = "attnserve-train document"
 BEST = "best"
+VECTOR_DECAYS = (0.0, 1e-3, 1e-2, 1e-1)  # AdamW's decay, tried in turn over vectors
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +92,24 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the most windows of one text; a longer text is an error (default: {MAX_WINDOWS})",
     )
     h = p.add_argument_group("the head")
-    h.add_argument("--hidden", type=int, default=8, help="hidden units (default: 8)")
+    h.add_argument(
+        "--head-input",
+        choices=HEAD_INPUTS,
+        default=None,
+        help="what the head scores a window from: its pooled vector and logits, or its logits alone "
+        "(default: vectors where the graph's logits come out of a final linear layer, else logits)",
+    )
+    h.add_argument(
+        "--hidden", type=int, default=None, help="hidden units (default: 16 over vectors, 8 over logits)"
+    )
+    h.add_argument(
+        "--weight-decay",
+        type=float,
+        action="append",
+        default=None,
+        help="AdamW's weight decay; repeat it to try several, validation loss picking one "
+        f"(default: {', '.join(f'{d:g}' for d in VECTOR_DECAYS)} over vectors, 0 over logits)",
+    )
     h.add_argument("--epochs", type=int, default=20, help="passes over the training texts (default: 20)")
     h.add_argument("--steps", type=int, default=0, help="optimisation steps in all; 0: --epochs (default: 0)")
     h.add_argument("--batch-size", type=int, default=64, help="texts per step (default: 64)")
@@ -116,11 +137,14 @@ def main(argv: Sequence[str], configure_logging: Callable[[bool], None]) -> int:
     ns = build_parser().parse_args(argv)
     configure_logging(ns.verbose)
     for name in ("hidden", "epochs", "batch_size"):
-        if getattr(ns, name) < 1:
+        if (getattr(ns, name) or 1) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if ns.steps < 0 or ns.lr <= 0:
-        raise UsageError("--steps must be 0 or more and --lr over 0")
+    if ns.steps < 0 or ns.lr <= 0 or any(decay < 0 for decay in ns.weight_decay or ()):
+        raise UsageError("--steps and --weight-decay must be 0 or more and --lr over 0")
     model = load_window_model(ns.window_model)
+    reads = _head_input(model, ns.head_input)
+    hidden = ns.hidden or (16 if reads == "vectors" else 8)
+    decays = tuple(ns.weight_decay or (VECTOR_DECAYS if reads == "vectors" else (0.0,)))
     policy = model.policy(ns.window, ns.stride, ns.max_windows)
     columns = (ns.text_column, ns.label_column)
     data = read_rows(ns.data, model.labels, *columns)
@@ -136,14 +160,23 @@ def main(argv: Sequence[str], configure_logging: Callable[[bool], None]) -> int:
     labels = np.concatenate([part.labels for part in files])
     where = [f"{part.file.file}: row {n}" for part in files for n in range(1, len(part) + 1)]
     started = time.perf_counter()
-    logits, counts = window_logits(model, policy, texts, where, ns.out)
+    rows = window_logits(model, policy, texts, where, ns.out, vectors=reads == "vectors")
     seconds = {"windows": time.perf_counter() - started}
     parts = {"train": train_ids, "validation": valid_ids}
     if test is not None:
         parts["test"] = np.arange(len(texts) - len(test), len(texts))
-    laid = {name: make_part(logits, counts, ids, labels[ids]) for name, ids in parts.items()}
+    laid = {
+        name: make_part(rows.logits, rows.counts, ids, labels[ids], rows.vectors)
+        for name, ids in parts.items()
+    }
     settings = HeadSettings(
-        hidden=ns.hidden, epochs=ns.epochs, steps=ns.steps, batch_size=ns.batch_size, lr=ns.lr, seed=ns.seed
+        hidden=hidden,
+        epochs=ns.epochs,
+        steps=ns.steps,
+        batch_size=ns.batch_size,
+        lr=ns.lr,
+        seed=ns.seed,
+        weight_decays=decays,
     )
     started = time.perf_counter()
     trained = train_head(laid["train"], laid["validation"], settings, _epoch_line)
@@ -166,13 +199,17 @@ def main(argv: Sequence[str], configure_logging: Callable[[bool], None]) -> int:
         policy=final,
         head=trained.head,
         training=HeadTraining(
-            hidden=ns.hidden,
+            hidden=hidden,
             epochs=trained.epochs,
             steps=trained.steps,
             batch_size=ns.batch_size,
             lr=ns.lr,
             seed=ns.seed,
             loss=trained.loss,
+            reads=reads,
+            weight_decay=trained.weight_decay,
+            best_epoch=trained.best_epoch,
+            validation_loss=trained.validation_loss,
         ),
         data=Data(file=data.file, text_column=ns.text_column, label_column=ns.label_column, split=split),
         figures=figs,
@@ -181,6 +218,21 @@ def main(argv: Sequence[str], configure_logging: Callable[[bool], None]) -> int:
     path = write_record(ns.out, record)
     _print_summary(Console(), figs, pick, path)
     return 0
+
+
+def _head_input(model: WindowModel, asked: HeadInput | None) -> HeadInput:
+    """--head-input, or its default: vectors where the graph has a final linear layer."""
+    if asked == "logits":
+        return "logits"
+    try:
+        size = model.vector_size()
+    except NoFinalLayer as exc:
+        if asked == "vectors":
+            raise UsageError(f"--head-input vectors: {model.root / model.graph}: {exc}") from None
+        log.info("the head reads the windows' logits: %s", exc)
+        return "logits"
+    log.info("the head reads the windows' vectors (%d values, the final layer's input) and logits", size)
+    return "vectors"
 
 
 def _epoch_line(epoch: int, epochs: int, loss: float, accuracy: float) -> None:

@@ -17,10 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from attnserve.service.bundle import DocumentHead, LongTexts
+from attnserve.service.bundle import DocumentHead, HeadInput, LongTexts
 
 DOCUMENT_FILE = "document.json"
-CACHE_FILE = "windows.npz"  # every window's logits, computed once (windows.py)
+CACHE_FILE = "windows.npz"  # every window's logits (and vectors), computed once (windows.py)
 KIND: Literal["document-head"] = "document-head"
 
 
@@ -69,7 +69,11 @@ class HeadTraining(_Strict):
     batch_size: int
     lr: float
     seed: int
-    loss: float  # the last epoch's mean training loss
+    loss: float  # the kept epoch's mean training loss
+    reads: HeadInput = "logits"  # what the head scores a window from (--head-input)
+    weight_decay: float = 0.0  # the decay kept, of those tried
+    best_epoch: int | None = None  # the epoch kept: the lowest validation loss
+    validation_loss: dict[str, float] | None = None  # per decay tried, its lowest validation loss
 
 
 class DocumentRecord(_Strict):

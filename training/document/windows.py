@@ -5,9 +5,12 @@ with the run's `LongTexts`: tokenizers' truncation with stride, each window with
 tokens), so training reads exactly the windows a server with `--long-text windows` reads.
 Every window's logits come once from onnxruntime on the CPU, on the graph the server runs for
 calls that ask no attention (the label graph where the bundle has one, else model.onnx), fed
-as the server feeds it (`pad_ids`); they are cached in OUT/windows.npz (`logits` [R, C],
-`counts` [N]: the windows of each text, texts in the order given) and reused while the graph,
-the tokenizer, the policy and the texts stay the same.
+as the server feeds it (`pad_ids`). A head that reads the windows' vectors gets them from the
+same run: the graph with the `vector` output an export gives it (export/vector_graph.py), the
+final layer checked against the first batch's logits. Both are cached in OUT/windows.npz
+(`logits` [R, C], `vectors` [R, D] where asked, `counts` [N]: the windows of each text, texts
+in the order given) and reused while the graph, the tokenizer, the policy and the texts stay
+the same.
 """
 
 from __future__ import annotations
@@ -21,8 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
+from attnserve.export.vector_graph import (
+    VECTOR,
+    NoFinalLayer,
+    check_vectors,
+    find_final_layer,
+    with_vector,
+)
 from attnserve.service.bundle import (
     MODEL_FILE,
     TOKENIZER_FILE,
@@ -109,28 +120,44 @@ class WindowModel:
                 out.append([list(encoding.ids) for encoding in each])
         return out
 
-    def logits(self, rows: Sequence[Sequence[int]], threads: int = 0) -> np.ndarray:
+    def vector_size(self) -> int:
+        """The size of the graph's pooled vector, the final linear layer's input; NoFinalLayer
+        where its logits come out of no such layer."""
+        return find_final_layer(onnx.load(str(self.root / self.graph))).size
+
+    def logits(
+        self, rows: Sequence[Sequence[int]], vectors: bool = False, threads: int = 0
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """[R, C] float32: the graph's logits of each row, batches of similar length padded as
-        the server pads them."""
+        the server pads them; and [R, D] the rows' vectors, where `vectors` asks for them."""
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        session = ort.InferenceSession(
-            str(self.root / self.graph), options, providers=["CPUExecutionProvider"]
-        )
+        path = str(self.root / self.graph)
+        graph: str | bytes = path
+        names, size, layer = ["logits"], 0, None
+        if vectors:
+            model, layer = with_vector(onnx.load(path))
+            graph, names, size = model.SerializeToString(), ["logits", VECTOR], layer.size
+        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         out = np.zeros((len(rows), len(self.labels)), np.float32)
+        kept = np.zeros((len(rows), size), np.float32) if vectors else None
         started, logged = time.perf_counter(), time.perf_counter()
         for start in range(0, len(order), RUN_BATCH):
             picked = order[start : start + RUN_BATCH]
             ids, mask = pad_ids([rows[i] for i in picked], self.manifest.pad_id)
-            (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
-            out[picked] = logits
+            ran = session.run(names, {"input_ids": ids, "attention_mask": mask})
+            out[picked] = ran[0]
+            if kept is not None and layer is not None:
+                if start == 0:  # the layer found is the one the logits come from
+                    check_vectors(layer, ran[0], ran[1], f"{self.root / self.graph}")
+                kept[picked] = ran[1]
             if time.perf_counter() - logged >= 5.0:
                 done, seconds = start + len(picked), time.perf_counter() - started
                 log.info("window logits: %d/%d windows, %.0f windows/s", done, len(rows), done / seconds)
                 logged = time.perf_counter()
-        return out
+        return out, kept
 
 
 def _has_tokens(tokenizer: TextTokenizer, text: str) -> bool:
@@ -161,18 +188,34 @@ def load_window_model(path: Path) -> WindowModel:
     return WindowModel(path.resolve(), bundle.manifest, graph)
 
 
+@dataclass(frozen=True)
+class WindowRows:
+    """Every window of some texts, text after text: logits [R, C], vectors [R, D] where asked,
+    and counts [N], the windows of each text."""
+
+    logits: np.ndarray
+    vectors: np.ndarray | None
+    counts: np.ndarray
+
+
 def window_logits(
-    model: WindowModel, policy: LongTexts, texts: Sequence[str], where: Sequence[str], out_dir: Path
-) -> tuple[np.ndarray, np.ndarray]:
-    """(logits [R, C], counts [N]) of every window of `texts`, from OUT's cache where it holds
-    these texts cut and run the same way."""
+    model: WindowModel,
+    policy: LongTexts,
+    texts: Sequence[str],
+    where: Sequence[str],
+    out_dir: Path,
+    vectors: bool = False,
+) -> WindowRows:
+    """Every window of `texts` through the graph (with their vectors where `vectors` asks), from
+    OUT's cache where it holds these texts cut and run the same way."""
     key = _cache_key(model, policy, texts)
     cache = out_dir / CACHE_FILE
     if cache.is_file():
         with np.load(cache) as saved:
-            if str(saved["key"]) == key:
+            if str(saved["key"]) == key and (not vectors or "vectors" in saved):
                 log.info("window logits: reusing %s (%d windows)", cache, len(saved["logits"]))
-                return np.asarray(saved["logits"]), np.asarray(saved["counts"])
+                kept = np.asarray(saved["vectors"]) if vectors else None
+                return WindowRows(np.asarray(saved["logits"]), kept, np.asarray(saved["counts"]))
     started = time.perf_counter()
     windows = model.cut(texts, policy, where)
     counts = np.asarray([len(each) for each in windows], np.int64)
@@ -186,10 +229,16 @@ def window_logits(
         time.perf_counter() - started,
         model.graph,
     )
-    logits = model.logits(rows)
+    try:
+        logits, kept = model.logits(rows, vectors)
+    except NoFinalLayer as exc:
+        raise UsageError(f"--head-input vectors: {exc}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, logits=logits, counts=counts, key=np.asarray(key))
-    return logits, counts
+    if kept is None:
+        np.savez(cache, logits=logits, counts=counts, key=np.asarray(key))
+    else:
+        np.savez(cache, logits=logits, vectors=kept, counts=counts, key=np.asarray(key))
+    return WindowRows(logits, kept, counts)
 
 
 def _cache_key(model: WindowModel, policy: LongTexts, texts: Sequence[str]) -> str:

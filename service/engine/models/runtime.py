@@ -36,6 +36,13 @@ class DeviceError(RuntimeError):
 
 _LOGITS = ["logits"]
 _LOGITS_AND_ATTENTION = ["logits", "attention"]
+# A version whose document head reads the windows' vectors asks for them last.
+_NAMES = {
+    (False, False): _LOGITS,
+    (True, False): _LOGITS_AND_ATTENTION,
+    (False, True): ["logits", "vector"],
+    (True, True): ["logits", "attention", "vector"],
+}
 # The CPU arena keeps every region it grew to, so one batch at the token budget with every
 # layer's attention would hold its peak for the life of the process. Runs this large (B x T x T
 # positions) hand back what they grew beyond the first region when they end; they take tens of
@@ -51,10 +58,12 @@ class RuntimeSession:
     provider: str  # the provider that runs the graph's nodes first in line
     shrinks: bool = False  # the CPU arena is on, so large runs can hand back what they grew
 
-    def run(self, ids: np.ndarray, mask: np.ndarray, attention: bool) -> list[np.ndarray]:
+    def run(
+        self, ids: np.ndarray, mask: np.ndarray, attention: bool, vector: bool = False
+    ) -> list[np.ndarray]:
         """[logits [B, C]], with the attention output after it when `attention` is asked
-        (only of a graph that has one)."""
-        names = _LOGITS_AND_ATTENTION if attention else _LOGITS
+        (only of a graph that has one), and the `vector` output [B, D] last when `vector` is."""
+        names = _NAMES[attention, vector]
         batch, width = ids.shape  # [B, T]
         shrink = self.shrinks and batch * width * width >= SHRINK_AT_POSITIONS
         feed = {"input_ids": ids, "attention_mask": mask}

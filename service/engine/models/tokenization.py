@@ -96,7 +96,7 @@ class TextTokenizer:
         self.reject_long = reject_long
         self.max_text_chars = max_text_chars
         self.windows = windows or LongTexts.default(max_len)
-        self._readers: tuple[Tokenizer, Tokenizer] | None = None  # built by the first call with windows
+        self._uncut: Tokenizer | None = None  # built by the first call with windows
 
     def encode(self, texts: Sequence[str], reject_long: bool | None = None) -> EncodedTexts:
         """Encode `texts`; InvalidArgument names the first offending text and the limit
@@ -140,10 +140,19 @@ class TextTokenizer:
         """Per text its windows (one where it fits) and its whole encoding; a text of more than
         the policy's `max_windows` windows is INVALID_ARGUMENT naming both counts."""
         self._check_chars(texts)
-        windowed, uncut = self._readers or self._make_readers()
+        uncut = self._uncut or self._make_uncut()
         items = list(texts)
-        cut = windowed.encode_batch(items) if len(items) > 1 else [windowed.encode(items[0])]
-        whole = uncut.encode_batch(items) if len(items) > 1 else [uncut.encode(items[0])]
+        # One tokenization per text: its tokens without specials, cut into windows sharing the
+        # stride, then each given its special tokens, as tokenizers' own overflow does it.
+        raw = uncut.encode_batch(items, add_special_tokens=False) if len(items) > 1 else [
+            uncut.encode(items[0], add_special_tokens=False)
+        ]
+        whole = [uncut.post_process(encoding) for encoding in raw]
+        room = self.windows.window - uncut.num_special_tokens_to_add(False)
+        cut = []
+        for encoding in raw:
+            encoding.truncate(room, stride=self.windows.stride)
+            cut.append(uncut.post_process(encoding))
         limit = self.windows.max_windows
         windows = []
         for index, encoding in enumerate(cut):
@@ -161,12 +170,10 @@ class TextTokenizer:
             windows.append(each)
         return windows, whole
 
-    def _make_readers(self) -> tuple[Tokenizer, Tokenizer]:
-        """The tokenizer cut into overlapping windows (each with its special tokens, as the
-        model was trained), and uncut for the whole text's tokens in the reply."""
-        windowed = Tokenizer.from_str(self._tokenizer.to_str())
-        windowed.enable_truncation(max_length=self.windows.window, stride=self.windows.stride)
+    def _make_uncut(self) -> Tokenizer:
+        """The tokenizer without truncation, for the whole text's tokens in the reply and the
+        windows cut from them."""
         uncut = Tokenizer.from_str(self._tokenizer.to_str())
         uncut.no_truncation()
-        self._readers = (windowed, uncut)
-        return self._readers
+        self._uncut = uncut
+        return uncut

@@ -87,7 +87,7 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
     long_text = inputs.long_text or limits.long_text
     documents = None
     if texts is not None and long_text == "windows":
-        documents = plan(*model.tokenizer.encode_windows(texts))
+        documents = plan(*model.tokenizer.encode_windows(texts), model.tokenizer.windows.stride)
         encoded = documents.rows if documents.windowed else documents.whole
         if documents.windowed:
             _check_windowed(inputs)

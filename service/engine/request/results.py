@@ -27,6 +27,7 @@ class BatchOutput:
     attention: list[np.ndarray | None] | None  # per row, in its call's mode, padding stripped
     top_tokens: list[TopTokens | None] | None  # per row
     span: SpanContext | None = None  # the batch's span, when a call in it is traced
+    vectors: np.ndarray | None = None  # [B, D] the graph's `vector` rows, for a head that reads them
 
 
 @dataclass(slots=True)
@@ -73,6 +74,7 @@ class Outputs:
     attribution_rows: list[int] | None = None  # per text, the forward rows its attribution took
     attribution_spans: tuple[SpanContext, ...] = ()  # the spans of the batches that ran those rows
     windows: list[list[Window]] | None = None  # per text its windows, when the call read texts as windows
+    vectors: np.ndarray | None = None  # [k, D] the rows' `vector` output, where a document head reads it
 
     def __len__(self) -> int:
         return len(self.label_ids)

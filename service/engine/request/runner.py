@@ -62,6 +62,9 @@ class Runner:
         self.scores = softmax if scoring.problem is Problem.SINGLE_LABEL else scoring.probabilities
         self.metrics = model.metrics
         self.tracing = tracing
+        # Only a version whose document head reads the windows' vectors fetches them, every batch.
+        policy = model.manifest.long_texts
+        self.vectors = policy is not None and policy.reads_vectors
 
     def __call__(self, batch: Batch) -> BatchOutput:
         started = time.perf_counter()
@@ -72,10 +75,12 @@ class Runner:
         want_attention = any(r.wants_attention for r in requests)
         # A label-lane batch asks no attention (Predictor.lane): the label graph answers it.
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
-        outputs = run(ids, mask, want_attention)
+        outputs = run(ids, mask, want_attention, self.vectors)
         logits = outputs[0]  # [B, C]
         # Neither a temperature nor a sigmoid moves the top label: it is the logits' argmax.
         result = BatchOutput(logits, self.scores(logits, self.temperature), logits.argmax(axis=1), None, None)
+        if self.vectors:
+            result.vectors = outputs[-1]
         if want_attention:
             self._attention(result, as_layers(outputs[1], self.attention_kind), rows, requests)
         m = self.metrics
@@ -169,6 +174,7 @@ def gather(
             top,
             timings,
             spans,
+            vectors=None if out.vectors is None else out.vectors[pick],
         )
     first = parts[0][0]
     size, classes = job.size, first.logits.shape[1]
@@ -186,10 +192,13 @@ def gather(
             attention_rows[index] = out.attention[position]
         if out.top_tokens is not None:
             top_rows[index] = out.top_tokens[position] or _EMPTY_TOP
+    vectors = None if first.vectors is None else np.empty((size, first.vectors.shape[1]), np.float32)
     for out, positions, indices in by_output.values():
         logits[indices] = out.logits[positions]
         probabilities[indices] = out.probabilities[positions]
         label_ids[indices] = out.label_ids[positions]
+        if vectors is not None and out.vectors is not None:
+            vectors[indices] = out.vectors[positions]
     return Outputs(
         encoded,
         logits,
@@ -199,6 +208,7 @@ def gather(
         top_rows if request.top_k else None,
         timings,
         _batch_spans(by_output.values()) if request.trace is not None else (),
+        vectors=vectors,
     )
 
 

@@ -61,7 +61,7 @@ async def read_windows(
     if mode is AttentionMode.NONE:
         folded.attention = None  # asked for top tokens only
     if explain.method is Attribution.OCCLUSION:
-        await _occlude(predictor, folded, rows.logits, documents, units, explain, context, lane)
+        await _occlude(predictor, folded, rows, documents, units, explain, context, lane)
     return folded
 
 
@@ -103,7 +103,7 @@ class _Occlusion:
 async def _occlude(
     predictor: Predictor,
     out: Outputs,
-    window_logits: np.ndarray,
+    windows: Outputs,
     docs: Documents,
     units: list[list[list[int]]],
     explain: Explain,
@@ -112,31 +112,29 @@ async def _occlude(
 ) -> None:
     # The work grows with the windows and the words: off the event loop, as every attribution's.
     model = predictor.model
-    occlusion = await asyncio.to_thread(_windows_level, model, out, window_logits, docs, units, explain)
+    occlusion = await asyncio.to_thread(_windows_level, model, out, windows, docs, units, explain)
     rows = [row for plan in occlusion.plans for row in plan.rows]
-    values = np.zeros((0, window_logits.shape[1]), np.float32)
+    ran: Outputs | None = None
     if rows:
         ran = await predictor.predict(
             EncodedTexts.from_ids(rows), AttentionMode.NONE, 0, context, lane, paced=True
         )
-        values = ran.logits
-    out.attribution = await asyncio.to_thread(
-        _words_level, model, out, window_logits, docs, occlusion, values
-    )
+    out.attribution = await asyncio.to_thread(_words_level, model, out, windows, docs, occlusion, ran)
     out.attribution_rows = [len(plan.rows) for plan in occlusion.plans]
 
 
-def _probability(model: LoadedModel, logits: np.ndarray, label: int) -> float:
-    """The text's probability of `label` from its windows' logits [W, C], folded by the policy."""
+def _probability(model: LoadedModel, logits: np.ndarray, label: int, vectors: np.ndarray | None) -> float:
+    """The text's probability of `label` from its windows' logits [W, C] (and vectors [W, D],
+    for a head that reads them), folded by the policy."""
     scoring, temperature = model.scoring, model.temperature
-    folded = combined(logits, model.tokenizer.windows, scoring, temperature)
+    folded = combined(logits, model.tokenizer.windows, scoring, temperature, vectors)
     return float(scoring.probabilities(folded[None], temperature)[0, label])
 
 
 def _windows_level(
     model: LoadedModel,
     out: Outputs,
-    window_logits: np.ndarray,
+    windows: Outputs,
     docs: Documents,
     units: list[list[list[int]]],
     explain: Explain,
@@ -150,12 +148,14 @@ def _windows_level(
     labels, decisive, plans = [], [], []
     for i, span in enumerate(docs.spans):
         label = int(out.label_ids[i]) if explain.label is None else explain.label
-        logits = window_logits[span.start : span.stop]
+        logits = windows.logits[span.start : span.stop]
+        vectors = None if windows.vectors is None else windows.vectors[span.start : span.stop]
         full = float(out.probabilities[i, label])
         d = 0  # a text of one window has no window level: its one window is the decisive one
         if len(span) > 1:
             drops = [
-                full - _probability(model, np.delete(logits, w, axis=0), label) for w in range(len(span))
+                full - _probability(model, np.delete(logits, w, axis=0), label, _without(vectors, w))
+                for w in range(len(span))
             ]
             out.windows[i] = [
                 _scored(window, drop) for window, drop in zip(out.windows[i], drops, strict=True)
@@ -172,13 +172,13 @@ def _windows_level(
 def _words_level(
     model: LoadedModel,
     out: Outputs,
-    window_logits: np.ndarray,
+    windows: Outputs,
     docs: Documents,
     occlusion: _Occlusion,
-    values: np.ndarray,
+    ran: Outputs | None,
 ) -> list[np.ndarray]:
     """Per text, one score per token of the whole text: each word of its decisive window, the
-    text's drop when that window's row lacks it; 0 elsewhere."""
+    text's drop when that window's row (logits and vector, `ran`'s) lacks it; 0 elsewhere."""
     encodings, whole = docs.rows.encodings, docs.whole.encodings
     assert encodings is not None and whole is not None
     scores, first = [], 0
@@ -186,19 +186,27 @@ def _words_level(
         zip(occlusion.plans, occlusion.decisive, occlusion.labels, strict=True)
     ):
         span = docs.spans[i]
-        logits = window_logits[span.start : span.stop].copy()
+        logits = windows.logits[span.start : span.stop].copy()
+        vectors = None if windows.vectors is None else windows.vectors[span.start : span.stop].copy()
         full = float(out.probabilities[i, label])
         vector = np.zeros(len(whole[i].ids), np.float32)
         positions = text_positions(whole[i])
         own = {place: j for j, place in enumerate(text_positions(encodings[span.start + d]))}
         for j, unit in enumerate(plan.units):
-            logits[d] = values[first + j]
-            drop = full - _probability(model, logits, label)
+            assert ran is not None  # a word of the plan had its row run
+            logits[d] = ran.logits[first + j]
+            if vectors is not None and ran.vectors is not None:
+                vectors[d] = ran.vectors[first + j]
+            drop = full - _probability(model, logits, label, vectors)
             for place in unit:  # the word's pieces, at their places in the whole text
                 vector[positions[docs.starts[i][d] + own[place]]] = drop
         first += len(plan.rows)
         scores.append(vector)
     return scores
+
+
+def _without(vectors: np.ndarray | None, w: int) -> np.ndarray | None:
+    return None if vectors is None else np.delete(vectors, w, axis=0)
 
 
 def _scored(window: Window, drop: float) -> Window:

@@ -19,7 +19,6 @@ share of the queue), `fold` builds the call's `Outputs` per text:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,14 +48,15 @@ class Documents:
         return len(self.rows) > len(self.spans)
 
 
-def plan(windows: Sequence[list[Encoding]], whole: Sequence[Encoding]) -> Documents:
-    """The rows and the fold of texts cut into `windows` (TextTokenizer.encode_windows)."""
+def plan(windows: Sequence[list[Encoding]], whole: Sequence[Encoding], stride: int) -> Documents:
+    """The rows and the fold of texts cut into `windows` sharing `stride` tokens
+    (TextTokenizer.encode_windows)."""
     rows: list[Encoding] = []
     spans, starts, chars = [], [], []
     for each in windows:
         spans.append(range(len(rows), len(rows) + len(each)))
         rows.extend(each)
-        starts.append(_starts(each))
+        starts.append(_starts(each, stride))
         chars.append([_covered(encoding) for encoding in each])
     return Documents(_encoded(rows), _encoded(list(whole)), spans, starts, chars)
 
@@ -76,16 +76,13 @@ def _covered(encoding: Encoding) -> tuple[int, int]:
     return (encoding.offsets[text[0]][0], encoding.offsets[text[-1]][1]) if text else (0, 0)
 
 
-def _starts(each: list[Encoding]) -> list[int]:
+def _starts(each: list[Encoding], stride: int) -> list[int]:
     """Each window's first text token's place among the whole text's text tokens: a window
-    starts at the previous window's token read from the same characters (the `stride` tokens
-    they share), or just after the previous window when they share none."""
+    starts `stride` tokens before the end of the previous one, as tokenizers' overflow cuts
+    them (not found by offsets: two tokens may share a character, as a metaspace does)."""
     starts = [0]
-    for previous, current in itertools.pairwise(each):
-        before, after = text_positions(previous), text_positions(current)
-        first = tuple(current.offsets[after[0]]) if after else None
-        shared = next((k for k, i in enumerate(before) if tuple(previous.offsets[i]) == first), len(before))
-        starts.append(starts[-1] + shared)
+    for previous in each[:-1]:
+        starts.append(starts[-1] + len(text_positions(previous)) - stride)
     return starts
 
 
@@ -100,7 +97,8 @@ def fold(
     for i, span in enumerate(docs.spans):
         rows = slice(span.start, span.stop)
         window_logits, window_scores = out.logits[rows], out.probabilities[rows]
-        weights = combine_weights(window_scores, window_logits, policy, scoring)
+        vectors = None if out.vectors is None else out.vectors[rows]
+        weights = combine_weights(window_scores, window_logits, policy, scoring, vectors)
         logits[i] = weights @ window_logits
         weights_per_text.append(weights)
         windows.append([
@@ -129,14 +127,19 @@ def fold(
 
 
 def combine_weights(
-    scores: np.ndarray, logits: np.ndarray, policy: LongTexts, scoring: Scoring
+    scores: np.ndarray,
+    logits: np.ndarray,
+    policy: LongTexts,
+    scoring: Scoring,
+    vectors: np.ndarray | None = None,
 ) -> np.ndarray:
     """[W] each window's weight in its text's answer, from the windows' scores and logits [W, C]:
     1/W each (mean), 1 for the window whose top probability is largest (max; a regression's value
-    has no confidence, so its windows are averaged), or the document head's attention (head)."""
+    has no confidence, so its windows are averaged), or the document head's attention (head, from
+    the windows' vectors [W, D] too where it reads them)."""
     count = len(scores)
     if policy.head is not None:
-        return policy.head.scores(logits)
+        return policy.head.scores(logits, vectors)
     if policy.combine == "max" and count > 1 and not scoring.regression:
         weights = np.zeros(count, np.float32)
         weights[int(scores.max(axis=1).argmax())] = 1.0
@@ -144,9 +147,16 @@ def combine_weights(
     return np.full(count, 1.0 / count, np.float32)
 
 
-def combined(logits: np.ndarray, policy: LongTexts, scoring: Scoring, temperature: float = 1.0) -> np.ndarray:
-    """[C] a text's logits from its windows' logits [W, C], as the policy combines them."""
-    weights = combine_weights(scoring.probabilities(logits, temperature), logits, policy, scoring)
+def combined(
+    logits: np.ndarray,
+    policy: LongTexts,
+    scoring: Scoring,
+    temperature: float = 1.0,
+    vectors: np.ndarray | None = None,
+) -> np.ndarray:
+    """[C] a text's logits from its windows' logits [W, C] (and vectors [W, D], for a head that
+    reads them), as the policy combines them."""
+    weights = combine_weights(scoring.probabilities(logits, temperature), logits, policy, scoring, vectors)
     return np.asarray(weights @ logits, np.float32)
 
 
