@@ -28,6 +28,7 @@ from attnserve.export.evalset import EvalSet
 from attnserve.export.golden import DEFAULT_COUNT, golden_deviation, make_golden
 from attnserve.export.held_out import HeldOut
 from attnserve.export.label_graph import LabelSource, build_label_graph
+from attnserve.export.long_text_calibration import window_calibration
 from attnserve.export.onnx import (
     DEFAULT_EXPORTER,
     DEFAULT_OPSET,
@@ -58,6 +59,7 @@ from attnserve.service.bundle import (
     GateRows,
     GoldenCase,
     LabelGraph,
+    LongTexts,
     ParityReport,
     QuantizationInfo,
     Scoring,
@@ -85,6 +87,8 @@ class ExportOptions:
     golden_count: int = DEFAULT_COUNT
     seed: int = 0
     calibrate: bool = True  # fit a temperature on the validation split (False: served at T = 1)
+    # The bundle's long-text policy: its temperature is fitted on the texts read as those windows.
+    long_texts: LongTexts | None = None
 
     def validate(self) -> None:
         if self.quantize is not None and self.quantize not in (*METHODS, NO_QUANTIZATION):
@@ -208,7 +212,11 @@ def build_files(
     # On the validation split: the test split stays unseen for reported figures.
     if options.calibrate and held_out.validation is not None:
         rows, validation = held_out.validation
-        calibration = calibrate_or_warn(session, tokenizer, rows, validation, run.max_len, truncation)
+        if options.long_texts is not None:
+            calibration = window_calibration(session, tokenizer, rows, validation, run.max_len, truncation,
+                                             options.long_texts, run.pad_id)  # fmt: skip
+        else:
+            calibration = calibrate_or_warn(session, tokenizer, rows, validation, run.max_len, truncation)
     # What the shipped graph predicts on held-out texts: the server's drift reference.
     profile = None
     if held_out.profile is not None:

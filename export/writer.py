@@ -11,6 +11,7 @@ is never replaced.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -44,6 +45,7 @@ from attnserve.service.bundle import (
     read_bundle,
     write_manifest,
 )
+from attnserve.training.long_texts.record import recorded_policy
 from attnserve.training.run.checkpoint import LoadedRun
 
 log = logging.getLogger(__name__)
@@ -104,12 +106,13 @@ def export_run(
         label_column=label_column,
     ) as (run, held_out):
         run_truncation(run)  # refused before any folder is made
-        policy = long_texts(run.max_len) if long_texts is not None else None
+        policy = long_texts(run.max_len) if long_texts is not None else _recorded(run)
         if policy is not None:
             try:
                 policy.check(run.max_len)
             except ValueError as exc:
                 raise ExportRequestError(f"--window: {exc}") from None
+        options = dataclasses.replace(options, long_texts=policy)  # its temperature reads the windows
         with staged(model_dir) as bundle_dir:
             built = build_files(run, held_out, bundle_dir, bundle_dir.parent, options)
             return publish(
@@ -118,6 +121,14 @@ def export_run(
                 version,
                 lambda number: _finish(run, bundle_dir, name, number, built, options, policy),
             )
+
+
+def _recorded(run: LoadedRun) -> LongTexts | None:
+    """The policy a run trained with --long-texts chose on validation (long_texts.json)."""
+    try:
+        return recorded_policy(run.run_dir)
+    except ValueError as exc:
+        raise ExportRequestError(str(exc)) from None
 
 
 def check_name(name: str) -> None:

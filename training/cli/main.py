@@ -11,7 +11,8 @@ encoder, the fine-tuning recipe of training/loop/config.py). Under `torchrun --n
 -m attnserve.training ...` every family trains on N processes (docs/training.md).
 `attnserve-train compare --help` for the side-by-side runs, `attnserve-train distill --help`
 to train a student on a teacher run's logits, `attnserve-train document --help` to learn how a
-served model's windows decide a long text (a document head).
+served model's windows decide a long text (a document head). `--long-texts windows` trains the
+whole model on long texts, cut into the windows a server reads (training/long_texts/).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from attnserve.training.cli.flags import (
 from attnserve.training.cli.summary import print_summary
 from attnserve.training.data.recipe import DATA_FAMILY, DATA_TRAINING, DataRecipe
 from attnserve.training.distill import cli as distill_cli
+from attnserve.training.long_texts.settings import add_long_text_flags, long_text_settings
 from attnserve.training.loop import distributed
 from attnserve.training.loop.config import CLASS_WEIGHTS, SELECT_BY, TrainConfig
 from attnserve.training.loop.resume import ResumeError
@@ -215,10 +217,20 @@ def _train(argv: Sequence[str]) -> int:
         parser.prog, parser.description = f"{PROG} distill", distill_cli.__doc__
         distill_cli.add_distill_flags(parser)
         argv = argv[1:]
+    else:
+        add_long_text_flags(parser)
     ns = parser.parse_args(argv)
     resolve_family(ns)
     _configure_logging(ns.verbose)
+    long_texts = None if distilling else long_text_settings(ns)
     spec, overrides, cfg = data_spec(ns), model_overrides(ns), train_config(ns)
+    if long_texts is not None:  # whole texts as windows: its own loop (training/long_texts/)
+        from attnserve.training.long_texts.run import train_long_run
+        from attnserve.training.long_texts.summary import print_long_summary
+
+        metrics = train_long_run(ns.out, ns.model, overrides, cfg, spec, long_texts, pretrained=ns.pretrained)
+        print_long_summary(Console(), metrics, ns.out)
+        return 0
     distill = distill_cli.distill_spec(ns) if distilling else None
     if ns.freeze_embeddings and ns.init_embeddings is None:
         raise UsageError("--freeze-embeddings needs --init-embeddings FILE")

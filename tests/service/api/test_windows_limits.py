@@ -14,6 +14,7 @@ import math
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -129,6 +130,10 @@ def test_every_front_end_reads_a_long_text_whole_and_refuses_one_over_the_limits
     assert _v2_rest(port, huge).status == 413
 
 
+def _serves(client: Client, version: int) -> bool:
+    return client.model(NAME).version == version
+
+
 def test_a_reload_mid_document_answers_every_window_from_the_version_it_began_on(
     server: RunningServer, tmp_path: Path
 ) -> None:
@@ -155,7 +160,7 @@ def test_a_reload_mid_document_answers_every_window_from_the_version_it_began_on
             data["version"], data["long_texts"]["stride"] = version, 0 if version % 2 == 0 else STRIDE
             (staging / MANIFEST_FILE).write_text(json.dumps(data))
             staging.rename(root / NAME / str(version))
-            assert eventually(lambda v=version: client.model(NAME).version == v, timeout=30)
+            assert eventually(partial(_serves, client, version), timeout=30)
             in_flight = not first.done()
             old = first.result(timeout=60)
             new = client.classify(HUNDREDS, model=NAME)

@@ -1,0 +1,1 @@
+"""Training on long texts read as windows (`attnserve-train --long-texts windows`)."""
