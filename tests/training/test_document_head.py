@@ -11,7 +11,6 @@ most of them neutral. The oracle for the windows is the server's own tokenizer c
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 import shutil
@@ -34,12 +33,12 @@ from attnserve.service.bundle import (
     sha256_file,
 )
 from attnserve.service.client import Client
-from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.training.cli.main import main as train_main
 from attnserve.training.document.head import best
 from attnserve.training.document.record import CACHE_FILE, DOCUMENT_FILE, read_record
 from attnserve.training.loop.trainer import TrainConfig
 from attnserve.training.run.pipeline import DataSpec, train_run
+from tests.support.long_texts import served_tokenizer, write_csv
 from tests.support.servers import RunningServer, make_settings
 from tests.support.tiny_bert import BAD, GOOD, NOUNS, write_reviews
 
@@ -81,14 +80,6 @@ def long_documents(n: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def write_csv(path: Path, rows: list[tuple[str, str]]) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        writer.writerows(rows)
-    return path
-
-
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_csv(tmp_path_factory.mktemp("documents") / "long.csv", long_documents(300, seed=1))
@@ -124,15 +115,7 @@ def run_document(
 
 def window_oracle(bundle: Path, policy: LongTexts, texts: list[str]) -> list[np.ndarray]:
     """Per text its windows' logits [W, C]: windows cut by `encode_windows`, each run alone."""
-    manifest = read_bundle(bundle).manifest
-    tokenizer = TextTokenizer(
-        bundle / "tokenizer.json",
-        manifest.max_len,
-        reject_long=False,
-        max_text_chars=1 << 20,
-        truncation=manifest.truncation,
-        windows=policy,
-    )
+    tokenizer = served_tokenizer(bundle, policy)
     session = ort.InferenceSession(str(bundle / "model.onnx"), providers=["CPUExecutionProvider"])
     windows, _ = tokenizer.encode_windows(texts)
     out = []

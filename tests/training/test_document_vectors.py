@@ -37,10 +37,10 @@ from attnserve.export.vector_graph import (
 from attnserve.service.bundle import MANIFEST_FILE, LongTexts, read_bundle, sha256_file
 from attnserve.service.client import Client
 from attnserve.service.engine.models.runtime import pad_ids
-from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.training.cli.main import main as train_main
 from attnserve.training.document.record import CACHE_FILE, read_record
 from tests.export.hf_classifiers import ARCHITECTURES, POSITIONS, save_classifier, texts
+from tests.support.long_texts import served_tokenizer
 from tests.support.servers import RunningServer, make_settings
 from tests.training import test_document_head as base
 
@@ -168,14 +168,7 @@ run_document = base.run_document
 def served_windows(bundle: Path, policy: LongTexts, text: str) -> tuple[np.ndarray, np.ndarray]:
     """The exported version's graph on each window of `text` alone: logits [W, C], vectors [W, D]."""
     manifest = read_bundle(bundle).manifest
-    tokenizer = TextTokenizer(
-        bundle / "tokenizer.json",
-        manifest.max_len,
-        reject_long=False,
-        max_text_chars=1 << 20,
-        truncation=manifest.truncation,
-        windows=policy,
-    )
+    tokenizer = served_tokenizer(bundle, policy)
     (windows,), _ = tokenizer.encode_windows([text])
     ran = [run(bundle / "model.onnx", [list(e.ids)], manifest.pad_id, ["logits", VECTOR]) for e in windows]
     return np.concatenate([r[0] for r in ran]), np.concatenate([r[1] for r in ran])

@@ -28,12 +28,12 @@ from attnserve.export.long_text_calibration import window_calibration
 from attnserve.export.parity import torch_threads
 from attnserve.service.bundle import LongTexts, read_bundle
 from attnserve.service.client import Client
-from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.training.cli.main import main as train_main
 from attnserve.training.long_texts.fold import fold, softmax, window_logits
 from attnserve.training.long_texts.record import LONG_TEXTS_FILE, recorded_policy
 from attnserve.training.long_texts.windows import Documents, cut_texts, documents, pack, window_tokenizer
 from attnserve.training.run.checkpoint import load_run
+from tests.support.long_texts import served_tokenizer, write_csv
 from tests.support.servers import RunningServer, make_settings
 from tests.support.tiny_bert import make_tiny_bert
 
@@ -49,14 +49,6 @@ def document(rng: random.Random, words: tuple[int, int] = (30, 60)) -> tuple[str
     parts = [rng.choice(FILL) for _ in range(n)]
     parts.insert(rng.randint(20, n), "good" if positive else "bad")
     return " ".join(parts), "positive" if positive else "negative"
-
-
-def write_csv(path: Path, rows: list[tuple[str, str]]) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        writer.writerows(rows)
-    return path
 
 
 def texts_of(path: Path) -> list[str]:
@@ -94,18 +86,6 @@ def bundle(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = [str(run), "--repository", str(repository), "--name", NAME, "--quantize", "none", "--no-latency"]
     assert export_main(argv) == 0
     return repository / NAME / "1"
-
-
-def served_tokenizer(bundle: Path, policy: LongTexts) -> TextTokenizer:
-    manifest = read_bundle(bundle).manifest
-    return TextTokenizer(
-        bundle / "tokenizer.json",
-        manifest.max_len,
-        reject_long=False,
-        max_text_chars=1 << 20,
-        truncation=manifest.truncation,
-        windows=policy,
-    )
 
 
 def trained_documents(run: Path, policy: LongTexts, texts: list[str], pad_id: int = 0) -> Documents:
