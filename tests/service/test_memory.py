@@ -237,7 +237,9 @@ def test_the_trimmer_trims_after_large_requests_at_most_once_per_interval() -> N
     asyncio.run(scenario())
 
 
-ENCODER_BOUND_MB = 10.0  # a second hostile round against the one before it
+# A later hostile round against the first. The leaks this guards against grew 500 MB a round;
+# the allocator's caches alone have ended a later round 11-14 MB above the first.
+ENCODER_BOUND_MB = 25.0
 PHRASE = "the plot was superb and the cast was lovely "
 
 
