@@ -26,10 +26,10 @@ from attnserve.export.cli import main as export_main
 from attnserve.export.evalset import EvalSet
 from attnserve.export.long_text_calibration import window_calibration
 from attnserve.export.parity import torch_threads
-from attnserve.service.bundle import LongTexts, read_bundle
+from attnserve.service.bundle import LongTexts, read_bundle, softmax
 from attnserve.service.client import Client
 from attnserve.training.cli.main import main as train_main
-from attnserve.training.long_texts.fold import fold, softmax, window_logits
+from attnserve.training.long_texts.fold import fold, window_logits
 from attnserve.training.long_texts.record import LONG_TEXTS_FILE, recorded_policy
 from attnserve.training.long_texts.windows import Documents, cut_texts, documents, pack, window_tokenizer
 from attnserve.training.run.checkpoint import load_run
@@ -149,9 +149,9 @@ def test_the_served_answer_is_the_trainers_fold(run: Path, bundle: Path, data: d
         own = logits[starts[i] : starts[i] + docs.counts[i]]
         assert len(result.windows) == len(own)
         np.testing.assert_allclose(
-            [w.probabilities for w in result.windows], softmax(own / temperature), atol=1e-4
+            [w.probabilities for w in result.windows], softmax(own, temperature), atol=1e-4
         )
-        expected = softmax(folded[i : i + 1] / temperature)[0]
+        expected = softmax(folded[i : i + 1], temperature)[0]
         np.testing.assert_allclose(result.probabilities, expected, atol=1e-4)
         assert result.label == manifest.labels[int(folded[i].argmax())]
 

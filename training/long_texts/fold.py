@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnserve.service.bundle import LongTexts, Scoring
+from attnserve.service.bundle import LongTexts, Scoring, softmax
 from attnserve.service.engine.request.windows import combined
+from attnserve.training.document.head import TRUNCATE
 from attnserve.training.long_texts.windows import Documents
 from attnserve.training.models.base import Classifier
 from attnserve.training.report.metrics import Scores, score
 
-TRUNCATE = "truncate"
 READINGS = (TRUNCATE, "mean", "max")  # a text's first window, then the policy's combinations
 _SINGLE_LABEL = Scoring()
 
@@ -54,11 +54,6 @@ def fold(logits: np.ndarray, docs: Documents, policy: LongTexts) -> dict[str, np
         ]
         out[combine] = np.stack(rows) if rows else np.zeros((0, logits.shape[1]), np.float32)
     return out
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return np.asarray(e / e.sum(axis=1, keepdims=True), np.float32)
 
 
 def scores(logits: np.ndarray, labels: np.ndarray) -> Scores:

@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attnserve.service.bundle import softmax
 from attnserve.training.cli.exits import UsageError
 from attnserve.training.data.spec import DataSpec, load_dataset
-from attnserve.training.long_texts.fold import READINGS, TRUNCATE, choose, readings, softmax
+from attnserve.training.document.head import TRUNCATE
+from attnserve.training.long_texts.fold import READINGS, choose, readings
 from attnserve.training.long_texts.loop import LongHistory, Windows, fit_long
 from attnserve.training.long_texts.record import write_policy
 from attnserve.training.long_texts.settings import LongTextSettings
