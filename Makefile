@@ -58,12 +58,26 @@ lint: setup
 	$(BIN)/ruff check .
 	bash scripts/typecheck.sh
 
+# Two pytest-xdist workers (tests/conftest.py groups them: each file on one worker, the busy
+# files on one), then the serial tests alone. $(1): a marker expression ending in "and ", or
+# nothing; $(2): more flags. Exit 5 (nothing selected) passes, so a -k that matches one phase
+# only runs; both phases run even when the first fails.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+define two_phases
+status=0; \
+$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "$(1)not serial" $(2) \
+	$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+$(PYTEST) -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+exit $$status
+endef
+
 pytest: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+	@$(call two_phases,,--durations=25)
 
 # The inner loop: no Debian packages, no images, no long documented commands; minutes on 2 cores.
 check: lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "$(FAST_TESTS)" $(PYTEST_ARGS)
+	@$(call two_phases,$(FAST_TESTS) and ,)
 
 test: test-deps lint pytest
 

@@ -52,6 +52,34 @@ PATH_MARKS: dict[str, tuple[str, ...]] = {
     "tests/training/test_car_order.py::"
     "test_load_task_splits_by_bucket_and_never_trains_on_held_out_material": ("slow",),
 }
+# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`), each file on one
+# worker so that its module fixtures (servers, trained runs) are built once, then runs these
+# alone: they bound a server's memory, time its event loop or drive it to overload, figures
+# that another process's work would blur.
+SERIAL = frozenset({
+    "tests/service/test_memory.py",
+    "tests/training/test_memory.py",
+    "tests/service/test_loop_responsive.py",
+    "tests/service/test_soak.py",
+    "tests/service/engine/request/test_overload.py",
+})  # fmt: skip
+# Files that keep both cores busy for a minute or more (image builds, the compose stack, two
+# training processes, fresh venvs): one group on one worker, scheduled first, so no two run at
+# once and the other worker takes the short tests meanwhile.
+BUSY = "busy"
+BUSY_FILES = frozenset({
+    "tests/deploy/test_images.py",
+    "tests/deploy/test_compose_stack.py",
+    "tests/deploy/test_rehearsal.py",
+    "tests/deploy/test_tracing_stack.py",
+    "tests/loadtest/test_compose_command.py",
+    "tests/training/test_distributed.py",
+    "tests/training/test_distributed_machines.py",
+    "tests/training/test_compare.py",
+    "tests/test_packaging.py",
+    "tests/bench/test_serving_suite.py",
+})  # fmt: skip
+_BUSY = pytest.StashKey[bool]()
 ROOT = Path(__file__).resolve().parents[1]
 # Servers started by tests (in process or as `attnserve-serve` processes) would all take the
 # default HTTP port 8000 and collide; tests that serve HTTP pass a free port explicitly.
@@ -59,10 +87,15 @@ os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop."""
+    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop, and
+    group them for pytest-xdist (SERIAL, BUSY_FILES above)."""
     for item in items:
         path = item.path.resolve()
         where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
+        if where in SERIAL:
+            item.add_marker(pytest.mark.serial)
+        item.add_marker(pytest.mark.xdist_group(BUSY if where in BUSY_FILES else where or item.nodeid))
+        item.stash[_BUSY] = where in BUSY_FILES
         name = getattr(item, "originalname", item.name)
         for mark in (*PATH_MARKS.get(where, ()), *PATH_MARKS.get(f"{where}::{name}", ())):
             item.add_marker(mark)
@@ -70,6 +103,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         slow_param = any(isinstance(v, str) and v in SLOW_PARAMS for v in params.values())
         if slow_param or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if getattr(config.option, "dist", "no") != "no":  # the busy group first (the sort is stable)
+        items.sort(key=lambda item: not item.stash[_BUSY])
 
 
 @dataclass(frozen=True)
