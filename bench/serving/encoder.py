@@ -121,24 +121,19 @@ def main(argv: list[str] | None = None) -> int:
     raw: list[Raw] = []
     served: list[Point] = []
     memory: list[dict[str, object]] = []
+    per_call, seconds = args.per_call, args.seconds
     try:
+        given = csv_texts(args.texts, args.text_column) if args.texts else []
         for model in [*models, *args.serve_also]:  # --serve-also: served only, no single graph to run raw
             path, alone = bundle_dir(args.repository, model), model in models
-            max_len = read_bundle(path).manifest.max_len if alone else 64
-            texts = (csv_texts(args.texts, args.text_column) if args.texts else []) or mixed_texts(
-                TEXTS, max_len
-            )
+            texts = given or mixed_texts(TEXTS, read_bundle(path).manifest.max_len if alone else 64)
             graphs: list[tuple[str, Path | None]] = [(model, None)] if alone else []
             with tempfile.TemporaryDirectory(prefix="attnserve-expert-") as folder:
                 if model == args.model and not args.no_expert:
                     graphs.append((f"{model} expert int8", expert_graph(path, Path(folder))))
                 for name, graph in graphs:
-                    raw.append(
-                        measure_raw(path, name, texts, args.per_call, args.seconds, args.threads, graph)
-                    )
-            points, peak = measure_served(
-                path, model, texts, levels, args.per_call, args.seconds, args.warmup
-            )
+                    raw.append(measure_raw(path, name, texts, per_call, seconds, args.threads, graph))
+            points, peak = measure_served(path, model, texts, levels, per_call, seconds, args.warmup)
             served += points
             memory.append({"model": model, "peak_rss_mb": peak})
             if alone:

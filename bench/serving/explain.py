@@ -74,9 +74,9 @@ async def served(port: int, model: str, texts: list[Text], methods: list[Method]
     for text in texts:
         for method in methods:
             result, ms = await call(text, method)
-            method.ms.append(ms)
             if len(result["tokens"]) != len(text.ids):
                 raise RuntimeError(f"{model}: the server read {text.text!r} as other tokens than this bench")
+            method.ms.append(ms)
             if method.name not in ATTENTION_CALLS:
                 method.scores.append(np.array([result["attribution"][unit[0]] for unit in text.units]))
                 method.rows.append(float(result["attribution_rows"]))
@@ -175,11 +175,8 @@ def measure(
         full = full_p[np.arange(len(texts)), classes]
         rows = faithfulness(session, texts, full, classes, chosen, filler, manifest.pad_id)
         graph = manifest.label_graph
-        label = (
-            "model.onnx"
-            if graph is None
-            else f"label.onnx ({'float32' if graph.quantization is None else 'int8'})"
-        )
+        quantized = graph is not None and graph.quantization is not None
+        label = "model.onnx" if graph is None else f"label.onnx ({'int8' if quantized else 'float32'})"
         mean_words = float(np.mean([len(t.units) for t in texts]))
         results.append(ModelResult(model, manifest.version, manifest.family, label, len(texts), mean_words,
                                    args.steps, rows))  # fmt: skip

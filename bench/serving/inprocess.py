@@ -72,8 +72,8 @@ class _Details:
 def _batches(server: Server, model: LoadedModel) -> tuple[float, float]:
     """(rows, batches) the model has run so far, from its batch-size histogram."""
     labels = {"model": model.name, "version": str(model.version)}
-    rows = server.registry.get_sample_value("attnserve_batch_size_sum", labels)
-    batches = server.registry.get_sample_value("attnserve_batch_size_count", labels)
+    rows, batches = (server.registry.get_sample_value(f"attnserve_batch_size_{part}", labels)
+                     for part in ("sum", "count"))  # fmt: skip
     if rows is None or batches is None:
         raise RuntimeError("the model's attnserve_batch_size histogram is missing")
     return rows, batches

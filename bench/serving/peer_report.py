@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,7 @@ def goals(results: Results) -> list[tuple[str, str, bool | None]]:
         met = None if math.isnan(value) else test(value)
         rows.append((goal, "n/a" if met is None else f"{value:.2f}{unit}", met))
 
-    def f(system: str, **kw: Any) -> Point | None:
-        return find(results, system, **kw)
-
+    f = partial(find, results)
     for c in (8, 32):
         add(f"V2 TEXT w1 / floor, c={c} (>= 0.6)", ratio(f(W1, c=c), f(FLOOR, c=c)), lambda v: v >= 0.6)
     one, floor_one = f(W1, c=1), f(FLOOR, c=1)

@@ -2,35 +2,46 @@
 
 Systems, workloads and figures: docs/benchmarks.md."""
 
+# A point is a system, a workload, a mode and a concurrency. CPU per call is the server's process
+# tree over the generator's whole run, over every call in it; for attnserve also without the
+# model's share at its mean batch (ceiling.model_cpu_per_text).
+
 from __future__ import annotations
 
 import argparse
 import contextlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
 from attnserve.service.bundle import read_bundle
+from bench.render import log_point
 from bench.sections import ints, subset
 from bench.sections import parser as section_parser
 from bench.serving import ceiling, tools
-from bench.serving.peer_points import System, loadgen_point, perf_point
 from bench.serving.peer_report import dump, load, publish, render
+from bench.serving.sweep import Meter, closed_point
 from bench.serving.systems.floor_server import floor_server
-from bench.serving.texts import exact_length_texts
-from bench.serving.tools import mlserver, pytriton_server
-from kit.launch import ROOT, attnserve
+from bench.serving.texts import exact_length_texts, prepared
+from bench.serving.tools import mlserver, pytriton_server, run_perf_analyzer
+from kit.launch import ROOT, Launched, attnserve
 from kit.results import Point
 
 SYSTEMS = ("floor", "pytriton", "mlserver", "v2-w1", "v2-w2", "native-w1", "native-w2")
 WORKLOADS = ("text16", "text64", "ids16")
 SENTENCES = 32  # distinct requests per workload
+PERF_TRIALS = 3
+FIELDS = ("api", "generator", "workload", "mode", "concurrency")  # of the progress lines
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -44,10 +55,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/peers-<time>)")
     parser.add_argument("--label", default="", help="a name for this run in the report (e.g. before/after)")
     parser.add_argument("--publish", type=Path, metavar="DOCS", help="write DOCS/results/peers.md")
-    parser.add_argument(
-        "--from", dest="source", type=Path, metavar="PEERS_JSON",
-        help="measure nothing: render (and --publish) the peers.json of an earlier run",
-    )  # fmt: skip
+    earlier = "measure nothing: render (and --publish) the peers.json of an earlier run"
+    parser.add_argument("--from", dest="source", type=Path, metavar="PEERS_JSON", help=earlier)
     parser.add_argument("--before", type=Path, metavar="PEERS_JSON", help="an earlier run of it")
     args = parser.parse_args(argv)
     for flag, allowed in (("systems", SYSTEMS), ("workloads", WORKLOADS), ("modes", ("unary", "streaming"))):
@@ -87,23 +96,94 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, Path]:
-    """perf_analyzer input files: TEXT of exactly 16 and 64 tokens, and the 16-token ids."""
+@dataclass(frozen=True)
+class System:
+    name: str
+    launched: Launched
+    model: str
+    ids_model: str | None  # the model name that takes INPUT_IDS; None: no ids input
+    streaming: bool
+    tag: str | None = None  # "w1"/"w2" for attnserve
+
+    @classmethod
+    def attnserve(cls, tag: str, launched: Launched, model: str) -> System:
+        return cls(f"attnserve {tag}", launched, model, model, True, tag)
+
+
+def cpu_figures(
+    cpu: float, calls: int, mean: float | None, *, bundle: Path, texts: Sequence[str], texts_per_call: int = 1
+) -> dict[str, Any]:
+    """CPU ms per call, and without the model's share when the server reported its mean batch."""
+    if calls <= 0:
+        return {"cpu_ms_per_call": math.nan}
+    figures: dict[str, Any] = {"cpu_ms_per_call": cpu / calls * 1000}
+    if mean is not None:
+        model = ceiling.model_cpu_per_text(bundle, tuple(texts), max(1, round(mean))) * texts_per_call
+        figures["cpu_ms_per_call_no_model"] = (cpu / calls - model) * 1000
+    return figures
+
+
+def perf_point(
+    system: System, workload: str, mode: str, concurrency: int, data: Path, texts: Sequence[str],
+    seconds: float, bundle: Path,
+) -> Point | None:  # fmt: skip
+    """One perf_analyzer run on `data` (which holds `texts`), retried once with 3x longer windows
+    when it cannot settle, as a slow server's calls can outlast a window; None when the system
+    cannot take the workload or mode."""
+    model = system.ids_model if workload.startswith("ids") else system.model
+    if model is None or (mode == "streaming" and not system.streaming):
+        return None
+    for window in (seconds, 3 * seconds):
+        meter = Meter(system.launched)
+        done = run_perf_analyzer(system.launched.target, model, data, concurrency,
+                                 interval_ms=int(window * 1000), trials=PERF_TRIALS,
+                                 flags=("--streaming",) if mode == "streaming" else ("--async",),
+                                 count_calls=True, timeout=300)  # fmt: skip
+        if done.row is not None:
+            cpu, mean = meter.read()
+            figures = cpu_figures(cpu, done.calls, mean, bundle=bundle, texts=texts)
+            point = done.point(system=system.name, concurrency=concurrency, mean_batch=mean, api="v2",
+                               generator="perf_analyzer", workload=workload, mode=mode,
+                               **figures)  # fmt: skip
+            return log_point(point, *FIELDS)
+        print(f"  perf_analyzer failed on {system.name} {workload} {mode} c={concurrency} "
+              f"({window:.1f} s windows): {done.problem}", file=sys.stderr)  # fmt: skip
+    return None
+
+
+def loadgen_point(
+    system: System, api: str, texts: Sequence[str], per_call: int, concurrency: int, seconds: float,
+    bundle: Path,
+) -> Point:  # fmt: skip
+    requests, channels = prepared(api, system.model, texts, per_call, False), 8 if system.tag == "w2" else 4
+    cpu = partial(cpu_figures, bundle=bundle, texts=texts, texts_per_call=per_call)
+    point = closed_point(system.launched, requests, concurrency, seconds * PERF_TRIALS, min(0.5, seconds),
+                         channels, FIELDS, cpu, system=system.name, texts=per_call, api=api,
+                         workload="text16" if per_call == 1 else f"text16x{per_call}")  # fmt: skip
+    if point.error_share:
+        print(f"  {system.name} {api}: errors {point.errors}", file=sys.stderr)
+    return point
+
+
+def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, tuple[Path, list[str]]]:
+    """perf_analyzer input files, each with the texts it holds: TEXT of exactly 16 and 64 tokens,
+    and the 16-token texts' ids."""
     bundle = read_bundle(bundle_dir)
     longest = min(64, bundle.manifest.max_len)
     texts = {n: exact_length_texts(bundle.tokenizer_path, n, SENTENCES, seed=n) for n in (16, longest)}
-    tokenizer = Tokenizer.from_file(str(bundle.tokenizer_path))
-    ids = [tokenizer.encode(text).ids for text in texts[16]]
+    ids = [row.ids for row in Tokenizer.from_file(str(bundle.tokenizer_path)).encode_batch(texts[16])]
+    tensors = [{"INPUT_IDS": {"content": row, "shape": [len(row)]},
+                "ATTENTION_MASK": {"content": [1] * len(row), "shape": [len(row)]}}
+               for row in ids]  # fmt: skip
     entries = {
-        "text16": [{"TEXT": [text]} for text in texts[16]],
-        "text64": [{"TEXT": [text]} for text in texts[longest]],
-        "ids16": [{"INPUT_IDS": {"content": row, "shape": [len(row)]},
-                   "ATTENTION_MASK": {"content": [1] * len(row), "shape": [len(row)]}} for row in ids],
-    }  # fmt: skip
-    for name, data in entries.items():
+        "text16": (texts[16], [{"TEXT": [text]} for text in texts[16]]),
+        "text64": (texts[longest], [{"TEXT": [text]} for text in texts[longest]]),
+        "ids16": (texts[16], tensors),
+    }
+    for name, (_, data) in entries.items():
         (folder / f"{name}.json").write_text(json.dumps({"data": data}))
     (folder / "texts16.txt").write_text("\n".join(texts[16]))
-    return {name: folder / f"{name}.json" for name in entries}
+    return {name: (folder / f"{name}.json", held) for name, (held, _) in entries.items()}
 
 
 def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[str] | None) -> dict[str, Any]:
@@ -111,7 +191,7 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
     wanted, levels, model = set(args.systems.split(",")), ints(args.levels), args.model
     load_average = [round(x, 2) for x in os.getloadavg()]
     inputs = write_inputs(bundle_dir, out)
-    texts16 = (out / "texts16.txt").read_text().splitlines()
+    texts16 = inputs["text16"][1]
     points: list[Point] = []
     notes: list[str] = []
     # Size the queue to the largest offered load: the sweep measures speed, not shedding.
@@ -125,7 +205,8 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
             w2 = stack.enter_context(attnserve(args.repository, flags, workers=2))
             systems.append(System.attnserve("w2", w2, model))
         if "floor" in wanted:
-            floor = stack.enter_context(floor_server(w1.target, model, inputs, out / "floor.log"))
+            files = [path for path, _ in inputs.values()]
+            floor = stack.enter_context(floor_server(w1.target, model, files, out / "floor.log"))
             systems.append(System("floor", floor, model, model, streaming=True))
         if "pytriton" in wanted:
             try:
@@ -144,7 +225,7 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
         workloads = [w for w in args.workloads.split(",") if w]
         for workload, mode, c, system in itertools.product(workloads, args.modes.split(","), levels, v2):
-            point = perf_point(system, workload, mode, c, inputs[workload], args.seconds, bundle_dir)
+            point = perf_point(system, workload, mode, c, *inputs[workload], args.seconds, bundle_dir)
             points += [point] if point is not None else []
         # The own generator: native Classify, V2 and MLServer on the same 16-token sentences.
         for c in levels if args.workloads else []:

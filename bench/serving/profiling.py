@@ -125,11 +125,9 @@ def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out:
         raise FileNotFoundError("py-spy is not installed in this environment (pip install py-spy)")
     single = prepared("native", model, texts, 1, False)
     results: dict[str, Any] = {}
-    formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")][
-        : 1 if plan.name == "tiny" else 2
-    ]
+    formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")]
     with attnserve(repository) as server:
-        for fmt, path in formats:
+        for fmt, path in formats[: 1 if plan.name == "tiny" else 2]:  # tiny: no flame graph
             before = thread_cpu(server.pid)
             recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
             with ThreadPoolExecutor(1) as pool:  # the load runs while py-spy records

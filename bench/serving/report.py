@@ -128,10 +128,8 @@ def render(results: Results, saturation: int, images: str = "") -> str:
     if r.ceiling:
         header = ["intra-op threads", "batch", "texts/s, model alone", "texts/s, with tokenization",
                   "texts/s, with attention output"]  # fmt: skip
-        rows = [
-            [str(c.threads), str(c.batch), num(c.excluded), num(c.included), num(c.attention)]
-            for c in r.ceiling
-        ]
+        rows = [[str(c.threads), str(c.batch), num(c.excluded), num(c.included), num(c.attention)]
+                for c in r.ceiling]  # fmt: skip
         out += ["", "## 1. Ceiling: onnxruntime in-process", "", *table(header, rows, align="rrrrr")]
     for title, systems in (
         ("2. attnserve native API", [NATIVE]),

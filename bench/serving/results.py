@@ -83,10 +83,9 @@ class Results:
         memory, seqlen = data.pop("memory"), data.pop("seqlen")
         results = cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
                          "points": [Point.from_dict(point) for point in data["points"]]})  # fmt: skip
-        if memory is not None:
-            results.memory = Memory(
-                **memory, samples=[RssSample(**sample) for sample in memory.pop("samples")]
-            )
+        if memory is not None:  # its samples read first: `**memory` must not hold them too
+            samples = [RssSample(**sample) for sample in memory.pop("samples")]
+            results.memory = Memory(**memory, samples=samples)
         if seqlen is not None:
             results.seqlen = SeqLen(
                 raw_texts_per_s={int(k): v for k, v in seqlen["raw_texts_per_s"].items()},

@@ -10,15 +10,17 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from attnserve.service.bundle import read_bundle
+from attnserve.service.bundle import Bundle, read_bundle
 from bench.sections import SERVING_SECTIONS as SECTIONS
-from bench.serving import ceiling, memory, profiling, report, seqlen, sweep, tools
-from bench.serving.plan import PLANS
-from bench.serving.results import Results, describe
+from bench.serving import ceiling, memory, profiling, report, sweep, tools
+from bench.serving.plan import PLANS, Plan, lengths
+from bench.serving.results import Results, SeqLen, describe
 from bench.serving.systems.naive_server import naive
-from bench.serving.texts import mixed_texts
+from bench.serving.texts import exact_length_texts, mixed_texts
 from bench.serving.tools import mlserver
-from kit.launch import ROOT
+from kit.launch import ROOT, attnserve
+
+SEQLEN_BATCH = 32
 
 
 class Skip(Exception):
@@ -51,6 +53,25 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown := set(args.sections.split(",")) - set(SECTIONS):
         parser.error(f"unknown section(s) {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     return args
+
+
+def text_lengths(repository: Path, bundle: Bundle, model: str, mixed: Sequence[str], plan: Plan) -> SeqLen:
+    """Cost against text length: texts of exactly T tokens, T from 8 to max_len, in raw onnxruntime
+    at batch 32 and through the service; and mixed lengths in batches of 32 bucketed or padded (in
+    process: the service has no setting to turn its bucketing off)."""
+    by_length = {
+        length: exact_length_texts(bundle.tokenizer_path, length, 64)
+        for length in lengths(bundle.manifest.max_len, plan.seqlen_points)
+    }
+    seconds = plan.ceiling_seconds
+    result = SeqLen(ceiling.length_curve(bundle, by_length, SEQLEN_BATCH, seconds),
+                    padding=ceiling.padding_rows(bundle, mixed, SEQLEN_BATCH, seconds))  # fmt: skip
+    with attnserve(repository) as server:
+        for length, texts in by_length.items():
+            result.service[length] = sweep.load_point(
+                server, "native", model, texts, 1, False, plan.seqlen_concurrency, plan, system=sweep.NATIVE
+            )
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "naive": run_naive,
         "mlserver": run_mlserver,
         "memory": lambda: setattr(results, "memory", memory.measure(repo, model, texts, plan)),
-        "seqlen": lambda: setattr(results, "seqlen", seqlen.measure(repo, model, texts, plan)),
+        "seqlen": lambda: setattr(results, "seqlen", text_lengths(repo, bundle, model, texts, plan)),
         "profile": lambda: setattr(results, "profile", profiling.profile(repo, model, texts, plan, out)),
     }
     failed = False

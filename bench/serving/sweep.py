@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,14 @@ from bench.serving.plan import Plan
 from bench.serving.texts import prepared
 from bench.serving.tools import run_perf_analyzer
 from kit.launch import Launched, attnserve, cpu_seconds
-from kit.load import Measurement, Requests, run_closed
+from kit.load import Requests, run_closed
 from kit.metrics import scrape, values
 from kit.results import Point
 
 NATIVE, V2, PERF = "attnserve native", "attnserve V2", "attnserve V2 (perf_analyzer)"
 NAIVE, MLSERVER = "naive", "MLServer"
 SETUP = ("workers", "batching", "attention", "texts", "concurrency")
+CpuFigures = Callable[[float, int, "float | None"], dict[str, Any]]  # (CPU s, calls, mean batch) -> fields
 
 
 def batch_totals(url: str | None) -> tuple[float, float]:
@@ -49,23 +50,26 @@ class Meter:
         return cpu, (after[0] - self.batches[0]) / batches if batches > 0 else None
 
 
-def closed(
-    server: Launched, requests: Requests, concurrency: int, seconds: float, warmup: float, channels: int
-) -> tuple[Measurement, float, float | None]:
-    """A closed-loop run, the server's CPU seconds over it and its mean batch."""
+def closed_point(
+    server: Launched, requests: Requests, concurrency: int, seconds: float, warmup: float, channels: int,
+    fields: Sequence[str], cpu: CpuFigures | None = None, **setup: Any,
+) -> Point:  # fmt: skip
+    """A closed-loop run as a point with the server's mean batch (and `cpu`'s figures), logged
+    with its `fields`."""
     meter = Meter(server)
     measured = run_closed(server.target, requests, concurrency, seconds, warmup=warmup, channels=channels)
-    return (measured, *meter.read())
+    used, mean = meter.read()
+    figures = {} if cpu is None else cpu(used, measured.completed, mean)
+    return log_point(Point.of(measured, mean, concurrency=concurrency, **figures, **setup), *fields)
 
 
-def closed_point(
+def load_point(
     server: Launched, api: str, model: str, texts: Sequence[str], n: int, attention: bool, concurrency: int,
     plan: Plan, **setup: Any,
 ) -> Point:  # fmt: skip
     requests, channels = prepared(api, model, texts, n, attention), 8 if setup.get("workers", 1) != 1 else 4
-    measured, _, mean = closed(server, requests, concurrency, plan.seconds, plan.warmup, channels)
-    point = Point.of(measured, mean, attention=attention, texts=n, concurrency=concurrency, **setup)
-    return log_point(point, *SETUP)
+    return closed_point(server, requests, concurrency, plan.seconds, plan.warmup, channels, SETUP,
+                        attention=attention, texts=n, **setup)  # fmt: skip
 
 
 def perf_point(
@@ -96,11 +100,11 @@ def run(
         with attnserve(repository, flags, workers=workers) as server:
             for n, c in itertools.product(plan.texts_per_request, plan.concurrencies):
                 for attention in attentions if native else ():
-                    points.append(closed_point(server, "native", model, texts, n, attention, c, plan,
-                                               system=NATIVE, **setup))  # fmt: skip
+                    points.append(load_point(server, "native", model, texts, n, attention, c, plan,
+                                             system=NATIVE, **setup))  # fmt: skip
                 if v2 and workers == 1 and batching:
-                    points.append(closed_point(server, "v2", model, texts, n, False, c, plan, system=V2,
-                                               **setup))  # fmt: skip
+                    points.append(load_point(server, "v2", model, texts, n, False, c, plan, system=V2,
+                                             **setup))  # fmt: skip
                 if perf_analyzer and (plan.perf_every_setup or (workers, batching) == (1, True)):
                     points.append(perf_point(server.target, model, data, n, c, plan, system=PERF,
                                              attention=has_attention, **setup))  # fmt: skip
@@ -113,4 +117,4 @@ def others(
 ) -> list[Point]:  # fmt: skip
     """A server a user would pick instead (naive, MLServer) under the same closed-loop load."""
     grid = itertools.product(plan.texts_per_request, plan.concurrencies, attentions)
-    return [closed_point(server, api, model, texts, n, a, c, plan, workers=1, **setup) for n, c, a in grid]
+    return [load_point(server, api, model, texts, n, a, c, plan, workers=1, **setup) for n, c, a in grid]

@@ -51,14 +51,8 @@ def prepared(api: str, model: str, texts: Sequence[str], texts_per_request: int,
     """64 requests of `texts_per_request` texts each, taken in turn from `texts`; replies checked."""
     limits = ModelLimits(max_len=10**6)
     protocol: WireProtocol = NativeProtocol(model, limits) if api == "native" else V2Protocol(model, limits)
-    calls = []
-    for i in range(64):
-        start = (i * texts_per_request) % len(texts)
-        chosen = [texts[(start + j) % len(texts)] for j in range(texts_per_request)]
-        calls.append(Call("bench", tuple(chosen), attention, None))
-    return Requests(
-        method=protocol.method,
-        bodies=[protocol.prepare(call).body for call in calls],
-        texts_per_request=texts_per_request,
-        check=lambda reply: protocol.check(calls[0], reply),
-    )
+    chosen = [[texts[(i * texts_per_request + j) % len(texts)] for j in range(texts_per_request)]
+              for i in range(64)]  # fmt: skip
+    calls = [Call("bench", tuple(group), attention, None) for group in chosen]
+    bodies = [protocol.prepare(call).body for call in calls]
+    return Requests(protocol.method, bodies, texts_per_request, lambda reply: protocol.check(calls[0], reply))

@@ -162,8 +162,9 @@ def mlserver(python: Path, bundle: Path, model: str) -> Iterator[Launched]:
             yield server
 
 
-@contextlib.contextmanager
-def pytriton_server(python: Path, bundle: Path, model: str, log: Path) -> Iterator[Launched]:
+def pytriton_server(
+    python: Path, bundle: Path, model: str, log: Path
+) -> contextlib.AbstractContextManager[Launched]:
     """Triton serving the bundle as `model` (TEXT) and `model`_ids (INPUT_IDS)."""
     grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     # Triton's Python-backend stub needs the libpython of the environment's own interpreter: else it
@@ -175,8 +176,5 @@ def pytriton_server(python: Path, bundle: Path, model: str, log: Path) -> Iterat
         str(python), str(SYSTEMS / "pytriton_server.py"), "--bundle", str(bundle), "--model", model,
         "--grpc-port", str(grpc_port), "--http-port", str(http_port), "--metrics-port", str(metrics_port),
     ]  # fmt: skip
-    with launched(
-        command, f"127.0.0.1:{grpc_port}", lambda target: v2_ready(target, f"{model}_ids"), "PyTriton",
-        log=log, env={"LD_LIBRARY_PATH": paths}, timeout=300,
-    ) as server:  # fmt: skip
-        yield server
+    return launched(command, f"127.0.0.1:{grpc_port}", lambda target: v2_ready(target, f"{model}_ids"),
+                    "PyTriton", log=log, env={"LD_LIBRARY_PATH": paths}, timeout=300)  # fmt: skip

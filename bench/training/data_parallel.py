@@ -65,9 +65,7 @@ def worker(rank: int, world: int, port: int, data: tuple[Split, dict[str, object
     augment = word_dropout_augment(cfg.word_dropout, UNK_ID, rng, set())
 
     def step(rows: np.ndarray) -> None:
-        ids, mask, labels = batch_tensors(
-            split, rows, torch.device("cpu"), augment=augment
-        )  # [B, T] x 2, [B]
+        ids, mask, labels = batch_tensors(split, rows, torch.device("cpu"), augment=augment)  # [B, T]x2, [B]
         mine = slice(rank, None, world)
         opt.zero_grad(set_to_none=True)
         logits = model.logits(ids[mine], mask[mine])  # [B / world, C]

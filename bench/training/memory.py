@@ -49,9 +49,8 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
                 status = child.wait(timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                child.send_signal(
-                    signal.SIGINT
-                )  # KeyboardInterrupt: the child reports its peak on the way out
+                # KeyboardInterrupt: the child reports its peak on the way out
+                child.send_signal(signal.SIGINT)
                 try:
                     status = child.wait(60)
                 except subprocess.TimeoutExpired:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -81,7 +82,7 @@ class TurnClock:
         return self.spent + (0.0 if self._since is None else self._now() - self._since)
 
 
-def measure(args: argparse.Namespace) -> dict[str, object]:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     texts, labels = long_texts(args.rows, args.seed)
     tokenizer = build_tokenizer(texts)
     encoded = encode_texts(tokenizer, texts, args.max_len)
@@ -136,9 +137,8 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     }  # fmt: skip
 
 
-def render(result: dict[str, object]) -> str:
+def render(result: dict[str, Any]) -> str:
     variants = result["variants"]
-    assert isinstance(variants, list)
     old = variants[0]["texts_per_s"]
     lines = [
         f"Default transformer ({result['params']:,} parameters, vocabulary {result['vocab']:,}), "
@@ -147,15 +147,8 @@ def render(result: dict[str, object]) -> str:
         f"{result['steps']} steps x {result['rounds']} rounds per variant, torch {result['torch']}.",
         "",
     ]
-    header = [
-        "path",
-        "threads",
-        "texts/s",
-        "texts per CPU s",
-        "padded tokens",
-        "speed-up",
-        "32,000-text epoch",
-    ]
+    header = ["path", "threads", "texts/s", "texts per CPU s", "padded tokens", "speed-up",
+              "32,000-text epoch"]  # fmt: skip
     rows = [[v["name"], str(v["threads"]), f"{v['texts_per_s']:.1f}", f"{v['texts_per_cpu_s']:.1f}",
              f"{v['padded_tokens']:.0f}", f"{v['texts_per_s'] / old:.2f}x",
              f"{32_000 / v['texts_per_s']:.0f} s"] for v in variants]  # fmt: skip

@@ -16,7 +16,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import grpc
@@ -107,15 +107,8 @@ def handlers(fixed: dict[str, bytes], table: dict[Key, bytes]) -> grpc.GenericRp
         for stats in reply.model_stats:
             stats.inference_count = stats.execution_count = served[0]
             stats.last_inference = int(time.time() * 1000)
-            timed = stats.inference_stats
-            for part in (
-                timed.success,
-                timed.queue,
-                timed.compute_input,
-                timed.compute_infer,
-                timed.compute_output,
-            ):
-                part.count = served[0]
+            for part in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+                getattr(stats.inference_stats, part).count = served[0]
         data: bytes = reply.SerializeToString()
         return data
 
@@ -140,15 +133,15 @@ async def serve(handler: grpc.GenericRpcHandler[bytes, bytes], port: int) -> Non
     await server.wait_for_termination()
 
 
-@contextlib.contextmanager
-def floor_server(source: str, model: str, inputs: Mapping[str, Path], log: Path) -> Iterator[Launched]:
-    """The floor, recorded from the attnserve at `source`, in a subprocess; ready on return."""
+def floor_server(
+    source: str, model: str, inputs: Iterable[Path], log: Path
+) -> contextlib.AbstractContextManager[Launched]:
+    """The floor, recorded from the attnserve at `source`, in a subprocess; ready on entry."""
     port = free_port()
     command = [sys.executable, "-m", "bench.serving.systems.floor_server", "--record-from", source,
                "--model", model, "--port", str(port)]  # fmt: skip
-    command += [flag for path in inputs.values() for flag in ("--input-data", str(path))]
-    with launched(command, f"127.0.0.1:{port}", v2_ready, "the floor server", log=log) as server:
-        yield server
+    command += [flag for path in inputs for flag in ("--input-data", str(path))]
+    return launched(command, f"127.0.0.1:{port}", v2_ready, "the floor server", log=log)
 
 
 def main(argv: list[str] | None = None) -> int:

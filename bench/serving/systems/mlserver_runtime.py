@@ -45,12 +45,8 @@ class AttnOnnxRuntime(MLModel):  # type: ignore[misc]  # MLServer is not install
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         probabilities = (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)  # [B, C]
         labels = [self._labels[i] for i in logits.argmax(axis=1).tolist()]
+        outputs = [StringCodec.encode_output("LABEL", labels),
+                   NumpyCodec.encode_output("PROBABILITIES", probabilities)]  # fmt: skip
         return InferenceResponse(
-            model_name=self.name,
-            model_version=self.version,
-            id=payload.id,
-            outputs=[
-                StringCodec.encode_output("LABEL", labels),
-                NumpyCodec.encode_output("PROBABILITIES", probabilities),
-            ],
+            model_name=self.name, model_version=self.version, id=payload.id, outputs=outputs
         )

@@ -9,12 +9,11 @@ a thread pool, speaking attnserve.v1 `Classify`: no batching, bucketing or admis
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from concurrent import futures
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +78,12 @@ class NaiveClassifier:
         return np.asarray(attention[:n, :n])  # self-attention [T, T]
 
 
-@contextlib.contextmanager
-def naive(bundle: Path) -> Iterator[Launched]:
-    """This server on `bundle` in a subprocess on a free port; ready on return."""
+def naive(bundle: Path) -> AbstractContextManager[Launched]:
+    """This server on `bundle` in a subprocess on a free port; ready on entry."""
     port = free_port()
     command = [sys.executable, "-m", "bench.serving.systems.naive_server", "--bundle", str(bundle),
                "--port", str(port)]  # fmt: skip
-    with launched(command, f"127.0.0.1:{port}", health_serving, "the naive server") as server:
-        yield server
+    return launched(command, f"127.0.0.1:{port}", health_serving, "the naive server")
 
 
 def main(argv: list[str] | None = None) -> int:
