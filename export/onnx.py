@@ -30,7 +30,7 @@ from attnserve.export.contract import (
     example_inputs,
 )
 from attnserve.export.errors import ExportError, ExportRequestError
-from attnserve.service.bundle import Dim, TensorSpec
+from attnserve.service.bundle import AttentionKind, Dim, TensorSpec
 from attnserve.training.models.base import Classifier
 
 Exporter = Literal["torchscript", "dynamo"]
@@ -49,7 +49,7 @@ class _Traceable(nn.Module):
     def __init__(self, model: Classifier) -> None:
         super().__init__()
         self.model = model
-        self.has_attention = model.attention_kind != "none"
+        self.has_attention = model.attention_kind != AttentionKind.NONE
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
         logits, attention = self.model(input_ids, attention_mask)

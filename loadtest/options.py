@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnserve.service.common.vocabulary import AttentionMode
 from loadtest.session import MODES
 
 
@@ -52,8 +53,8 @@ def add_options(parser: Any) -> None:
     )
     add("--attention-share", type=float, default=0.3, env_var="LOADTEST_ATTENTION_SHARE",
         help="share of calls asking for attention")  # fmt: skip
-    add("--attention-mode", choices=sorted(MODES), default="pooled", env_var="LOADTEST_ATTENTION_MODE",
-        help="attention mode of native calls that ask for it")  # fmt: skip
+    add("--attention-mode", choices=sorted(MODES), default=AttentionMode.POOLED.word,
+        env_var="LOADTEST_ATTENTION_MODE", help="attention mode of native calls that ask for it")  # fmt: skip
     add(
         "--batch-share",
         type=float,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from attnserve.service.common.vocabulary import AttentionKind, AttentionMode
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as npb
 from loadtest.ledger import LoadLedger
 from loadtest.protocol import GET_MODEL_METHOD, NativeProtocol, V2Protocol, WireProtocol, limits_of
@@ -23,8 +24,8 @@ from loadtest.workload import Mix, ModelLimits, Workload
 
 log = logging.getLogger("loadtest")
 RawCall = Callable[..., bytes]
-MODES = {"pooled": npb.ATTENTION_MODE_POOLED, "last_layer": npb.ATTENTION_MODE_LAST_LAYER,
-         "all": npb.ATTENTION_MODE_ALL, "rollout": npb.ATTENTION_MODE_ROLLOUT}  # fmt: skip
+# The modes a native call that asks for attention may ask, by word, to their attnserve.v1 numbers.
+MODES = {mode.word: int(mode) for mode in AttentionMode if mode != AttentionMode.NONE}
 
 
 def channel_options(target: str, index: int) -> list[tuple[str, int | str]]:
@@ -79,7 +80,7 @@ class LoadRun:
         )
         info = get_model(npb.GetModelRequest(model=options.model), timeout=30, wait_for_ready=True)
         self.model, self.limits = info.name, limits_of(info)
-        self.has_attention = info.attention.kind != "none"
+        self.has_attention = info.attention.kind != AttentionKind.NONE
         if options.texts_file:
             self.lines = Path(options.texts_file).read_text().splitlines()
         if options.metrics:

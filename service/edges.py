@@ -140,10 +140,9 @@ Spelled = TypeVar("Spelled", AttentionMode, Attribution)
 
 
 def parse_word(kind: type[Spelled], value: object, *, field: str) -> Spelled:
-    """A mode or method from its word or proto name (a string), as the vocabulary reads it."""
-    if not isinstance(value, str):
-        words = ", ".join(kind.words())
-        raise InvalidArgument(f"{field}: {quote(value)} is not a string; use one of: {words}")
+    """A mode or method from its word or proto name, as the vocabulary reads it (`parse`, the
+    one reading of a word); its refusal, which names the words, as InvalidArgument naming
+    the field."""
     try:
         return kind.parse(value)
     except ValueError as exc:
@@ -157,6 +156,22 @@ def parse_number(kind: type[Spelled], value: int, *, field: str) -> Spelled:
     except ValueError as exc:
         known = ", ".join(member.proto_name for member in kind)
         raise InvalidArgument(f"{field}: {exc}; known: {known}") from None
+
+
+# A native request's numbers, read with one look-up each on every call.
+_MODES, _METHODS = AttentionMode.numbered(), Attribution.numbered()
+
+
+def parse_numbers(attention: int, attribution: int) -> tuple[AttentionMode, Attribution]:
+    """A native request's `attention` and `attribution` from their attnserve.v1 numbers (0:
+    unset, NONE); a number of no member is refused as `parse_number` refuses it."""
+    mode, method = _MODES.get(attention), _METHODS.get(attribution)
+    if mode is None or method is None:
+        return (
+            parse_number(AttentionMode, attention, field="attention"),
+            parse_number(Attribution, attribution, field="attribution"),
+        )
+    return mode, method
 
 
 LONG_TEXTS = ("truncate", "reject", "windows")

@@ -6,7 +6,6 @@ library, pydantic and numpy only: this package is part of the torch-free serving
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import os
 import re
@@ -24,6 +23,7 @@ from attnserve.service.bundle.layout import NAME_PATTERN
 from attnserve.service.bundle.long_texts import LongTexts
 from attnserve.service.bundle.profile import DataProfile
 from attnserve.service.bundle.scoring import SINGLE_LABEL, Scoring
+from attnserve.service.common.vocabulary import AttentionKind as AttentionKind  # the client reads it too
 
 SCHEMA_VERSION: Literal[1] = 1
 MANIFEST_FILE = "bundle.json"
@@ -34,16 +34,6 @@ REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE)
 Truncation = Literal["head", "tail"]  # which end of a long text the model was trained on
 TensorDType = Literal["int64", "int32", "float32", "float16", "string"]
 Dim = int | str  # an int is a fixed size, a str a symbolic (dynamic) dimension
-
-
-class AttentionKind(enum.StrEnum):
-    """What a model's `attention` output holds (AttentionSpec). A `str`, so the manifest, JSON
-    and attnserve.v1 carry the same words as ever."""
-
-    POOL = "pool"
-    SELF = "self"
-    LAYERS = "layers"
-    NONE = "none"
 
 
 def model_name(value: str) -> str:

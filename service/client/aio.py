@@ -21,6 +21,7 @@ from attnserve.service.client.stubs import bidi, health_name, unary
 from attnserve.service.client.sync import CLASSIFIER
 from attnserve.service.client.tracecontext import with_trace
 from attnserve.service.common.model_info import ModelInfo
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 
 
@@ -49,11 +50,11 @@ class AsyncClient:
         *,
         model: str = "",
         version: int = 0,
-        attention: str | int = "none",
+        attention: str | int = AttentionMode.NONE,
         top_k: int = 0,
         timeout: float | None = None,
         request_id: str = "",
-        attribution: str | int = "none",
+        attribution: str | int = Attribution.NONE,
         attribution_budget: int = 0,
         attribution_label: str = "",
         long_text: str = "",

@@ -19,7 +19,7 @@ _CMAP = "RdBu_r"  # diverging, white at 0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attribution",
-        default="none",
+        default=Attribution.NONE.word,
         choices=Attribution.words(),
         help="also score each word by what it does to the label's probability: occlusion (each word "
         "removed in turn) or shapley (KernelSHAP over the words)",

@@ -28,7 +28,7 @@ from attnserve.service.client.tracecontext import environment_trace
 from attnserve.service.client.windows import add_argument as long_text_flag
 from attnserve.service.common.helpformat import DefaultsHelpFormatter
 from attnserve.service.common.model_info import ModelInfo
-from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.common.vocabulary import AttentionKind, AttentionMode, Attribution
 
 MODEL_LIST = TypeAdapter(list[ModelInfo])
 
@@ -167,7 +167,8 @@ def _classify(client: Any, args: argparse.Namespace) -> int:
     info = client.model(args.model, args.version)
     mode = args.attention
     if mode == "auto":
-        mode = "pooled" if info.attention_kind != "none" else "none"
+        has_attention = info.attention_kind != AttentionKind.NONE
+        mode = (AttentionMode.POOLED if has_attention else AttentionMode.NONE).word
     reply = client.classify(
         args.texts,
         model=args.model,
@@ -250,9 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("classify needs texts, or --input FILE --output FILE")
     if args.command == "classify" and args.texts and args.input is not None:
         parser.error("classify takes texts or --input, not both")
-    if args.command == "classify" and args.input is not None and args.attribution != "none":
+    if args.command == "classify" and args.input is not None and args.attribution != Attribution.NONE.word:
         parser.error("--attribution scores texts given as arguments, not the rows of --input")
-    if getattr(args, "attribution_label", "") and args.attribution == "none":
+    if getattr(args, "attribution_label", "") and args.attribution == Attribution.NONE.word:
         parser.error("--attribution-label names the label an --attribution explains: add --attribution")
     try:
         security = _security(args)

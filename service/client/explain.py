@@ -24,8 +24,11 @@ from attnserve.service.client.pieces import (
     special_flags,
     word_groups,
 )
+from attnserve.service.common.vocabulary import AttentionKind, AttentionMode, Attribution
 
 _CELL_INCHES = 0.3
+_MAPS = (AttentionKind.SELF, AttentionKind.LAYERS)  # kinds with [n, n] maps: layers, heads, a rollout
+_ALL, _ROLLOUT = AttentionMode.ALL.word, AttentionMode.ROLLOUT.word
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", type=int, help="draw this head only, 1 = the first (default: every head)")
     parser.add_argument(
         "--attention",
-        choices=["all", "rollout"],
+        choices=[_ALL, _ROLLOUT],
         default=None,
         help="all: the layer x head maps; rollout: one map through every layer (heads averaged) "
         "(default: all, or no attention when only --attribution is asked)",
@@ -71,7 +74,7 @@ def picture(result: Any, text: str, mode: str, layer: int | None, head: int | No
     words, labels, special = units(result, text, merge)
     if weights.ndim == 1:
         return Picture(labels, special, merge_vector(weights, words) if words else weights, [])
-    if mode == "rollout":
+    if mode == _ROLLOUT:
         weights = weights[None, None]
         titles = [["rollout (every layer, heads averaged)"]]
     else:
@@ -85,16 +88,16 @@ def picture(result: Any, text: str, mode: str, layer: int | None, head: int | No
 def check_pick(info: Any, args: argparse.Namespace) -> str | None:
     """A problem with --layer/--head/--rollout for this model, in words, or None."""
     picked = args.layer is not None or args.head is not None
-    if info.attention_kind not in ("self", "layers") and (
-        picked or args.rollout or args.attention == "rollout"
-    ):
+    if info.attention_kind not in _MAPS and (picked or args.rollout or args.attention == _ROLLOUT):
         return f"model {info.name!r} pools attention into one weight per token: no layers, heads or rollout"
-    layers, heads = (1, 1) if info.attention_kind == "self" else (info.attention_layers, info.attention_heads)
+    layers, heads = info.attention_layers, info.attention_heads
+    if info.attention_kind == AttentionKind.SELF:
+        layers, heads = 1, 1
     if args.layer is not None and not 1 <= args.layer <= layers:
         return f"--layer must be from 1 to {layers} for model {info.name!r}, not {args.layer}"
     if args.head is not None and not 1 <= args.head <= heads:
         return f"--head must be from 1 to {heads} for model {info.name!r}, not {args.head}"
-    if picked and (args.rollout or args.attention == "rollout"):
+    if picked and (args.rollout or args.attention == _ROLLOUT):
         return "--rollout draws one map through every layer: leave out --layer and --head"
     return None
 
@@ -183,24 +186,24 @@ def explain(client: Any, args: argparse.Namespace) -> int:
         )
         return 2
     info = client.model(args.model, args.version)
-    attributed = args.attribution != "none"
+    attributed = args.attribution != Attribution.NONE.word
     picked = args.layer is not None or args.head is not None or args.rollout or args.attention is not None
     attended = picked or not attributed  # only an attribution asked: no attention drawn
-    if attended and info.attention_kind == "none":
+    if attended and info.attention_kind == AttentionKind.NONE:
         print(f"attnserve-client: model {info.name!r} has no attention weights to explain", file=sys.stderr)
         return 1
     problem = check_pick(info, args)
     if problem:
         print(f"attnserve-client: {problem}", file=sys.stderr)
         return 2
-    mode = "rollout" if args.rollout else args.attention or "all"
-    if info.attention_kind not in ("self", "layers"):
-        mode = "pooled"
+    mode = _ROLLOUT if args.rollout else args.attention or _ALL
+    if info.attention_kind not in _MAPS:
+        mode = AttentionMode.POOLED.word
     reply = client.classify(
         [args.text],
         model=args.model,
         version=args.version,
-        attention=mode if attended else "none",
+        attention=mode if attended else AttentionMode.NONE.word,
         attribution=args.attribution,
         attribution_budget=args.attribution_budget,
         attribution_label=args.attribution_label,

@@ -19,6 +19,7 @@ from attnserve.service.client.messages import Classification, TextResult
 from attnserve.service.client.scores import SINGLE, Scoring, explained, problem_text, scores_view
 from attnserve.service.client.windows import policy_text, print_windows
 from attnserve.service.common.model_info import ModelInfo, ThreadInfo
+from attnserve.service.common.vocabulary import AttentionKind, Attribution
 from attnserve.service.common.weights import importance
 
 _LEGEND_STEPS = 5
@@ -118,7 +119,7 @@ def print_classification(
     texts: Sequence[str],
     labels: Sequence[str],
     mode: str,
-    method: str = "none",
+    method: str = Attribution.NONE.word,
     *,
     scoring: Scoring = SINGLE,
     attribution_label: str = "",
@@ -162,9 +163,9 @@ def print_models(infos: Sequence[ModelInfo]) -> None:
         "threads",
     )
     for info in infos:
-        attention = info.attention_kind + (
-            f" {info.attention_layers}x{info.attention_heads}" if info.attention_kind == "layers" else ""
-        )
+        attention = info.attention_kind
+        if attention == AttentionKind.LAYERS:
+            attention += f" {info.attention_layers}x{info.attention_heads}"
         table.add_row(
             info.name,
             str(info.version),

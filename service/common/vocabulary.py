@@ -2,9 +2,12 @@
 
 Every front end and the client read a mode or a method here and nowhere else: attnserve.v1
 numbers them (`AttentionMode.POOLED == 2`, the enum name `ATTENTION_MODE_POOLED`); the JSON
-API, V2 parameters and the command line write the word (`pooled`). `parse` takes either
-spelling and raises `ValueError` naming the words; the server's edge turns that into
-INVALID_ARGUMENT with the field's name (service/edges.py `parse_word`).
+API, V2 parameters and the command line write the word (`pooled`). `parse` is the one reading
+of a word: it takes either spelling and raises `ValueError` naming the kind and its words; the
+server's edge turns that into INVALID_ARGUMENT with the field's name (service/edges.py
+`parse_word`), the JSON API's validator into a 400 naming the field. `numbered` is the table
+an edge builds once to read a number with a look-up. `AttentionKind` is what a model's
+attention output holds, as its bundle and its model information write it.
 """
 
 from __future__ import annotations
@@ -40,9 +43,15 @@ class _Spelled(enum.IntEnum):
         return tuple(member.word for member in cls)
 
     @classmethod
-    def parse(cls, value: str) -> Self:
+    def parse(cls, value: object) -> Self:
         """A member from its word ("last_layer", "last-layer") or its proto name; "" and
-        "unspecified" are NONE, as an unset enum field is."""
+        "unspecified" are NONE, as an unset enum field is; a member is itself. Anything else,
+        a string of no member or a value that is not a string, is a ValueError naming the
+        kind's words."""
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"{_shown(value)} is not a string; use one of: {', '.join(cls.words())}")
         key = value.strip().lower().replace("-", "_").removeprefix(cls._prefix().lower())
         if key in ("", "unspecified"):
             return cls["NONE"]
@@ -50,6 +59,12 @@ class _Spelled(enum.IntEnum):
             if member.word == key:
                 return member
         raise ValueError(f"{value[:64]!r} is not an {cls.noun()}; use one of: {', '.join(cls.words())}")
+
+    @classmethod
+    def numbered(cls) -> dict[int, Self]:
+        """Every number a request may carry, to its member (0, an unset field, to NONE): the
+        table an edge builds once, so that reading a number is a look-up."""
+        return {0: cls["NONE"], **{member.value: member for member in cls}}
 
     @classmethod
     def of_number(cls, number: int) -> Self:
@@ -60,6 +75,16 @@ class _Spelled(enum.IntEnum):
             return cls(number)
         except ValueError:
             raise ValueError(f"unknown {cls.noun()} {number}") from None
+
+
+def _shown(value: object) -> str:
+    """A value that is not a string, for a refusal: a scalar as written, anything else by its
+    type (a client's list or integer may be of any size)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    return f"a value of type {type(value).__name__}"
 
 
 class AttentionMode(_Spelled):
@@ -94,3 +119,14 @@ class Attribution(_Spelled):
     @classmethod
     def noun(cls) -> str:
         return "attribution method"
+
+
+class AttentionKind(enum.StrEnum):
+    """What a model's `attention` output holds (the bundle's AttentionSpec, ModelInfo's
+    `attention.kind`). A `str`, so the manifest, JSON and attnserve.v1 carry the same words
+    as ever, and a kind read from a reply compares equal to its member."""
+
+    POOL = "pool"
+    SELF = "self"
+    LAYERS = "layers"
+    NONE = "none"

@@ -9,13 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.edges import (
     MAX_VERSION,
     check_text,
     check_texts,
     inflate,
+    parse_number,
+    parse_numbers,
     parse_uint,
     parse_version,
+    parse_word,
     quote,
 )
 from attnserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError, Status
@@ -149,3 +153,41 @@ def test_inflate() -> None:
     _refusal(lambda: inflate(body, "br", limit=100, too_large=_too_large))
     with pytest.raises(ResourceExhausted):
         inflate(gzip.compress(b"x" * 10_000_000), "gzip", limit=1000, too_large=_too_large)
+
+
+def test_parse_word_refuses_naming_the_field_and_the_words() -> None:
+    assert parse_word(AttentionMode, "last-layer", field="attention") is AttentionMode.LAST_LAYER
+    assert parse_word(Attribution, Attribution.SHAPLEY, field="attribution") is Attribution.SHAPLEY
+    words = "use one of: none, pooled, last_layer, all, rollout"
+    for value, shown in (("heads", "'heads' is not an attention mode"), (3, "3 is not a string")):
+        error = _refusal(
+            lambda value=value: parse_word(AttentionMode, value, field="parameters.attention_mode")
+        )
+        assert error.message == f"parameters.attention_mode: {shown}; {words}"
+    assert len(_refusal(lambda: parse_word(Attribution, list(range(10**5)), field="a")).message) < 100
+
+
+def test_parse_numbers_reads_both_numbers_as_parse_number_does() -> None:
+    for attention in range(-1, 8):
+        for attribution in range(-1, 6):
+            try:
+                expected: object = (
+                    parse_number(AttentionMode, attention, field="attention"),
+                    parse_number(Attribution, attribution, field="attribution"),
+                )
+            except InvalidArgument as exc:
+                expected = exc.message
+            try:
+                read: object = parse_numbers(attention, attribution)
+            except InvalidArgument as exc:
+                read = exc.message
+            assert read == expected, (attention, attribution)
+    assert parse_numbers(0, 0) == (AttentionMode.NONE, Attribution.NONE)
+    assert parse_numbers(5, 3) == (AttentionMode.ROLLOUT, Attribution.SHAPLEY)
+    known = "ATTENTION_MODE_NONE, ATTENTION_MODE_POOLED, ATTENTION_MODE_LAST_LAYER, ATTENTION_MODE_ALL, "
+    assert _refusal(lambda: parse_numbers(97, 0)).message == (
+        f"attention: unknown attention mode 97; known: {known}ATTENTION_MODE_ROLLOUT"
+    )
+    assert _refusal(lambda: parse_numbers(2, 9)).message.startswith(
+        "attribution: unknown attribution method 9;"
+    )

@@ -15,8 +15,7 @@ from attnserve.service.api.native.types import ClassifyReply, ClassifyRequest
 from attnserve.service.calls.auth import Tokens
 from attnserve.service.calls.record import Call
 from attnserve.service.common.model_info import ModelInfo
-from attnserve.service.common.vocabulary import AttentionMode, Attribution
-from attnserve.service.edges import parse_long_text, parse_number
+from attnserve.service.edges import parse_long_text, parse_numbers
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import ServiceError
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
@@ -24,27 +23,20 @@ from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Classifier"].full_name
 
 
-def attention_mode(value: int) -> AttentionMode:
-    return parse_number(AttentionMode, value, field="attention")
-
-
-def attribution_method(value: int) -> Attribution:
-    return parse_number(Attribution, value, field="attribution")
-
-
 def tensor(array: np.ndarray) -> pb.Tensor:
     return pb.Tensor(shape=array.shape, data=np.ascontiguousarray(array, dtype="<f4").tobytes())
 
 
 def classify_request(message: pb.ClassifyRequest) -> ClassifyRequest:
+    attention, attribution = parse_numbers(message.attention, message.attribution)
     return ClassifyRequest(
         model=message.model,
         texts=message.texts,
-        attention=attention_mode(message.attention),
+        attention=attention,
         top_k=message.top_k,
         version=message.version,
         request_id=message.request_id,
-        attribution=attribution_method(message.attribution),
+        attribution=attribution,
         attribution_budget=message.attribution_budget,
         attribution_label=message.attribution_label,
         long_text=parse_long_text(message.long_text) if message.long_text else None,

@@ -20,27 +20,23 @@ from attnserve.service.common.model_info import REPLY_CONFIG, ModelInfo
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.settings import LongText
 
+# Each member's word, written into every reply with a look-up (no Python call per reply).
+_MODE_WORDS = {mode: mode.word for mode in AttentionMode}
+_METHOD_WORDS = {method: method.word for method in Attribution}
 
-def _word(value: object, kind: type[AttentionMode] | type[Attribution]) -> AttentionMode | Attribution:
-    if isinstance(value, kind):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected a string, one of: {', '.join(kind.words())}")
-    return kind.parse(value)  # ValueError names the words
-
-
-# A mode as the JSON API's classify request and reply spell it ("pooled").
+# A mode as the JSON API's classify request and reply spell it ("pooled"), read by the
+# vocabulary's one reading of a word (its ValueError names the words; the API adds the field).
 ModeWord = Annotated[
     AttentionMode,
-    PlainValidator(lambda value: _word(value, AttentionMode)),
-    PlainSerializer(lambda mode: mode.word, return_type=str),
+    PlainValidator(AttentionMode.parse),
+    PlainSerializer(_MODE_WORDS.get, return_type=str),
     WithJsonSchema({"type": "string", "enum": list(AttentionMode.words())}),
 ]
 # An attribution method as JSON spells it ("occlusion").
 MethodWord = Annotated[
     Attribution,
-    PlainValidator(lambda value: _word(value, Attribution)),
-    PlainSerializer(lambda method: method.word, return_type=str),
+    PlainValidator(Attribution.parse),
+    PlainSerializer(_METHOD_WORDS.get, return_type=str),
     WithJsonSchema({"type": "string", "enum": list(Attribution.words())}),
 ]
 

@@ -65,11 +65,11 @@ ATTENTION_MODE = "attention_mode"
 
 
 def parse_attention_mode(value: object, where: str) -> AttentionMode:
-    """An `attention_mode` parameter's value (a string) as its mode; "none" is leaving the
-    ATTENTION output out, not a value of this parameter."""
+    """An `attention_mode` parameter's value (a string) as its mode, read as every front end
+    reads a mode; "none" is leaving the ATTENTION output out, not a value of this parameter."""
     mode = parse_word(AttentionMode, value, field=where)
     if mode == AttentionMode.NONE:
-        offered = ", ".join(word for word in AttentionMode.words() if word != "none")
+        offered = ", ".join(member.word for member in AttentionMode if member != AttentionMode.NONE)
         raise InvalidArgument(
             f"{where}: for no attention leave the {ATTENTION} output out; or use one of: {offered}"
         )

@@ -27,6 +27,7 @@ from attnserve.service.client.files.sinks import ParquetSink
 from attnserve.service.client.files.spec import FileJob, JobReport
 from attnserve.service.client.files.start import prepare
 from attnserve.service.client.files.tables import Record, Row
+from attnserve.service.common.vocabulary import AttentionMode
 
 PARQUET_COMMIT_ROWS = 10_000  # a Parquet part file per this many rows (and at every stop)
 
@@ -93,7 +94,7 @@ def classify_file(
 
     commit()  # a new output's header counts as done: a resumed run keeps it
 
-    mode = "pooled" if attention else "none"
+    mode = (AttentionMode.POOLED if attention else AttentionMode.NONE).word
     with (
         ThreadPoolExecutor(job.workers, thread_name_prefix="classify-file") as pool,
         JobProgress(table.total, done, every=job.progress_every, stream=stream) as progress,

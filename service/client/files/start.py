@@ -13,6 +13,7 @@ from attnserve.service.client.files.calls import added_columns, with_retries
 from attnserve.service.client.files.sinks import LineSink, ParquetSink, Sink
 from attnserve.service.client.files.spec import FileJob
 from attnserve.service.client.files.tables import FileError, Table, format_of, open_table, pyarrow_modules
+from attnserve.service.common.vocabulary import AttentionKind
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def prepare(client: Any, job: FileJob, stop: threading.Event) -> Start:
     table = open_table(job.input, job.input_format, job.text_column)
     out_format = format_of(job.output, job.output_format)
     info, waited = with_retries(lambda: client.model(job.model, job.version), job.retry, stop)
-    if job.with_attention and info.attention_kind == "none":
+    if job.with_attention and info.attention_kind == AttentionKind.NONE:
         raise FileError(f"model {info.name!r} has no attention to add (leave out --with-attention)")
     cascade = info.family == "cascade"  # its rows say which member answered
     problem_type = info.problem_type  # what the added columns are: service/client/files/calls.py
