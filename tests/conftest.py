@@ -86,6 +86,8 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
 
 
+# First: pytest-xdist's own hook turns the xdist_group marks added here into node ids.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop, and
     group them for pytest-xdist (SERIAL, BUSY_FILES above)."""
