@@ -62,8 +62,5 @@ class Trimmer:
 
 
 TRIMMER = Trimmer()  # the heap is the process's: one trimmer for every transport
-
-
-def release_after(size: int) -> None:
-    """`TRIMMER.after(size)`: what a transport calls after answering a request of `size` bytes."""
-    TRIMMER.after(size)
+# What a transport (or the call layer) calls after answering a request of `size` bytes.
+release_after = TRIMMER.after

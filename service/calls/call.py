@@ -1,16 +1,18 @@
 """One call from arrival to answer, the same for every transport and API.
 
-A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/handlers.py) starts a
-`Call` when a request arrives (`CallLayer.start`, with the route it arrived on), serves it
-with `CallLayer.serve` and converts what that returns (a result, or the `ServiceError` to
-answer) to its wire form. `serve` is the one way in and out: it applies the route (the
-permit first, UNAVAILABLE while starting or draining, engine/admission.py; then the bearer
-token where tokens are configured, calls/auth.py; then the body's size limit and bytes),
-runs the work, and ends the call: the status it ended with, its
-permit released, its duration and texts counted under its protocol and transport. Errors
-are returned, never raised to the transport, detached from their tracebacks, so a refused
-body is freed at once (see errors.detached); CancelledError propagates after the call is
-counted.
+A transport adapter (gRPC in api/grpc/handlers.py, HTTP in api/http/handlers.py) hands a
+call to `CallLayer.serve` with its route and what it read before serving it (the seconds
+left to its deadline, its span name, its trace parent, its body's size, its bearer token)
+and converts what that returns (a result, or the `ServiceError` to answer) to its wire
+form. `serve` is the one way in and out: it starts the call's record (calls/record.py),
+applies the route (the permit first, UNAVAILABLE while starting or draining,
+engine/admission.py; then the bearer token where tokens are configured, calls/auth.py;
+then the body's size limit and bytes), runs the work (within its deadline on a transport
+that does not enforce it) and ends the call: the status it ended with, its permit
+released, its duration and texts counted under its protocol and transport, and a large
+body's buffers handed back to the system. Errors are returned, never raised to the
+transport, detached from their tracebacks, so a refused body is freed at once (see
+errors.detached); CancelledError propagates after the call is counted.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from typing import TypeVar
 
 from opentelemetry.context import Context
 
+from attnserve.service.allocator import release_after
 from attnserve.service.calls.auth import Authenticator
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route
 from attnserve.service.calls.telemetry import access_line, finish_span
 from attnserve.service.engine.admission import Permit
-from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
 from attnserve.service.errors import (
@@ -66,22 +68,6 @@ def cancelled_status(deadline: float | None) -> Status:
     return Status.CANCELLED
 
 
-def deadline_after(seconds: float | None) -> float | None:
-    return None if seconds is None else time.monotonic() + seconds
-
-
-async def within(seconds: float | None, work: Awaitable[R]) -> R:
-    """`work`, ended DEADLINE_EXCEEDED after `seconds` (for transports that do not enforce
-    the client's deadline themselves)."""
-    if seconds is None:
-        return await work
-    try:
-        async with asyncio.timeout(seconds):
-            return await work
-    except TimeoutError:
-        raise DeadlineExceeded(f"timeout: the call did not finish within {seconds:g} s") from None
-
-
 def too_large(route: Route, size: int | None = None) -> BodyTooLarge:
     """The refusal of a body over `route`'s limit, for every transport (`size`: the body's
     bytes, where the transport knows them before it reads past the limit)."""
@@ -107,80 +93,87 @@ class CallLayer:
         # Whether adapters name their calls (span name, access line's method).
         self.observed = self.tracing is not None or self._access is not None
         self._metrics = core.metrics.api(protocol, transport)
-
-    def received(self) -> None:
-        """Count an inference call handed over by the transport (before it is served)."""
-        self._metrics.received.inc()
-
-    def start(
-        self, route: Route, *, deadline: float | None = None, name: str = "", parent: Context | None = None
-    ) -> Call:
-        """A new call on `route`. `name`: its span name and access-line method, given when
-        `observed`; `parent`: the caller's trace context."""
-        if route.counted:
-            self._metrics.inflight.inc()
-        call = Call(route, deadline, name)
-        if route.counted and self.tracing is not None and name:
-            call.trace = self.tracing.start_call(
-                name, protocol=self.protocol, transport=self.transport, parent=parent, started=call.started
-            )
-            if call.trace is not None:
-                call.log_token = bind_call("", call.trace.ids)
-        return call
-
-    def admit(self, call: Call, within: Permit | None = None) -> Permit:
-        """Take the call's permit, once: refused UNAVAILABLE at once while the server starts or
-        drains. `within`: the permit of the stream that carries the call."""
-        if call.admission is not None:
-            raise Internal("a call was admitted twice")
-        permit = self.core.gate.try_acquire_permit() if within is None else within.within()
-        trace = None if call.trace is None else call.trace.span_context
-        call.admission = CallContext(permit, call.deadline, trace)
-        return permit
+        # Inference calls handed over by the transport, counted before they are served.
+        self.received = self._metrics.received
+        # grpc ends a call at its client's deadline itself; HTTP has no deadline but the call's.
+        self._enforces = transport == "http"
 
     async def serve(
-        self, call: Call, work: Callable[[Call], Awaitable[R]], *, size: int | None = None,
+        self, route: Route, work: Callable[[Call], Awaitable[R]], *, timeout: float | None = None,
+        name: str = "", parent: Context | None = None, size: int | None = None,
         within: Permit | None = None, token: bytes = b"",
     ) -> R | ServiceError:  # fmt: skip
-        """Apply the call's route (its permit, the bearer `token` it presented, `size` bytes of
-        body against its limit), run `work`: its result, or the error to answer. The call ends
-        here. A call `within` a stream was let in with the stream's token."""
+        """Serve a call on `route`: its record started, the route applied (its permit, the bearer
+        `token` it presented, `size` bytes of body against its limit), `work` run: its result,
+        or the error to answer. The call ends here. `timeout`: seconds left to the client's
+        deadline; `name`: its span name and access-line method, given when `observed`;
+        `parent`: the caller's trace context. A call `within` a stream was let in with the
+        stream's token, and its permit is taken within the stream's."""
+        call = self._start(route, timeout, name, parent)
         status = Status.OK
         try:
-            route = call.route
-            permit = self.admit(call, within) if route.gated else None
-            if route.token and self.auth is not None and within is None:
-                refused = self.auth.refusal(token, admin=route.admin)
+            auth = self.auth if route.token and within is None else None
+            over = size is not None and route.limit and size > route.limit
+            # The body's bytes are held with the permit unless a refusal is checked between them.
+            early = size is not None and auth is None and not over
+            if route.gated:
+                hold = size if early else None
+                gate = self.core.gate
+                call.context.permit = gate.try_acquire_permit(hold) if within is None else within.within(hold)
+            if auth is not None:
+                refused = auth.refusal(token, admin=route.admin)
                 if refused is not None:
                     raise refused
-            if size is not None:
-                if route.limit and size > route.limit:
-                    raise too_large(route, size)
-                if permit is not None:
-                    permit.hold(size)
-            return await work(call)
+            if over:
+                raise too_large(route, size)
+            if size is not None and not early and call.context.permit is not None:
+                call.context.permit.hold(size)
+            if timeout is None or not self._enforces:
+                return await work(call)
+            try:
+                async with asyncio.timeout(timeout):
+                    return await work(call)
+            except TimeoutError:
+                raise DeadlineExceeded(f"timeout: the call did not finish within {timeout:g} s") from None
         except asyncio.CancelledError:
-            status = cancelled_status(call.deadline)
+            status = cancelled_status(call.context.deadline)
             raise
         except Exception as exc:
             error = error_of(exc)
             status = error.code
             return error
         finally:
-            self.end(call, status)
+            self._end(call, status, size)
 
-    def end(self, call: Call, status: Status) -> None:
+    def _start(self, route: Route, timeout: float | None, name: str, parent: Context | None) -> Call:
+        """The call's record, counted in flight (inference calls) and traced when tracing is on."""
+        if route.counted:
+            self._metrics.inflight.inc()
+        call = Call(route, None if timeout is None else time.monotonic() + timeout, name)
+        if route.counted and self.tracing is not None and name:
+            call.trace = self.tracing.start_call(
+                name, protocol=self.protocol, transport=self.transport, parent=parent, started=call.started
+            )
+            if call.trace is not None:
+                call.context.trace = call.trace.span_context
+                call.log_token = bind_call("", call.trace.ids)
+        return call
+
+    def _end(self, call: Call, status: Status, size: int | None) -> None:
         """Release the call's permit and count it (inference calls) with `status`; then its
-        access line and span, if it has them, and unbind its log ids."""
-        if call.admission is not None:
-            call.admission.permit.release()
+        access line and span, if it has them, and unbind its log ids; a large body's buffers
+        go back to the system soon (allocator.py)."""
+        context = call.context
+        if context.permit is not None:
+            context.permit.release()
         if call.counted:
             self._metrics.inflight.dec()
-            model = call.model
-            self._metrics.finished(model.name if model else UNKNOWN_MODEL, status.name, call.texts)
+            model = context.model
+            metrics = None if model is None else model.metrics
+            self._metrics.finished(metrics.name if metrics else UNKNOWN_MODEL, status.name, context.texts)
             ended = time.perf_counter()
-            if model is not None:
-                model.request_duration[self._endpoint].observe(ended - call.started)
+            if metrics is not None:
+                metrics.request_duration[self._endpoint].observe(ended - call.started)
             if self._access is not None and self._access.enabled:
                 access_line(self._access, self.transport, call, status, ended)
             if call.trace is not None:
@@ -188,3 +181,5 @@ class CallLayer:
         if call.log_token is not None:
             unbind_call(call.log_token)
             call.log_token = None
+        if size is not None:
+            release_after(size)

@@ -22,12 +22,13 @@ from attnserve.service.observe.tracing import CallTrace
 
 def finish_span(trace: CallTrace, call: Call, status: Status, ended: float) -> None:
     """The stage spans (when the engine ran) and the end of the call span (`ended`: perf_counter)."""
-    attributes: dict[str, str | int] = {"attnserve.texts": call.texts}
-    model = call.model
+    context = call.context
+    attributes: dict[str, str | int] = {"attnserve.texts": context.texts}
+    model = None if context.model is None else context.model.metrics
     if model is not None:
         attributes["attnserve.model"] = model.name
         attributes["attnserve.model.version"] = int(model.version)
-    out = call.outputs
+    out = context.outputs
     if out is not None:
         attributes["attnserve.tokens"] = stage_spans(trace, call.started, out, ended)
     trace.finish(status.name, attributes, ended=ended)
@@ -59,15 +60,16 @@ def stage_spans(trace: CallTrace, arrived: float, out: Outputs, ended: float) ->
 
 def access_line(access: AccessLog, transport: str, call: Call, status: Status, ended: float) -> None:
     """The call's access line (written only if the call is sampled)."""
-    model = call.model
+    context = call.context
+    model = None if context.model is None else context.model.metrics
     grpc = transport == "grpc"
     access(
         transport=transport,
         method=call.method.rpartition("/")[2] if grpc else call.method,
         model=model.name if model else UNKNOWN_MODEL,
         version=model.version if model else "",
-        texts=call.texts,
+        texts=context.texts,
         status=status.name,
         latency_s=ended - call.started,
-        queue_s=None if call.outputs is None else call.outputs.timings.queue,
+        queue_s=None if context.outputs is None else context.outputs.timings.queue,
     )

@@ -54,19 +54,17 @@ class Gate:
         self.refused_at = time.monotonic()
         return Unavailable(NOT_READY_MESSAGE if self.state is State.STARTING else SHUTTING_DOWN_MESSAGE)
 
-    def try_acquire_permit(self) -> Permit:
+    def try_acquire_permit(self, hold: int | None = None) -> Permit:
         """A new call's permit, counted in; refused UNAVAILABLE at once unless serving (before
-        its body is parsed: refusing costs no work then)."""
+        its body is parsed: refusing costs no work then). `hold`: its body's bytes, held at
+        once (RESOURCE_EXHAUSTED beyond the limit; then nothing is taken)."""
         if self.state is not State.SERVING:
             raise self.refusal()
+        if hold is not None:
+            self.reserve(hold)
         self.active += 1
         self._idle.clear()
-        return Permit(self, counted=True)
-
-    def leave(self) -> None:
-        self.active -= 1
-        if self.active == 0:
-            self._idle.set()
+        return Permit(self, counted=True, held=hold or 0)
 
     def reserve(self, size: int) -> None:
         """Hold `size` bytes of request bodies in progress (decoded, tokenized, queued: a
@@ -81,8 +79,13 @@ class Gate:
             )
         self.inflight_bytes += size
 
-    def unreserve(self, size: int) -> None:
+    def release(self, size: int, counted: bool) -> None:
+        """A permit given back: `size` bytes it held, and the call if it was `counted`."""
         self.inflight_bytes -= size
+        if counted:
+            self.active -= 1
+            if self.active == 0:
+                self._idle.set()
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Call `callback` when draining starts (streams use it to stop taking work)."""
@@ -123,15 +126,18 @@ class Permit:
 
     __slots__ = ("_counted", "_gate", "_held", "live")
 
-    def __init__(self, gate: Gate, counted: bool) -> None:
+    def __init__(self, gate: Gate, counted: bool, held: int = 0) -> None:
         self._gate = gate
         self._counted = counted
-        self._held = 0
+        self._held = held  # bytes already reserved on the gate for it
         self.live = True  # taken and not yet released
 
-    def within(self) -> Permit:
-        """A permit for one message of this call's stream: bytes only, not counted."""
-        return Permit(self._gate, counted=False)
+    def within(self, hold: int | None = None) -> Permit:
+        """A permit for one message of this call's stream: bytes only, not counted (`hold`: the
+        message's, held at once)."""
+        if hold is not None:
+            self._gate.reserve(hold)
+        return Permit(self._gate, counted=False, held=hold or 0)
 
     def hold(self, size: int) -> None:
         """Hold `size` more bytes of request body (ResourceExhausted beyond the limit)."""
@@ -143,9 +149,5 @@ class Permit:
         if not self.live:
             return
         self.live = False
-        gate = self._gate
-        if self._held:
-            gate.unreserve(self._held)
-            self._held = 0
-        if self._counted:
-            gate.leave()
+        held, self._held = self._held, 0
+        self._gate.release(held, self._counted)

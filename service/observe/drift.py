@@ -185,7 +185,14 @@ class ModelDrift:
         label_ids: npt.NDArray[np.int64] | None = None,  # [B], argmax of probabilities if omitted
     ) -> None:
         if len(probabilities) == 1:  # the common single-text call: plain Python beats numpy on one row
-            self._observe_one(probabilities[0].tolist(), input_ids[0].tolist(), attention_mask[0].tolist())
+            row: list[float] = probabilities[0].tolist()
+            top = max(row)
+            self.predictions[row.index(top)].inc()
+            self.confidence.observe(top)
+            length = sum(attention_mask[0].tolist())
+            self.tokens.observe(length)
+            if self.unk_id is not None:
+                self.unknown.observe(input_ids[0].tolist().count(self.unk_id) / length if length else 0.0)
             return
         if label_ids is None:
             label_ids = probabilities.argmax(axis=1)
@@ -197,15 +204,6 @@ class ModelDrift:
         observe_many(self.tokens, lengths)
         if self.unk_id is not None:
             observe_many(self.unknown, unknown_ratios(input_ids, lengths, self.unk_id))
-
-    def _observe_one(self, probabilities: list[float], ids: list[int], mask: list[int]) -> None:
-        top = max(probabilities)
-        self.predictions[probabilities.index(top)].inc()
-        self.confidence.observe(top)
-        length = sum(mask)
-        self.tokens.observe(length)
-        if self.unk_id is not None:
-            self.unknown.observe(ids.count(self.unk_id) / length if length else 0.0)
 
     def observe_truncated(self, truncated: Sequence[bool]) -> None:
         """Count texts cut at max_len (the tokenizer's per-text flags)."""

@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING
 import grpc
 from prometheus_client import Counter
 
-from attnserve.service.allocator import release_after
 from attnserve.service.api.grpc.auth import WHERE, bearer
 from attnserve.service.api.grpc.streams import stream_handler
-from attnserve.service.api.grpc.wire import Context, Handler, M, deadline_of, parse, refuse, unless_expired
+from attnserve.service.api.grpc.wire import Context, Handler, M, answer, parsed
 from attnserve.service.calls.auth import Authenticator, Tokens
 from attnserve.service.calls.call import CallLayer
-from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route, grpc_routes
 from attnserve.service.engine.core import Core
 from attnserve.service.errors import ServiceError
@@ -59,25 +57,24 @@ class Handlers:
         self, message_type: type[M], handler: Handler[M], route: Route | None = None
     ) -> grpc.RpcMethodHandler[bytes, bytes]:
         """A unary handler on `route` (default: inference). The call layer takes the permit
-        and checks the body's size before the body is parsed."""
+        and checks the body's size before the body is parsed (wire.parsed)."""
         route = route or self.routes.inference
         layer = self.layer
         span_name = [""]
 
-        async def work(raw: bytes, context: Context, call: Call) -> bytes:
-            return await handler(parse(message_type, raw), context, call)
-
         async def serve(raw: bytes, context: Context) -> bytes:
-            # The caller's trace context is read only while tracing is on.
+            # The caller's trace context and token are read only where tracing and tokens are on.
             parent = extract_metadata(context.invocation_metadata()) if layer.tracing is not None else None
-            call = layer.start(route, deadline=deadline_of(context), name=span_name[0], parent=parent)
-            size = len(raw)
             token = bearer(context.invocation_metadata()) if layer.auth is not None else b""
-            result = await layer.serve(call, partial(work, raw, context), size=size, token=token)
-            del raw
-            release_after(size)  # a large body's buffers go back to the system soon
-            await unless_expired(context)
-            return result if isinstance(result, bytes) else refuse(context, result)
+            work = partial(parsed, message_type, handler, raw, context)
+            # grpc's copy of the deadline starts when the headers arrive, behind the client's: the
+            # call layer counts a cancellation close to it as DEADLINE_EXCEEDED.
+            timeout = context.time_remaining()
+            result = await layer.serve(
+                route, work, timeout=timeout, name=span_name[0], parent=parent, size=len(raw), token=token
+            )
+            del raw, work
+            return await answer(context, result)
 
         method = grpc.unary_unary_rpc_method_handler(serve)
         self._names[id(method)] = span_name

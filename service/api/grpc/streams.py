@@ -22,15 +22,13 @@ from functools import partial
 
 import grpc
 
-from attnserve.service.allocator import release_after
 from attnserve.service.api.grpc.auth import bearer
 from attnserve.service.api.grpc.wire import (
     REFUSAL_READ_SECONDS,
     Context,
     Handler,
     M,
-    deadline_of,
-    parse,
+    parsed,
     refuse,
     refuse_stream,
 )
@@ -61,16 +59,15 @@ def stream_handler(
     gate = layer.core.gate
     window = layer.core.settings.stream_window
 
-    async def work(raw: bytes, context: Context, call: Call) -> bytes:
-        return await handler(parse(message_type, raw), context, call)
-
     async def one(raw: bytes, context: Context, stream: Permit, parent: TraceParent | None) -> bytes:
         """One request of the stream: a call of its own, with a permit within the stream's; traced, a
         span of its own, a child of the trace context the stream was opened with."""
         name = span_name[0] if span_name else ""
-        call = layer.start(routes.inference, deadline=deadline_of(context), name=name, parent=parent)
-        result = await layer.serve(call, partial(work, raw, context), size=len(raw), within=stream)
-        release_after(len(raw))
+        work = partial(parsed, message_type, handler, raw, context)
+        result = await layer.serve(
+            routes.inference, work, timeout=context.time_remaining(), name=name, parent=parent, size=len(raw),
+            within=stream,
+        )  # fmt: skip
         return result if isinstance(result, bytes) else error_reply(raw, result)
 
     async def read(
@@ -102,14 +99,14 @@ def stream_handler(
         return True
 
     async def serve(requests: AsyncIterator[bytes], context: Context) -> None:
-        call = layer.start(routes.stream)
         token = bearer(context.invocation_metadata()) if layer.auth is not None else b""
-        outcome = await layer.serve(call, partial(messages, requests, context), token=token)
+        outcome = await layer.serve(routes.stream, partial(messages, requests, context), token=token)
         if isinstance(outcome, ServiceError):  # refused before it was served
             await refuse_stream(requests, context, outcome)
 
     async def messages(requests: AsyncIterator[bytes], context: Context, call: Call) -> None:
         stream = call.context.permit
+        assert stream is not None  # the stream's route is gated
         pending: asyncio.Queue[object] = asyncio.Queue()
         slots = asyncio.Semaphore(window - 1)
         reader = asyncio.get_running_loop().create_task(read(requests, context, pending, slots, stream))

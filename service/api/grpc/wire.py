@@ -1,12 +1,11 @@
-"""A gRPC call's bytes and status: parsing a body, serializing a reply, answering with a
-status without raising, and the deadline the client set. Shared by unary handlers
-(handlers.py) and streams (streams.py)."""
+"""A gRPC call's bytes and status: parsing a body for its handler, serializing a reply,
+answering with a status without raising. Shared by unary handlers (handlers.py) and streams
+(streams.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -32,6 +31,28 @@ def parse(message_type: type[M], raw: bytes) -> M:
             f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
             "(corrupt protobuf or invalid UTF-8 in a string field)"
         ) from None
+
+
+async def parsed(
+    message_type: type[M], handler: Handler[M], raw: bytes, context: Context, call: Call
+) -> bytes:
+    """A call's work: its body parsed as `message_type` and handed to `handler`."""
+    return await handler(parse(message_type, raw), context, call)
+
+
+async def answer(context: Context, result: bytes | ServiceError) -> bytes:
+    """A unary call's reply bytes, or its refusal's status set (`refuse`), once grpc has had
+    the chance to cancel a call whose deadline passed.
+
+    grpc's core cancels such a call on its own; a reply sent meanwhile races that
+    cancellation, and when the failed send is seen first grpc logs an "ExecuteBatchError raised
+    in core" traceback for an ordinary timeout. grpc cancels the handler's task as soon as the
+    core reports the call closed, so the reply is never sent; after EXPIRED_WAIT_SECONDS
+    without that, it is sent after all."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        await asyncio.sleep(EXPIRED_WAIT_SECONDS)
+    return result if isinstance(result, bytes) else refuse(context, result)
 
 
 def to_bytes(message: Message) -> bytes:
@@ -66,25 +87,7 @@ async def refuse_stream(requests: AsyncIterator[object], context: Context, error
     refuse(context, error)
 
 
-async def unless_expired(context: Context) -> None:
-    """Wait, before a unary reply is sent, for grpc to cancel a call whose deadline has passed.
 
-    grpc's core cancels such a call on its own; a reply sent meanwhile races that
-    cancellation, and when the failed send is seen first grpc logs an "ExecuteBatchError raised
-    in core" traceback for an ordinary timeout. grpc cancels the handler's task as soon as the
-    core reports the call closed, so the reply is never sent; after EXPIRED_WAIT_SECONDS
-    without that, it is sent after all."""
     remaining = context.time_remaining()
     if remaining is not None and remaining <= 0:
         await asyncio.sleep(EXPIRED_WAIT_SECONDS)
-
-
-def deadline_of(context: Context) -> float | None:
-    """The call's deadline as a time.monotonic() value (None when the client set none).
-
-    grpc tells a handler only that its call was cancelled, and its copy of the deadline
-    starts when the headers arrive, behind the client's: the call layer counts a
-    cancellation close to this deadline as DEADLINE_EXCEEDED (docs/results/reliability.md,
-    "Deadline vs cancellation")."""
-    remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + remaining

@@ -3,9 +3,9 @@
 `Handlers.run` wraps a route handler with its route (service/calls/route.py): the call layer
 takes the permit (health routes take none), the bearer token is checked where the route asks
 for it (the same tokens and failure counter as gRPC), the deadline comes from a `timeout`
-header or query parameter, the body is read within the route's size limit and read timeout
-and held against `max_inflight_bytes` by the call's permit, and every outcome is counted
-under its protocol with `transport="http"`.
+header or query parameter (the call layer ends the call there), the body is read within the
+route's size limit and read timeout and held against `max_inflight_bytes` by the call's
+permit, and every outcome is counted under its protocol with `transport="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from attnserve.service.api.http.errors import read_timeout
 from attnserve.service.calls.auth import Authenticator, Tokens, bearer_token
-from attnserve.service.calls.call import CallLayer, deadline_after, too_large, within
+from attnserve.service.calls.call import CallLayer, too_large
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route, http_routes
 from attnserve.service.edges import inflate, parse_json, quote
@@ -80,9 +81,13 @@ class Handlers:
             raise read_timeout(seconds) from None
         except ClientDisconnect:
             raise ServiceError("the client closed the connection", Status.CANCELLED) from None
-        encoding = request.headers.get("content-encoding", "")
-        data = inflate(b"".join(chunks), encoding, limit=limit, too_large=lambda _: too_large(call.route))
-        call.context.permit.hold(len(data))
+        data = b"".join(chunks)
+        encoding = request.headers.get("content-encoding")
+        if encoding:  # an identity body is as it came
+            data = inflate(data, encoding, limit=limit, too_large=lambda _: too_large(call.route))
+        permit = call.context.permit
+        if permit is not None:  # held until the call ends (every route with a body is gated)
+            permit.hold(len(data))
         return data
 
     async def json(self, request: Request, call: Call) -> object:
@@ -92,24 +97,22 @@ class Handlers:
     async def run(self, request: Request, handler: Handler, style: ErrorStyle, route: Route) -> Response:
         layer = self.layer
         if route.counted:
-            layer.received()
+            layer.received.inc()
+        work: Callable[[Call], Awaitable[Response]]
         try:
-            timeout, refused = parse_timeout(request), None
+            timeout, work = parse_timeout(request), partial(handler, request)
         except InvalidArgument as exc:  # answered through the call layer, like any refusal
-            timeout, refused = None, exc
+            timeout, work = None, partial(_refuse, exc)
         name, parent = "", None
         if layer.observed:  # the span name and access line: the matched route's template
             parent = extract_headers(request.headers.raw) if layer.tracing is not None else None
             template = request.scope.get("route")
             name = f"{request.method} {template.path}" if template is not None else request.method
-        call = layer.start(route, deadline=deadline_after(timeout), name=name, parent=parent)
-
-        async def work(call: Call) -> Response:
-            if refused is not None:
-                raise refused
-            return await within(timeout, handler(request, call))
-
         # The token is the call layer's check, as on gRPC; read only where tokens are configured.
         token = bearer_token(request.headers.get("authorization", "")) if layer.auth is not None else b""
-        result = await layer.serve(call, work, token=token)
+        result = await layer.serve(route, work, timeout=timeout, name=name, parent=parent, token=token)
         return style(result) if isinstance(result, ServiceError) else result
+
+
+async def _refuse(error: ServiceError, call: Call) -> Response:
+    raise error

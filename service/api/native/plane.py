@@ -4,9 +4,9 @@ plain values.
 Both front ends of the API are adapters around one `NativePlane`, as the V2 front ends
 are around the V2 plane: the native gRPC service `attnserve.v1.Classifier`
 (api/grpc/native.py) and the JSON API (api/http/native.py). Each converts its wire form
-to the types of types.py, calls the plane and converts the reply back; resolving the model,
-the call's record, the engine call and the reply are decided here once. Nothing here knows
-a transport.
+to the types of types.py, calls the plane and converts the reply back; the engine call and
+the reply are decided here once (the engine resolves the model and writes it into the call's
+context). Nothing here knows a transport.
 """
 
 from __future__ import annotations
@@ -94,22 +94,22 @@ class NativePlane:
 
     # --- classify -------------------------------------------------------------------------
     async def classify(self, request: ClassifyRequest, call: Call) -> ClassifyReply:
-        """Classify the request's texts: one result per text, in order."""
+        """Classify the request's texts: one result per text, in order. The engine resolves the
+        model, unless the attribution names a label (checked against the model's first)."""
         if request.request_id:
             call.name_request(request.request_id)
-        model = self.core.resolve(request.model, request.version)
-        call.resolved(model.metrics, len(request.texts))
-        label = (
-            explained_label(model.labels, request.attribution_label, model.name)
-            if request.attribution_label
-            else None
-        )
+        context = call.context
+        model: LoadedModel | str = request.model
+        label = None
+        if request.attribution_label:
+            model = self.core.resolve(request.model, request.version, context)
+            label = explained_label(model.labels, request.attribution_label, model.name)
         explain = Explain(request.attribution, request.attribution_budget, label)
         inputs = Inputs(texts=request.texts, mode=request.attention, top_k=request.top_k, explain=explain,
                         long_text=request.long_text)  # fmt: skip
-        out = await self.core.classify(model, inputs, call.context)
-        call.answered(out)
-        return reply(model, request, out, call.started)
+        out = await self.core.classify(model, inputs, context, request.version)
+        assert context.model is not None  # the engine wrote the version it resolved
+        return reply(context.model, request, out, call.started)
 
 
 def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: float) -> ClassifyReply:
@@ -128,7 +128,7 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
     attribution, attribution_rows = out.attribution, out.attribution_rows
     results = []
     for i, label_id in enumerate(label_ids):
-        tokens = encoded.tokens(i)
+        tokens, offsets, special = encoded.row(i)
         top: list[TokenWeight] = []
         if top_tokens is not None:
             index, weight = top_tokens[i]
@@ -143,8 +143,8 @@ def reply(model: LoadedModel, request: ClassifyRequest, out: Outputs, started: f
                 probabilities=probabilities[i] if values is None else [],
                 logits=logits[i],
                 tokens=tokens,
-                offsets=encoded.offsets(i),
-                special=encoded.special(i),
+                offsets=offsets,
+                special=special,
                 truncated=encoded.truncated[i],
                 attention=None if attention is None else attention[i],
                 top_tokens=top,

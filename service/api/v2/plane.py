@@ -82,15 +82,16 @@ class V2Plane:
             return False  # an unknown model or version is simply not ready
         return self.ready()
 
-    def resolve(self, name: str, version: str) -> LoadedModel:
-        return self._resolve(name, parse_version(version, field="model_version"))
+    def resolve(self, name: str, version: str, call: Call | None = None) -> LoadedModel:
+        """The version a request names; an inference `call` notes it in its context."""
+        return self._resolve(name, parse_version(version, field="model_version"), call)
 
-    def _resolve(self, name: str, version: int) -> LoadedModel:
+    def _resolve(self, name: str, version: int, call: Call | None = None) -> LoadedModel:
         if not name and not self.core.settings.default_model:
             raise InvalidArgument(
                 "name: the model name is required (or start the server with --default-model)"
             )
-        return self.core.resolve(name, version)
+        return self.core.resolve(name, version, None if call is None else call.context)
 
     def model_metadata(self, name: str, version: str) -> ModelMetadata:
         model = self.resolve(name, version)
@@ -141,8 +142,8 @@ class V2Plane:
     async def infer(self, request: InferRequest, call: Call) -> InferResponse:
         """Run one inference request, counted in the model's V2 statistics."""
         started = call.started
-        model = self.resolve(request.model_name, request.model_version)
-        call.resolved(model.metrics, 0)  # a refusal from here on counts under the version
+        # Noted in the call's context: a refusal from here on counts under the version.
+        model = self.resolve(request.model_name, request.model_version, call)
         stats = self.stats.of(model)
         try:
             response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
@@ -189,13 +190,11 @@ class V2Plane:
             texts, encoded = None, decode_ids(inputs)
             request_input = INPUT_IDS
             decode_seconds = time.perf_counter() - decoding
-        call.resolved(model.metrics, len(texts) if texts is not None else len(encoded or ()))
         try:
             asked = Inputs(texts, encoded, mode, explain=explain, long_text=request.long_text)
             out = await self.core.classify(model, asked, call.context)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
-        call.answered(out)
         writing = time.perf_counter()
         response = InferResponse(model.name, str(model.version), request.id, outputs(wanted, contract, out))
         return response, decode_seconds, out, time.perf_counter() - writing

@@ -63,6 +63,7 @@ class LoadedModel:
         manifest = self.manifest
         self.name = manifest.name
         self.version = manifest.version
+        self.attention_spec = manifest.attention  # its kind, layers and heads: a reply's size
         self.attention_kind = manifest.attention.kind
         self.labels = tuple(manifest.labels)
         # Read once per load: the runner divides every batch's logits by it (bundle/calibration.py).

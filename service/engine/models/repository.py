@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -38,10 +38,10 @@ log = logging.getLogger(__name__)
 class ModelVersions:
     name: str
     versions: Mapping[int, LoadedModel]
+    latest: LoadedModel = field(init=False)  # read by every call that names no version
 
-    @property
-    def latest(self) -> LoadedModel:
-        return self.versions[max(self.versions)]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "latest", self.versions[max(self.versions)])
 
 
 def check_confined(root: Path, version_dir: Path) -> None:

@@ -34,23 +34,19 @@ class EncodedTexts:
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def row(self, index: int) -> tuple[list[str], list[tuple[int, int]], list[bool]]:
+        """Text `index`'s tokens; per token, its [start, end) character offsets into the request
+        text (Python str indices; tokens the tokenizer's template added, [CLS] and [SEP], have
+        (0, 0)); and whether the tokenizer added it (a special token): as a reply writes them."""
+        if self.encodings is None:
+            return [], [], []
+        encoding = self.encodings[index]
+        return list(encoding.tokens), list(encoding.offsets), list(map(bool, encoding.special_tokens_mask))
+
     def tokens(self, index: int) -> list[str]:
         if self.encodings is None:
             return []
         return list(self.encodings[index].tokens)
-
-    def offsets(self, index: int) -> list[tuple[int, int]]:
-        """Per token, [start, end) character offsets into the request text (Python str
-        indices); tokens the tokenizer's template added ([CLS], [SEP]) have (0, 0)."""
-        if self.encodings is None:
-            return []
-        return list(self.encodings[index].offsets)
-
-    def special(self, index: int) -> list[bool]:
-        """Per token, whether the tokenizer added it (a special token such as [CLS] or [SEP])."""
-        if self.encodings is None:
-            return []
-        return [bool(flag) for flag in self.encodings[index].special_tokens_mask]
 
     @classmethod
     def from_ids(cls, rows: Sequence[TokenIds]) -> EncodedTexts:

@@ -43,9 +43,9 @@ from typing import Any
 
 from attnserve.service.engine.limits import BatchLimits
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.request.handback import complete, expired_error, fail, hand_back, internal_error
+from attnserve.service.engine.request.handback import expired_error, fail, hand_back, internal_error
 from attnserve.service.engine.request.lone import LonePolicy
-from attnserve.service.engine.request.queue import Batch, Job, Row, RowQueue
+from attnserve.service.engine.request.queue import Batch, Job, RowQueue, lone_batch
 from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
 
 log = logging.getLogger(__name__)
@@ -127,13 +127,14 @@ class Batcher:
         was in the server when the engine took this one (both for the lone path, lone.py)."""
         count = len(lengths)
         window = self.share if paced else 0
+        places = min(count, window) if window else count  # the queue places it takes now (Job.places)
         future = asyncio.get_running_loop().create_future()
-        job = Job(payload, count, deadline, future, lane, window, predicted)
+        now = time.monotonic()
         with self._lock:
             if self._closed:
                 raise Unavailable(UNLOADING_MESSAGE)
             queued = self._queue.queued
-            if queued + job.first_places > self.limits.max_queue:
+            if queued + places > self.limits.max_queue:
                 raise ResourceExhausted(
                     f"the queue of model {self.name!r} is full ({queued} of {self.limits.max_queue} "
                     "texts waiting); retry with backoff"
@@ -141,19 +142,21 @@ class Batcher:
             self._arrivals += 1
             lone = self._lone
             # A call already past its deadline is queued, where the next take refuses it.
-            expired = deadline is not None and job.enqueued >= deadline
+            expired = deadline is not None and now >= deadline
             busy = bool(queued or self._running)  # rows queued or a batch running
-            if lone is not None and not expired and lone.decide(job.enqueued, count, busy, predicted, alone):
+            if lone is not None and not expired and lone.decide(now, count, busy, predicted, alone):
                 # Nothing is queued or running: the call's one row is its own batch, run here.
                 self._running += 1
-                batch = Batch([Row(job, 0, lengths[0], job.enqueued)], lengths[0], lengths[0], lane)
+                batch = lone_batch(payload, lengths[0], deadline, future, lane, predicted, now)
+                job = batch.rows[0].job
             else:
                 batch = None
+                job = Job(payload, count, deadline, future, lane, window, predicted, now)
                 entered = self._queue.add(job, lengths)
                 self.metrics.queue_depth.inc(entered)  # under the lock: a thread may take the rows at once
                 self._work.notify()
-        if batch is not None:
-            self._run_here(batch)
+        if batch is not None and self._run_here(batch):
+            return job  # done on the loop: its future is left unset
         try:
             await job.future
         except asyncio.CancelledError:
@@ -190,7 +193,10 @@ class Batcher:
                 arrivals = self._arrivals
             fail(expired, expired_error)
             if batch is not None:
-                self._run(batch, arrivals)
+                finished = self._run(batch, arrivals)
+                if finished:
+                    hand_back(finished)
+                del finished
             elif stop:
                 return
             # An idle thread must not keep its last batch alive while it waits for the next:
@@ -217,11 +223,11 @@ class Batcher:
                 return batch, expired
         return None, expired
 
-    def _run_here(self, batch: Batch) -> None:
-        """Run a lone call's batch on the event loop: its future is done when this returns
-        (failed on the next loop iteration if the model raised)."""
+    def _run_here(self, batch: Batch) -> bool:
+        """Run a lone call's batch on the event loop: whether it ran (if the model raised, its
+        future fails on the next loop iteration)."""
         try:
-            self._run(batch, self._arrivals, complete)
+            return self._run(batch, self._arrivals) is not None
         finally:
             with self._lock:
                 idle = self._idle_now()
@@ -230,9 +236,9 @@ class Batcher:
             if idle:
                 self._wake_idle()
 
-    def _run(self, batch: Batch, arrivals: int, finish: Callable[[list[Job]], None] | None = None) -> None:
-        """Run `batch` (taken when `arrivals` calls had been submitted) and hand its finished
-        calls back (`finish`: on the loop that runs it; default: each call's loop, from a thread)."""
+    def _run(self, batch: Batch, arrivals: int) -> list[Job] | None:
+        """Run `batch` (taken when `arrivals` calls had been submitted): the calls it finished
+        (None: it failed, and failed its calls)."""
         started = time.monotonic()
         try:
             output = self.runner(batch)
@@ -241,7 +247,7 @@ class Batcher:
             with self._lock:
                 self._running -= 1
             fail(list({id(row.job): row.job for row in batch.rows}.values()), internal_error)
-            return
+            return None
         ended = time.monotonic()
         elapsed = ended - started
         finished: list[Job] = []
@@ -274,7 +280,7 @@ class Batcher:
         observe = self.metrics.queue_wait.observe
         for wait in waits:
             observe(wait)
-        (finish or hand_back)(finished)
+        return finished
 
     async def drain(self) -> None:
         """Wait until every queued and running row is done."""

@@ -123,22 +123,23 @@ async def run(predictor: Predictor, inputs: Inputs, limits: CallLimits, context:
     if explain.method is not Attribution.NONE:
         words = await find_words(model, explain, prepared.encoded, limits.max_attribution_rows)
         check_rows(explain, len(prepared.encoded), sum(words.rows), limits.max_attribution_rows)
-    lane = predictor.lane(inputs.mode, inputs.top_k)
-    outputs = await answer(predictor, prepared, inputs, context, lane)
+    outputs = await answer(predictor, prepared, inputs, context)
     if documents is not None:
         outputs.windows = whole_windows(documents, outputs)
     if words is not None:
         which = list(range(len(outputs)))
         replied = (outputs.label_ids, outputs.probabilities)
+        lane = predictor.lane(inputs.mode, inputs.top_k)  # the graph that answered the texts
         attach(outputs, which, await attribute(predictor, explain, prepared.encoded, words, which, replied,
                                                context, lane))  # fmt: skip
     return outputs
 
 
 async def answer(
-    predictor: Predictor, prepared: Prepared, inputs: Inputs, context: CallContext, lane: int
+    predictor: Predictor, prepared: Prepared, inputs: Inputs, context: CallContext, lane: int | None = None
 ) -> Outputs:
-    """The call's texts through the version's batcher on `lane`: labels, probabilities, attention."""
+    """The call's texts through the version's batcher on `lane` (None: the one the reply needs,
+    Predictor.lane): labels, probabilities, attention."""
     encoded = prepared.encoded
     if inputs.texts is not None and any(encoded.truncated):
         predictor.model.metrics.drift.observe_truncated(encoded.truncated)
@@ -196,7 +197,7 @@ def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode,
     # flags, and framing.
     estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
     if mode is not AttentionMode.NONE:
-        spec = model.manifest.attention
+        spec = model.attention_spec
         estimate += reply_bytes(
             model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths)
         )

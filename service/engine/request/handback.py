@@ -2,8 +2,8 @@
 
 A batcher thread finishes or fails calls whose futures belong to an event loop: each loop
 gets one `call_soon_threadsafe` for all of its calls (a self-pipe write and a loop
-iteration each, so never one per call). The loop's own thread, running a lone call,
-completes its call directly (`complete`).
+iteration each, so never one per call). A lone call run on the loop's own thread needs no
+hand-back: its caller reads its job as soon as the batch returns (batcher.py).
 """
 
 from __future__ import annotations

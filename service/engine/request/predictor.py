@@ -108,15 +108,18 @@ class Predictor:
         mode: AttentionMode,
         k: int,
         context: CallContext,
-        lane: int,
+        lane: int | None = None,
         paced: bool = False,
         *,
         tokenize: float = 0.0,
         started: float = 0.0,
     ) -> Outputs:
-        """Run encoded texts through the batcher on `lane` (classify.run validates them first);
-        `paced`: a call's attribution rows, which hold a bounded share of the queue;
-        `tokenize`, `started`: the call's tokenizing seconds and arrival, for its timings."""
+        """Run encoded texts through the batcher on `lane` (None: the one the reply needs,
+        `lane`; classify.run validates the texts first); `paced`: a call's attribution rows,
+        which hold a bounded share of the queue; `tokenize`, `started`: the call's tokenizing
+        seconds and arrival, for its timings."""
+        if lane is None:
+            lane = self.lane(mode, k)
         request = CallRows(encoded.ids, mode, k, context.trace, mode is not AttentionMode.NONE or k > 0)
         lengths = encoded.lengths
         # A one-text call's run time, predicted once here and carried by its job.

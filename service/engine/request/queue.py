@@ -53,6 +53,7 @@ class Job:
         "parts",
         "payload",
         "pending",
+        "places",
         "predicted",
         "queue_seconds",
         "ran_until",
@@ -72,12 +73,13 @@ class Job:
         lane: int = 0,
         window: int = 0,
         predicted: float = math.inf,
+        enqueued: float | None = None,
     ) -> None:
         self.payload = payload  # the runner's: what the rows hold
         self.lane = lane  # the graph its rows need: rows of two lanes never share a batch
         self.size = size
         self.deadline = deadline  # time.monotonic() value
-        self.enqueued = time.monotonic()
+        self.enqueued = time.monotonic() if enqueued is None else enqueued  # when it was submitted
         self.future = future
         self.undispatched = 0  # rows queued and not yet in a batch (add counts them in)
         self.unfinished = size
@@ -87,15 +89,11 @@ class Job:
         self.run_seconds = 0.0  # the longest batch that carried its rows
         self.ran_until = 0.0  # time.monotonic() when the last batch that carried its rows ended
         self.window = window  # most rows queued at once (0: all of them: not paced)
+        self.places = min(size, window) if window else size  # queue places it takes when submitted
         self.pending: deque[tuple[int, int]] = deque()  # (row index, length) not queued yet
         # Seconds a one-text job's batch is predicted to run (inf: several texts, or no cost
         # model): predicted once when submitted, compared with the run by the lone policy.
         self.predicted = predicted
-
-    @property
-    def first_places(self) -> int:
-        """Queue places the job takes when it is submitted."""
-        return min(self.size, self.window) if self.window else self.size
 
 
 class Row:
@@ -117,6 +115,16 @@ class Batch:
         self.tokens = len(rows) * width  # padded tokens
 
 
+def lone_batch(
+    payload: Any, length: int, deadline: float | None, future: asyncio.Future[None], lane: int,
+    predicted: float, at: float,
+) -> Batch:  # fmt: skip
+    """A lone call's one-text job as a batch of its own: it never enters the queue (the
+    batcher runs it on the loop, lone.py). The job is its one row's."""
+    job = Job(payload, 1, deadline, future, lane, predicted=predicted, enqueued=at)
+    return Batch([Row(job, 0, length, at)], length, length, lane)
+
+
 class RowQueue:
     def __init__(self, limits: BatchLimits, metrics: ModelMetrics) -> None:
         self.limits = limits
@@ -127,7 +135,7 @@ class RowQueue:
 
     def add(self, job: Job, lengths: Sequence[int]) -> int:
         """Queue `job`'s rows (a paced job's first window of them); returns how many entered."""
-        places = job.first_places
+        places = job.places
         self._enter(job, enumerate(lengths[:places]), job.enqueued)
         if places < len(lengths):
             job.pending.extend((index, lengths[index]) for index in range(places, len(lengths)))

@@ -69,10 +69,15 @@ class Runner:
     def __call__(self, batch: Batch) -> BatchOutput:
         started = time.perf_counter()
         rows = batch.rows
-        requests: list[CallRows] = [row.job.payload for row in rows]
-        ids, mask = pad_ids([r.ids[row.index] for r, row in zip(requests, rows, strict=True)], self.pad_id,
-                            batch.width)  # fmt: skip
-        want_attention = any(r.wants_attention for r in requests)
+        requests: list[CallRows] = []
+        texts: list[TokenIds] = []
+        want_attention = False
+        for row in rows:  # each row's call and token ids, in one pass
+            request = row.job.payload
+            requests.append(request)
+            texts.append(request.ids[row.index])
+            want_attention = want_attention or request.wants_attention
+        ids, mask = pad_ids(texts, self.pad_id, batch.width)
         # A label-lane batch asks no attention (Predictor.lane): the label graph answers it.
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
         outputs = run(ids, mask, want_attention, self.vectors)

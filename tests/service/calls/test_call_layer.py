@@ -14,10 +14,12 @@ from attnserve.service.calls.auth import Authenticator, Tokens
 from attnserve.service.calls.call import CallLayer
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route
-from attnserve.service.engine.admission import State
+from attnserve.service.engine.admission import Permit, State
+from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import Metrics
-from attnserve.service.errors import INTERNAL_MESSAGE, InvalidArgument, ServiceError, Status
+from attnserve.service.engine.request.classify import Inputs
+from attnserve.service.errors import INTERNAL_MESSAGE, Internal, InvalidArgument, ServiceError, Status
 from tests.support.servers import make_settings
 
 TOKEN = b"inference-token-0123456789"
@@ -51,7 +53,7 @@ def test_an_error_is_answered_detached_and_the_permit_given_back(tmp_path: Path)
         raise InvalidArgument("texts: too many")
 
     async def run() -> object:
-        return await layer.serve(layer.start(INFERENCE), refuse, size=80)
+        return await layer.serve(INFERENCE, refuse, size=80)
 
     error = asyncio.run(run())
     assert isinstance(error, ServiceError) and error.code is Status.INVALID_ARGUMENT
@@ -67,7 +69,7 @@ def test_an_unexpected_failure_is_internal_with_a_fixed_message(tmp_path: Path) 
     async def fail(call: Call) -> bytes:
         raise KeyError("/secret/path")
 
-    error = asyncio.run(layer.serve(layer.start(INFERENCE), fail))
+    error = asyncio.run(layer.serve(INFERENCE, fail))
     assert isinstance(error, ServiceError) and error.code is Status.INTERNAL
     assert error.message == INTERNAL_MESSAGE
     assert requests(built, "INTERNAL") == 1
@@ -82,7 +84,7 @@ def test_a_cancelled_call_is_counted_then_cancelled(tmp_path: Path) -> None:
             await asyncio.sleep(10)
             return b""
 
-        task = asyncio.ensure_future(layer.serve(layer.start(INFERENCE), wait))
+        task = asyncio.ensure_future(layer.serve(INFERENCE, wait))
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -97,34 +99,91 @@ def test_permits_are_refused_while_draining_but_not_a_streams_message(tmp_path: 
     layer = CallLayer(built, "native", "http")
     stream = built.gate.try_acquire_permit()
     built.gate.drain()
-    refusals = []
-    for _ in range(2):
-        with pytest.raises(ServiceError) as caught:
-            layer.admit(layer.start(METADATA))
-        refusals.append(caught.value)
-    assert refusals[0] is not refusals[1], "a refusal is a new error each time"
-    assert refusals[0].code is Status.UNAVAILABLE and "shutting down" in refusals[0].message
-    message = layer.admit(layer.start(INFERENCE), within=stream)  # within its stream: bytes only
-    message.hold(100)
-    assert built.gate.active == 1 and built.gate.inflight_bytes == 100
-    message.release()
+    seen: list[tuple[int, int]] = []
+
+    async def work(call: Call) -> bytes:
+        seen.append((built.gate.active, built.gate.inflight_bytes))
+        return b"ok"
+
+    async def run() -> list[object]:
+        refused = [await layer.serve(METADATA, work, size=10) for _ in range(2)]
+        return [*refused, await layer.serve(INFERENCE, work, size=100, within=stream)]
+
+    first, second, message = asyncio.run(run())
+    assert isinstance(first, ServiceError) and isinstance(second, ServiceError)
+    assert first is not second, "a refusal is a new error each time"
+    assert first.code is Status.UNAVAILABLE and "shutting down" in first.message
+    assert message == b"ok" and seen == [(1, 100)]  # within its stream: bytes only, held while it ran
+    assert built.gate.active == 1 and built.gate.inflight_bytes == 0
     stream.release()
     stream.release()
-    assert built.gate.active == 0 and built.gate.inflight_bytes == 0
+    assert built.gate.active == 0
 
 
 def test_a_call_takes_one_permit_released_when_it_ends(tmp_path: Path) -> None:
     built = core(tmp_path)
     layer = CallLayer(built, "native", "http")
-    call = layer.start(METADATA)
-    with pytest.raises(ServiceError):
-        call.context  # noqa: B018  # not admitted yet
-    permit = layer.admit(call)
-    with pytest.raises(ServiceError):
-        layer.admit(call)
-    assert built.gate.active == 1
-    layer.end(call, Status.OK)
-    assert built.gate.active == 0 and not permit.live
+    permits: list[Permit] = []
+
+    async def work(call: Call) -> bytes:
+        assert call.context.permit is not None and call.context.permit.live
+        permits.append(call.context.permit)
+        assert built.gate.active == 1
+        return b""
+
+    assert asyncio.run(layer.serve(METADATA, work)) == b""
+    assert built.gate.active == 0 and not permits[0].live
+
+
+def test_the_engine_runs_no_call_without_a_live_permit(tmp_path: Path) -> None:
+    built = core(tmp_path)
+    released = built.gate.try_acquire_permit()
+    released.release()
+    for context in (CallContext(None), CallContext(released)):
+        with pytest.raises(Internal):
+            asyncio.run(built.classify("any", Inputs(texts=["a text"]), context))
+
+
+def test_a_refusal_before_the_body_wins_over_the_bodys_size(tmp_path: Path) -> None:
+    """The route's checks in order: the permit, the token, the size limit, the bytes held."""
+    built = core(tmp_path)
+    built.gate.max_inflight_bytes = 100
+    auth = Authenticator(Tokens(((TOKEN, "inference"),)), built.metrics, "header 'Authorization")
+    layer = CallLayer(built, "native", "grpc", auth)
+
+    async def work(call: Call) -> bytes:
+        return b"ok"
+
+    async def run(size: int, token: bytes = TOKEN) -> object:
+        return await layer.serve(INFERENCE, work, size=size, token=token)
+
+    def code(result: object) -> Status | None:
+        return result.code if isinstance(result, ServiceError) else None
+
+    assert code(asyncio.run(run(2000, b"wrong"))) is Status.UNAUTHENTICATED
+    assert code(asyncio.run(run(2000))) is Status.RESOURCE_EXHAUSTED  # over the route's 1024
+    held = built.gate.try_acquire_permit(60)  # another call's body in progress
+    assert code(asyncio.run(run(60, b"wrong"))) is Status.UNAUTHENTICATED
+    assert code(asyncio.run(run(60))) is Status.RESOURCE_EXHAUSTED  # over max_inflight_bytes
+    held.release()
+    assert asyncio.run(run(60)) == b"ok"
+    built.gate.drain()
+    assert code(asyncio.run(run(2000, b"wrong"))) is Status.UNAVAILABLE
+    assert built.gate.active == 0 and built.gate.inflight_bytes == 0
+
+
+def test_http_calls_end_at_their_timeout_and_grpc_calls_at_grpcs(tmp_path: Path) -> None:
+    built = core(tmp_path)
+
+    async def slow(call: Call) -> bytes:
+        await asyncio.sleep(0.3)
+        return b"late"
+
+    http = asyncio.run(CallLayer(built, "native", "http").serve(INFERENCE, slow, timeout=0.05))
+    assert isinstance(http, ServiceError) and http.code is Status.DEADLINE_EXCEEDED
+    assert http.message == "timeout: the call did not finish within 0.05 s"
+    # grpc enforces the client's deadline itself: the call layer only records it.
+    assert asyncio.run(CallLayer(built, "native", "grpc").serve(INFERENCE, slow, timeout=0.05)) == b"late"
 
 
 def test_a_starting_server_refuses_gated_routes_and_answers_health(tmp_path: Path) -> None:
@@ -136,7 +195,7 @@ def test_a_starting_server_refuses_gated_routes_and_answers_health(tmp_path: Pat
         return b"ok"
 
     async def run(route: Route) -> object:
-        return await layer.serve(layer.start(route), answer)
+        return await layer.serve(route, answer)
 
     refused = asyncio.run(run(METADATA))
     assert isinstance(refused, ServiceError) and refused.code is Status.UNAVAILABLE
@@ -153,7 +212,7 @@ def test_a_body_over_the_routes_limit_is_refused_before_the_work_runs(tmp_path: 
         ran.append(call)
         return b""
 
-    error = asyncio.run(layer.serve(layer.start(INFERENCE), work, size=1025))
+    error = asyncio.run(layer.serve(INFERENCE, work, size=1025))
     assert isinstance(error, ServiceError) and error.code is Status.RESOURCE_EXHAUSTED
     assert error.message == "request body: 1025 bytes; the limit for this method is 1024 (max_message_bytes)"
     assert not ran and built.gate.active == 0 and built.gate.inflight_bytes == 0

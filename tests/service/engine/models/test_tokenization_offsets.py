@@ -25,7 +25,7 @@ def _encoder(path: Path, max_len: int = 64, *, reject_long: bool = False) -> Tex
 def test_offsets_index_the_text_in_code_points(tokenizer_file: Path) -> None:
     text = "😀 The café plot was superb!"  # an astral emoji: one code point, two UTF-16 units
     encoded = _encoder(tokenizer_file).encode([text])
-    tokens, offsets, special = encoded.tokens(0), encoded.offsets(0), encoded.special(0)
+    tokens, offsets, special = encoded.row(0)
     assert len(tokens) == len(offsets) == len(special)
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
     assert special == [True] + [False] * (len(tokens) - 2) + [True]
@@ -43,8 +43,9 @@ def test_a_long_text_is_cut_to_max_len_and_keeps_its_sep(tokenizer_file: Path) -
     text = " ".join(["the plot was superb"] * 40)
     encoded = _encoder(tokenizer_file, max_len=10).encode([text, "the plot"])
     assert encoded.lengths == [10, 4] and encoded.truncated == [True, False]
-    assert encoded.tokens(0)[0] == "[CLS]" and encoded.tokens(0)[-1] == "[SEP]"
-    assert encoded.special(0) == [True] + [False] * 8 + [True]
+    tokens, _, special = encoded.row(0)
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and tokens == encoded.tokens(0)
+    assert special == [True] + [False] * 8 + [True]
     with pytest.raises(InvalidArgument, match="max_len of 10"):
         _encoder(tokenizer_file, max_len=10, reject_long=True).encode([text])
 
@@ -52,11 +53,12 @@ def test_a_long_text_is_cut_to_max_len_and_keeps_its_sep(tokenizer_file: Path) -
 def test_a_special_token_typed_in_the_text_is_read_from_it(tokenizer_file: Path) -> None:
     text = "the [SEP] plot"
     encoded = _encoder(tokenizer_file).encode([text])
-    assert encoded.tokens(0) == ["[CLS]", "the", "[SEP]", "plot", "[SEP]"]
-    assert encoded.special(0) == [True, False, False, False, True]
-    assert text[slice(*encoded.offsets(0)[2])] == "[SEP]"
+    tokens, offsets, special = encoded.row(0)
+    assert tokens == ["[CLS]", "the", "[SEP]", "plot", "[SEP]"]
+    assert special == [True, False, False, False, True]
+    assert text[slice(*offsets[2])] == "[SEP]"
 
 
 def test_rows_of_ids_have_no_offsets() -> None:
     rows = EncodedTexts.from_ids([[2, 5, 3]])
-    assert rows.tokens(0) == [] and rows.offsets(0) == [] and rows.special(0) == []
+    assert rows.tokens(0) == [] and rows.row(0) == ([], [], [])
