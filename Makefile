@@ -66,7 +66,7 @@ TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 define two_phases
 status=0; \
-$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "$(1)not serial" $(2) \
+$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "$(1)not serial" $(2) \
 	$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 $(PYTEST) -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 exit $$status

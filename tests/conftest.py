@@ -52,10 +52,10 @@ PATH_MARKS: dict[str, tuple[str, ...]] = {
     "tests/training/test_car_order.py::"
     "test_load_task_splits_by_bucket_and_never_trains_on_held_out_material": ("slow",),
 }
-# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`), each file on one
-# worker so that its module fixtures (servers, trained runs) are built once, then runs these
-# alone: they bound a server's memory, time its event loop or drive it to overload, figures
-# that another process's work would blur.
+# `make test` runs the suite on two pytest-xdist workers, each file on one worker so that its
+# module fixtures (servers, trained runs) are built once (pytest_xdist_make_scheduler below),
+# then runs these alone: they bound a server's memory, time its event loop or drive it to
+# overload, figures that another process's work would blur.
 SERIAL = frozenset({
     "tests/service/test_memory.py",
     "tests/training/test_memory.py",
@@ -64,8 +64,8 @@ SERIAL = frozenset({
     "tests/service/engine/request/test_overload.py",
 })  # fmt: skip
 # Files that keep both cores busy for a minute or more (image builds, the compose stack, two
-# training processes, fresh venvs): one group on one worker, scheduled first, so no two run at
-# once and the other worker takes the short tests meanwhile.
+# training processes, fresh venvs): one unit of work on one worker, scheduled first, so no two
+# run at once and the other worker takes the short tests meanwhile.
 BUSY = "busy"
 BUSY_FILES = frozenset({
     "tests/deploy/test_images.py",
@@ -86,17 +86,26 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
 
 
-# First: pytest-xdist's own hook turns the xdist_group marks added here into node ids.
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's `loadfile` (each file's tests on one worker), with BUSY_FILES one unit."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class BusyTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            where = nodeid.split("::", 1)[0]
+            return BUSY if where in BUSY_FILES else where
+
+    return BusyTogether(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop, and
-    group them for pytest-xdist (SERIAL, BUSY_FILES above)."""
+    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop; on a
+    pytest-xdist worker, the busy files first."""
     for item in items:
         path = item.path.resolve()
         where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
         if where in SERIAL:
             item.add_marker(pytest.mark.serial)
-        item.add_marker(pytest.mark.xdist_group(BUSY if where in BUSY_FILES else where or item.nodeid))
         item.stash[_BUSY] = where in BUSY_FILES
         name = getattr(item, "originalname", item.name)
         for mark in (*PATH_MARKS.get(where, ()), *PATH_MARKS.get(f"{where}::{name}", ())):
@@ -105,7 +114,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         slow_param = any(isinstance(v, str) and v in SLOW_PARAMS for v in params.values())
         if slow_param or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    if getattr(config.option, "dist", "no") != "no":  # the busy group first (the sort is stable)
+    if hasattr(config, "workerinput"):  # the workers' order is the schedule's (the sort is stable)
         items.sort(key=lambda item: not item.stash[_BUSY])
 
 
