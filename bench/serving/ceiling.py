@@ -16,6 +16,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from attnserve.service.bundle import Bundle, read_bundle
+from attnserve.service.common.vocabulary import AttentionKind
 
 Feed = tuple[np.ndarray, np.ndarray]  # input_ids, attention_mask: [B, T] each
 MODEL_CPU_SECONDS = 0.3
@@ -99,7 +100,7 @@ def measure(
     bundle: Bundle, texts: Sequence[str], batch_sizes: Sequence[int], threads: Sequence[int], seconds: float
 ) -> list[CeilingRow]:
     tokenizer = tokenizer_for(bundle)
-    has_attention = bundle.manifest.attention.kind != "none"
+    has_attention = bundle.manifest.attention.kind != AttentionKind.NONE
     rows = []
     for thread_count in threads:
         session = session_for(bundle.model_path, thread_count)
@@ -142,7 +143,7 @@ def length_curve(
 @cache
 def _model(bundle_dir: Path) -> tuple[ort.InferenceSession, Tokenizer, list[str]]:
     bundle = read_bundle(bundle_dir)
-    names = ["logits"] if bundle.manifest.attention.kind == "none" else ["logits", "attention"]
+    names = ["logits"] if bundle.manifest.attention.kind == AttentionKind.NONE else ["logits", "attention"]
     return session_for(bundle.model_path, 1), tokenizer_for(bundle), names
 
 

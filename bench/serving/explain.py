@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from attnserve.service.bundle import read_bundle
+from attnserve.service.common.vocabulary import AttentionKind, AttentionMode, Attribution
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.engine.request.attribution import least_budget, words
@@ -36,9 +37,14 @@ from bench.serving.texts import csv_texts
 from kit.launch import attnserve, run_async
 from kit.ports import free_port
 
-RANDOM, OCCLUSION, SHAPLEY, IG = "random", "occlusion", "shapley", "integrated gradients"
+RANDOM, IG = "random", "integrated gradients"
+OCCLUSION, SHAPLEY = Attribution.OCCLUSION.word, Attribution.SHAPLEY.word
 POOLED, CLS, ROLLOUT = "attention: pooled", "attention: [CLS], last layer", "attention: rollout"
-ATTENTION_CALLS = {POOLED: "pooled", CLS: "last_layer", ROLLOUT: "rollout"}
+ATTENTION_CALLS = {
+    POOLED: AttentionMode.POOLED.word,
+    CLS: AttentionMode.LAST_LAYER.word,
+    ROLLOUT: AttentionMode.ROLLOUT.word,
+}
 PAGE, BEGIN, END = Path("results") / "explanations.md", "<!-- explain:begin -->", "<!-- explain:end -->"
 
 
@@ -59,7 +65,7 @@ async def served(port: int, model: str, texts: list[Text], methods: list[Method]
     connection = HttpConnection(port)
     url, headers = f"/v1/models/{model}:classify", {"Content-Type": "application/json"}
     bodies: dict[str, dict[str, Any]] = {name: {"attention": mode} for name, mode in ATTENTION_CALLS.items()}
-    bodies |= {OCCLUSION: {"attribution": "occlusion"}, SHAPLEY: {"attribution": "shapley"}}
+    bodies |= {name: {"attribution": name} for name in (OCCLUSION, SHAPLEY)}
 
     async def call(text: Text, method: Method) -> tuple[dict[str, Any], float]:
         # Shapley needs words + 1 coalitions to determine a text's scores: the server refuses fewer.
@@ -154,7 +160,7 @@ def measure(
                  for i, e in enumerate(encoded.encodings)]  # fmt: skip
         texts = [text for text in texts if text.units]
         kind = manifest.attention.kind
-        names = [POOLED] if kind == "pool" else [] if kind == "none" else [POOLED, CLS, ROLLOUT]
+        names = {AttentionKind.POOL: [POOLED], AttentionKind.NONE: []}.get(kind, [*ATTENTION_CALLS])
         prepared.append((bundle, tokenizer, texts, [Method(name) for name in [*names, OCCLUSION, SHAPLEY]]))
     http_port = free_port()
     with attnserve(repository, ["--http-port", str(http_port)]):

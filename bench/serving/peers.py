@@ -33,8 +33,9 @@ from bench.serving.peer_report import dump, load, publish, render
 from bench.serving.sweep import Meter, closed_point
 from bench.serving.systems.floor_server import floor_server
 from bench.serving.texts import exact_length_texts, prepared
-from bench.serving.tools import mlserver, pytriton_server, run_perf_analyzer
+from bench.serving.tools import mlserver, pytriton_server
 from kit.launch import ROOT, Launched, attnserve
+from kit.perf_analyzer import run_perf_analyzer
 from kit.results import Point
 
 SYSTEMS = ("floor", "pytriton", "mlserver", "v2-w1", "v2-w2", "native-w1", "native-w2")
@@ -133,12 +134,12 @@ def perf_point(
     model = system.ids_model if workload.startswith("ids") else system.model
     if model is None or (mode == "streaming" and not system.streaming):
         return None
+    flags = ("--input-data", str(data), "--streaming" if mode == "streaming" else "--async")
     for window in (seconds, 3 * seconds):
         meter = Meter(system.launched)
-        done = run_perf_analyzer(system.launched.target, model, data, concurrency,
-                                 interval_ms=int(window * 1000), trials=PERF_TRIALS,
-                                 flags=("--streaming",) if mode == "streaming" else ("--async",),
-                                 count_calls=True, timeout=300)  # fmt: skip
+        done = run_perf_analyzer(system.launched.target, model, concurrency, flags,
+                                 interval_ms=int(window * 1000), trials=PERF_TRIALS, count_calls=True,
+                                 timeout=300)  # fmt: skip
         if done.row is not None:
             cpu, mean = meter.read()
             figures = cpu_figures(cpu, done.calls, mean, bundle=bundle, texts=texts)

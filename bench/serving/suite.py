@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attnserve.service.bundle import Bundle, read_bundle
+from attnserve.service.common.vocabulary import AttentionKind
 from bench.sections import SERVING_SECTIONS as SECTIONS
 from bench.serving import ceiling, memory, profiling, report, sweep, tools
 from bench.serving.plan import PLANS, Plan, lengths
@@ -98,12 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bundle = read_bundle(bundle_dir)
     manifest, spec = bundle.manifest, bundle.manifest.attention
-    attention = spec.kind + (f" {spec.layers}x{spec.heads}" if spec.kind in ("layers", "self") else "")
+    layered = spec.kind in (AttentionKind.LAYERS, AttentionKind.SELF)
+    attention = spec.kind + (f" {spec.layers}x{spec.heads}" if layered else "")
     facts = {"name": manifest.name, "version": manifest.version, "family": manifest.family,
              "attention": attention, "max_len": manifest.max_len, "kind": spec.kind}  # fmt: skip
     results = Results(args.mode, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), describe(), facts)
     results.command = " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])
-    texts, has_attention = mixed_texts(512, manifest.max_len), spec.kind != "none"
+    texts, has_attention = mixed_texts(512, manifest.max_len), spec.kind != AttentionKind.NONE
 
     def run_sweep() -> None:
         if "perf_analyzer" in lacking:

@@ -15,10 +15,10 @@ from typing import Any
 from bench.render import log_point
 from bench.serving.plan import Plan
 from bench.serving.texts import prepared
-from bench.serving.tools import run_perf_analyzer
 from kit.launch import Launched, attnserve, cpu_seconds
 from kit.load import Requests, run_closed
 from kit.metrics import scrape, values
+from kit.perf_analyzer import run_perf_analyzer
 from kit.results import Point
 
 NATIVE, V2, PERF = "attnserve native", "attnserve V2", "attnserve V2 (perf_analyzer)"
@@ -76,8 +76,9 @@ def perf_point(
     target: str, model: str, data: Path, n: int, concurrency: int, plan: Plan, **setup: Any
 ) -> Point:
     """One perf_analyzer run (--async, C++ client); a failed run is a point with no throughput."""
-    done = run_perf_analyzer(target, model, data, concurrency, interval_ms=plan.perf_interval_ms,
-                             trials=max(3, plan.perf_trials), flags=("--async", "-b", str(n)))  # fmt: skip
+    flags = ("--input-data", str(data), "--async", "-b", str(n))
+    done = run_perf_analyzer(target, model, concurrency, flags, interval_ms=plan.perf_interval_ms,
+                             trials=max(3, plan.perf_trials))  # fmt: skip
     if done.row is None:
         print(f"perf_analyzer failed at b={n} c={concurrency}: {done.output[-600:]}", file=sys.stderr)
     return log_point(done.point(n, concurrency=concurrency, **setup), *SETUP)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from attnserve.service.client import Client
+from attnserve.service.common.vocabulary import AttentionMode
 from bench.serving.systems.naive_server import naive
 from tests.support.servers import RunningServer, make_settings
 
@@ -25,8 +26,8 @@ def test_naive_server_answers_as_attnserve_does(bench_repository: Path) -> None:
         Client(served.target) as ours,
         Client(base.target) as theirs,
     ):
-        expected = ours.classify(TEXTS, model="car", attention="pooled")
-        got = theirs.classify(TEXTS, model="car", attention="pooled")
+        expected = ours.classify(TEXTS, model="car", attention=AttentionMode.POOLED)
+        got = theirs.classify(TEXTS, model="car", attention=AttentionMode.POOLED)
     for want, have in zip(expected.results, got.results, strict=True):
         assert have.label == want.label and have.tokens == want.tokens and have.truncated == want.truncated
         np.testing.assert_allclose(have.probabilities, want.probabilities, atol=1e-5)

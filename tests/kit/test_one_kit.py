@@ -24,6 +24,7 @@ ONCE = [
     ("the open loop", r"^async def open_loop\(", "kit/load.py"),
     ("the load generator's callers", r"^async def (callers|keep_calling)\(", "kit/load.py"),
     ("the result type", r"^class Point\b", "kit/results.py"),
+    ("the perf_analyzer run", r"--stability-percentage", "kit/perf_analyzer.py"),
 ]
 
 

@@ -3,7 +3,6 @@ requests are kit/v2.py's), their outputs decoded, and raw V2 calls."""
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from tokenizers import Tokenizer
 
 from attnserve.service.api.v2.tensors import split_bytes
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
+from kit.perf_analyzer import run_perf_analyzer
 from kit.v2 import text_request as text_request  # the one TEXT request builder
 
 
@@ -117,15 +117,8 @@ def perf_analyzer_run(
     perf_analyzer: Path, model: str, target: str, extra: Sequence[str], report: Path
 ) -> dict[str, str]:
     """One brief perf_analyzer measurement over gRPC at concurrency 2 (0.5 s windows, stability
-    loosened for two shared cores); asserts a zero exit and returns its CSV row."""
-    command = [
-        "bash", str(perf_analyzer), "-m", model, "-u", target, "-i", "grpc", *extra,
-        "--concurrency-range", "2",
-        "--measurement-interval", "500", "--stability-percentage", "999", "--max-trials", "5",
-        "-f", str(report),
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    with report.open(newline="") as handle:
-        (row,) = list(csv.DictReader(handle))
-    return dict(row)
+    loosened for two shared cores); asserts it succeeded and returns its CSV row."""
+    done = run_perf_analyzer(target, model, 2, extra, interval_ms=500, trials=5, timeout=120,
+                             script=perf_analyzer, report=report)  # fmt: skip
+    assert done.row is not None, done.output[-3000:]
+    return done.row

@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from attnserve.service.bundle import read_bundle
 from attnserve.service.bundle.calibration import softmax
+from attnserve.service.common.vocabulary import AttentionKind
 from attnserve.service.proto.attnserve.v1 import attnserve_pb2 as pb
 from bench.serving.ceiling import tokenizer_for
 from kit.launch import Launched, health_serving, launched
@@ -50,7 +51,7 @@ class NaiveClassifier:
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)  # [B, T]
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)  # [B, T]
         attention = request.attention not in (pb.ATTENTION_MODE_UNSPECIFIED, pb.ATTENTION_MODE_NONE)
-        names = ["logits", "attention"] if attention and self.kind != "none" else ["logits"]
+        names = ["logits", "attention"] if attention and self.kind != AttentionKind.NONE else ["logits"]
         outputs = self.session.run(names, {"input_ids": ids, "attention_mask": mask})
         logits, probabilities = outputs[0], softmax(outputs[0], self.temperature)  # [B, C] each
         reply = pb.ClassifyResponse(
@@ -71,9 +72,9 @@ class NaiveClassifier:
 
     def _pooled(self, attention: Any, n: int) -> np.ndarray:
         """The pooling weights ([n]) or the last layer averaged over heads ([n, n])."""
-        if self.kind == "pool":
+        if self.kind == AttentionKind.POOL:
             return np.asarray(attention[:n])
-        if self.kind == "layers":  # [L, H, T, T]
+        if self.kind == AttentionKind.LAYERS:  # [L, H, T, T]
             return np.asarray(attention[-1].mean(axis=0)[:n, :n])
         return np.asarray(attention[:n, :n])  # self-attention [T, T]
 
