@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from attnserve.service.api.grpc.admin import AdminApi, admin_off_handler
 from attnserve.service.api.grpc.auth import guarded
+from attnserve.service.api.grpc.handlers import one_lookup
 from attnserve.service.api.grpc.native import NativeApi
 from attnserve.service.api.grpc.stock import Health, health_handler, reflection_handler
 from attnserve.service.api.grpc.transport import Stopper, bind, grpc_options
@@ -138,7 +139,8 @@ class Server:
             self.metrics_port = int(httpd.server_port)
         names = [api.service_name for api in self.apis]
         admin = [api.service_name for api in self._admin]
-        handlers = [api.handler() for api in [*self.apis, *self._admin]]  # tokens: their call layers
+        # tokens: their call layers; the APIs' services answer from one table
+        handlers = [one_lookup([api.handler() for api in self.apis]), *(api.handler() for api in self._admin)]
         stock = [] if self._admin else [admin_off_handler()]
         if settings.reflection:
             stock.append(reflection_handler([*names, *admin, HEALTH_SERVICE]))

@@ -51,7 +51,10 @@ class Handlers:
             cell = self._names.get(id(handler))
             if cell is not None:
                 cell[0] = f"{name}/{method}"
-        return _Counting(table, self._counted, self._received)
+        received = self._received
+        return _Counting(
+            {path: (h, received if id(h) in self._counted else None) for path, h in table.items()}
+        )
 
     def unary(
         self, message_type: type[M], handler: Handler[M], route: Route | None = None
@@ -106,15 +109,28 @@ class _Counting(GenericBase):
     """grpc looks a call's handler up before it reads the body; a call cancelled from then
     on never reaches the handler, so it is counted here too (attnserve_requests_received)."""
 
-    def __init__(
-        self, table: dict[str, grpc.RpcMethodHandler[bytes, bytes]], counted: set[int], received: Counter
-    ) -> None:
-        self._table, self._counted, self._received = table, counted, received
+    def __init__(self, table: dict[str, tuple[grpc.RpcMethodHandler[bytes, bytes], Counter | None]]) -> None:
+        self._table = table  # method path -> (its handler, the counter of an inference method)
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[bytes, bytes] | None:
-        handler = self._table.get(handler_call_details.method)
-        if handler is not None and id(handler) in self._counted:
-            self._received.inc()
+        entry = self._table.get(handler_call_details.method)
+        if entry is None:
+            return None
+        handler, received = entry
+        if received is not None:
+            received.inc()
         return handler
+
+
+def one_lookup(services: list[grpc.GenericRpcHandler[bytes, bytes]]) -> grpc.GenericRpcHandler[bytes, bytes]:
+    """The services of `Handlers.service` as one generic handler: grpc asks each generic
+    handler of a port in turn, so a call to the last service would pay one miss per service
+    before it."""
+    table: dict[str, tuple[grpc.RpcMethodHandler[bytes, bytes], Counter | None]] = {}
+    for service in services:
+        if not isinstance(service, _Counting):
+            raise TypeError(f"not a service of Handlers.service: {service!r}")
+        table.update(service._table)
+    return _Counting(table)

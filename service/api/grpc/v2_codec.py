@@ -1,35 +1,22 @@
-"""The gRPC V2 adapter's conversions: protocol messages to the V2 plane's types and back.
+"""The gRPC V2 adapter's replies besides inference: server and model metadata, model
+configuration, statistics and the repository index, from the V2 plane's types.
 
-Inputs arrive either in `raw_input_contents` (one entry per input, in order) or in each
-input's typed `contents`; the layout is checked here, the data itself by the V2 plane.
-Outputs always go out in `raw_output_contents` (see tensors.py).
+Inference requests and replies are converted where they are served (v2.py), next to the
+handler that reads the message once and writes its reply once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from attnserve.service.api.grpc.wire import to_bytes
-from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.contract import ATTENTION_MODE, LONG_TEXT, parse_attention_mode
-from attnserve.service.api.v2.tensors import output_raw
 from attnserve.service.api.v2.types import (
     ConfigTensor,
     Duration,
     IndexEntry,
-    InferRequest,
-    InferResponse,
-    InputTensor,
     ModelConfig,
     ModelMetadata,
     ModelStats,
-    RequestedOutput,
     ServerMetadata,
     TensorDecl,
 )
-from attnserve.service.common.vocabulary import AttentionMode
-from attnserve.service.edges import parse_long_text
-from attnserve.service.errors import InvalidArgument
 from attnserve.service.proto.inference import grpc_service_pb2 as pb
 
 _CONFIG_TYPES = {
@@ -39,99 +26,6 @@ _CONFIG_TYPES = {
     "TYPE_FP32": pb.TYPE_FP32,
     "TYPE_BOOL": pb.TYPE_BOOL,
 }
-
-
-def infer_request(message: pb.ModelInferRequest) -> InferRequest:
-    """The plain request, checking the raw/typed layout the protocol allows."""
-    raw = message.raw_input_contents
-    if raw and len(raw) != len(message.inputs):
-        raise InvalidArgument(
-            f"raw_input_contents has {len(raw)} entries for {len(message.inputs)} inputs; "
-            "it needs exactly one per input, in the order of inputs"
-        )
-    inputs = []
-    for index, spec in enumerate(message.inputs):
-        has_contents = spec.HasField("contents")
-        if raw and has_contents:
-            raise InvalidArgument(
-                f"input {spec.name[:64]}: has typed contents although the request uses raw_input_contents"
-            )
-        values = None
-        if has_contents:
-            contents = spec.contents
-            values = contents.bytes_contents if spec.datatype == "BYTES" else contents.int64_contents
-        inputs.append(
-            InputTensor(spec.name, spec.datatype, tuple(spec.shape), raw[index] if raw else None, values)
-        )
-    outputs = [
-        RequestedOutput(
-            o.name,
-            "classification" in o.parameters,
-            _attention_mode(o.parameters, o.name),
-        )
-        for o in message.outputs
-    ]
-    parameters = message.parameters
-    method, budget, label = attribution.read_parameters(
-        {name: _value(parameters[name]) for name in attribution.PARAMETERS if name in parameters}
-    )
-    return InferRequest(
-        message.model_name,
-        message.model_version,
-        message.id,
-        inputs,
-        outputs,
-        attention_mode=_attention_mode(parameters),
-        attribution=method,
-        attribution_budget=budget,
-        attribution_label=label,
-        long_text=parse_long_text(_value(parameters[LONG_TEXT]), field=f"parameters.{LONG_TEXT}")
-        if LONG_TEXT in parameters
-        else None,
-    )
-
-
-def _value(parameter: pb.InferParameter) -> object:
-    """A parameter's value, whichever kind it was sent as ("" when none was set)."""
-    kind = parameter.WhichOneof("parameter_choice")
-    return "" if kind is None else getattr(parameter, kind)
-
-
-def _attention_mode(parameters: Mapping[str, pb.InferParameter], output: str = "") -> AttentionMode | None:
-    """The `attention_mode` parameter of the request, or of its `output`, when given."""
-    if ATTENTION_MODE not in parameters:
-        return None
-    parameter = parameters[ATTENTION_MODE]
-    kind = parameter.WhichOneof("parameter_choice")
-    where = f"output {output[:64]}: " if output else ""
-    return parse_attention_mode(
-        None if kind is None else getattr(parameter, kind), f"{where}parameters.{ATTENTION_MODE}"
-    )
-
-
-def infer_response_bytes(response: InferResponse) -> bytes:
-    """`response` as a serialized `inference.ModelInferResponse`. (Writing the wire format
-    in Python was tried: it took about 2.5 times as long as protobuf's C builder and
-    serializer for a five-tensor reply.)"""
-    return to_bytes(_fill(pb.ModelInferResponse(), response))
-
-
-def stream_response_bytes(response: InferResponse) -> bytes:
-    """`response` inside a serialized `inference.ModelStreamInferResponse`."""
-    reply = pb.ModelStreamInferResponse()
-    _fill(reply.infer_response, response)
-    return to_bytes(reply)
-
-
-def _fill(into: pb.ModelInferResponse, response: InferResponse) -> pb.ModelInferResponse:
-    into.model_name = response.model_name
-    into.model_version = response.model_version
-    into.id = response.id
-    add, raws = into.outputs.add, into.raw_output_contents
-    for tensor in response.outputs:
-        add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        raws.append(output_raw(tensor))
-    return into
 
 
 def server_metadata(metadata: ServerMetadata) -> pb.ServerMetadataResponse:

@@ -1,6 +1,6 @@
 """KServe V2 / Triton HTTP/REST: health, metadata, config, statistics, repository index and
 inference, a thin adapter around the V2 plane (one set of per-model statistics with
-gRPC).
+gRPC). The inference route's work, its body read and its reply written, is v2_codec.infer.
 
 Health answers 200 for true and 400 for false, as the protocol says; `/v2/health/*` needs
 no token (orchestrator probes). Errors are `{"error": "<message>"}` with the status's HTTP
@@ -10,6 +10,7 @@ code.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -20,10 +21,11 @@ from attnserve.service.api.http import v2_codec as codec
 from attnserve.service.api.http import v2_info as info
 from attnserve.service.api.http.errors import v2_error
 from attnserve.service.api.http.handlers import Handlers
+from attnserve.service.api.http.v2_codec import path_param as _path
 from attnserve.service.api.v2.plane import V2Plane
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route as CallRoute
-from attnserve.service.edges import check_text, parse_json
+from attnserve.service.edges import parse_json
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, Status
 
 # The binary tensor data extension is implemented in full on this port.
@@ -33,14 +35,11 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 VERSIONED = "/v2/models/{name}/versions/{version}"
 
 
-def _path(request: Request, key: str) -> str:
-    return check_text(str(request.path_params.get(key, "")), field=key)
-
-
 class V2Rest:
     def __init__(self, handlers: Handlers, plane: V2Plane) -> None:
         self.handlers = handlers
         self.plane = plane
+        self._infer = partial(codec.infer, plane, handlers)  # the inference route's work
 
     def routes(self) -> list[BaseRoute]:
         server = self.handlers.routes.server
@@ -139,21 +138,3 @@ class V2Rest:
     # --- inference --------------------------------------------------------------------------
     async def infer(self, request: Request) -> Response:
         return await self.handlers.run(request, self._infer, v2_error, self.handlers.routes.inference)
-
-    async def _infer(self, request: Request, call: Call) -> Response:
-        body = await self.handlers.body(request, call)
-        rest = codec.parse_request(
-            body,
-            request.headers.get(codec.HEADER_LENGTH),
-            _path(request, "name"),
-            _path(request, "version"),
-        )
-        del body
-        content, header_length = codec.encode_response(await self.plane.infer(rest.request, call), rest)
-        if header_length is None:
-            return Response(content, media_type="application/json")
-        return Response(
-            content,
-            media_type="application/octet-stream",
-            headers={"Inference-Header-Content-Length": str(header_length)},
-        )

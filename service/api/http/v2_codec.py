@@ -9,7 +9,8 @@ tensor data, BYTES data its elements, the forms the V2 plane checks against shap
 datatype.
 
 Response: an output goes out as binary data when its request asked for `binary_data`
-(or the request for `binary_data_output`), else as a flat JSON `data` list.
+(or the request for `binary_data_output`), else as a flat JSON `data` list. `infer` is the
+whole exchange: the body read once at the edge, the plane asked, the reply written.
 
 The other replies (metadata, configuration, statistics, the repository index): v2_info.py.
 """
@@ -18,17 +19,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NotRequired
 
 import numpy as np
 from pydantic import with_config
+from starlette.requests import Request
+from starlette.responses import Response
 from typing_extensions import TypedDict
 
+from attnserve.service.api.http.handlers import Handlers
 from attnserve.service.api.http.v2_info import CLOSED
 from attnserve.service.api.v2 import attribution
 from attnserve.service.api.v2.contract import ATTENTION_MODE, LONG_TEXT, parse_attention_mode
-from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES, output_raw
+from attnserve.service.api.v2.plane import V2Plane
+from attnserve.service.api.v2.tensors import MAX_RANK, NUMERIC_DTYPES
 from attnserve.service.api.v2.types import (
     InferRequest,
     InferResponse,
@@ -36,6 +41,7 @@ from attnserve.service.api.v2.types import (
     OutputTensor,
     RequestedOutput,
 )
+from attnserve.service.calls.record import Call
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.edges import check_text, parse_json, parse_long_text, parse_uint, quote
 from attnserve.service.errors import InvalidArgument
@@ -71,7 +77,7 @@ def _string(item: Mapping[str, Any], key: str, where: str, *, required: bool = T
     value = item.get(key, None if required else "")
     if not isinstance(value, str) or (required and not value):
         raise InvalidArgument(f"{where}.{key}: expected a {'non-empty ' if required else ''}string")
-    return check_text(value, field=f"{where}.{key}")
+    return value if value.isascii() else check_text(value, field=f"{where}.{key}")  # ASCII is valid
 
 
 def _flatten(data: object, where: str) -> list[object]:
@@ -121,6 +127,30 @@ def _tensor_from_json(
     return InputTensor(name, datatype, shape, raw=array.tobytes())
 
 
+def path_param(request: Request, key: str) -> str:
+    """A path parameter of the route, valid Unicode (ASCII is, without a look)."""
+    value = str(request.path_params.get(key, ""))
+    return value if value.isascii() else check_text(value, field=key)
+
+
+async def infer(plane: V2Plane, handlers: Handlers, request: Request, call: Call) -> Response:
+    """A REST inference call, the route's work: its body read once into the plane's request
+    (and let go before the model runs), the plane's response written as the reply."""
+    body = await handlers.body(request, call)
+    rest = parse_request(
+        body, request.headers.get(HEADER_LENGTH), path_param(request, "name"), path_param(request, "version")
+    )
+    del body
+    content, header_length = encode_response(await plane.infer(rest.request, call), rest)
+    if header_length is None:
+        return Response(content, media_type="application/json")
+    return Response(
+        content,
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(header_length)},
+    )
+
+
 def parse_request(body: bytes, header_length: str | None, name: str, version: str) -> RestRequest:
     """The V2 plane's request for a REST inference call (model name and version from the URL)."""
     binary = b""
@@ -131,7 +161,8 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise InvalidArgument("id: expected a string")
-    check_text(request_id, field="id")
+    if not request_id.isascii():
+        check_text(request_id, field="id")
     parameters = _parameters(document, "request")
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
@@ -192,21 +223,21 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
                 _attention_mode(output_parameters, f"{where}.parameters.{ATTENTION_MODE}"),
             )
         )
-    method, budget, label = attribution.read_parameters(parameters)
-    request = InferRequest(
-        name,
-        version,
-        request_id,
-        inputs,
-        outputs,
-        attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
-        attribution=method,
-        attribution_budget=budget,
-        attribution_label=label,
-        long_text=parse_long_text(parameters[LONG_TEXT], field=f"parameters.{LONG_TEXT}")
-        if LONG_TEXT in parameters
-        else None,
-    )
+    request = InferRequest(name, version, request_id, inputs, outputs)
+    if parameters:  # else every default
+        method, budget, label = None, 0, ""
+        if any(name in parameters for name in attribution.PARAMETERS):
+            method, budget, label = attribution.read_parameters(parameters)
+        request = replace(
+            request,
+            attention_mode=_attention_mode(parameters, f"parameters.{ATTENTION_MODE}"),
+            attribution=method,
+            attribution_budget=budget,
+            attribution_label=label,
+            long_text=parse_long_text(parameters[LONG_TEXT], field=f"parameters.{LONG_TEXT}")
+            if LONG_TEXT in parameters
+            else None,
+        )
     return RestRequest(request, binary_of, binary_default)
 
 
@@ -258,7 +289,8 @@ def encode_response(response: InferResponse, rest: RestRequest) -> tuple[bytes, 
     for tensor in response.outputs:
         item: OutputJson = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
         if rest.binary.get(tensor.name, rest.binary_default):
-            raw = output_raw(tensor)
+            array = tensor.array  # numeric data; BYTES come framed already (api/v2/reply.py)
+            raw = tensor.raw if array is None else array.tobytes()
             item["parameters"] = {"binary_data_size": len(raw)}
             binary.append(raw)
         else:

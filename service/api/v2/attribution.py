@@ -11,24 +11,21 @@
 The `attribution` parameter decides whether anything is computed: a request that names
 ATTRIBUTION or ATTRIBUTION_ROWS without a method gets them empty ([B, 0], and 0 rows per
 text), for nothing, as clients that ask for every declared output (perf_analyzer) must not
-pay a forward row per word of every text unawares. A request that names no outputs gets every
-declared output, these two only when its parameter names a method. The parameters sit on
-the request, not on an output: tritonclient sets no parameters per output.
+pay a forward row per word of every text unawares (the outputs are built in reply.py). A
+request that names no outputs gets every declared output, these two only when its parameter
+names a method. The parameters sit on the request, not on an output: tritonclient sets no
+parameters per output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
-from attnserve.service.api.v2.tensors import numeric_output
-from attnserve.service.api.v2.types import InferRequest, OutputTensor, TensorDecl
+from attnserve.service.api.v2.types import InferRequest, TensorDecl
 from attnserve.service.common.vocabulary import Attribution
 from attnserve.service.edges import parse_word, quote
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.request.attribution import Explain, explained_label
-from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument
 
 ATTRIBUTION, ATTRIBUTION_ROWS = "ATTRIBUTION", "ATTRIBUTION_ROWS"
@@ -65,33 +62,16 @@ def read_parameters(parameters: Mapping[str, object]) -> tuple[Attribution | Non
     )
 
 
-def explain_of(
-    request: InferRequest, wanted: list[str], named: bool, model: LoadedModel
-) -> tuple[Explain, list[str]]:
-    """What the request asks attributed, and its outputs without the attribution's when it
-    names none and asks none (`named`: the request named its outputs; else `wanted` is every
-    declared one)."""
+def explain(request: InferRequest, wanted: list[str], named: bool, model: LoadedModel) -> Explain:
+    """What a request that names a method asks attributed (`named`: the request named its
+    outputs; else `wanted` is every declared one)."""
     method = request.attribution
     if method is None or method == Attribution.NONE:
-        return Explain(), wanted if named else [name for name in wanted if name not in OUTPUTS]
+        return Explain()
     if named and not any(name in OUTPUTS for name in wanted):
         raise InvalidArgument(
             f"parameters.{METHOD}: computes the {ATTRIBUTION} and {ATTRIBUTION_ROWS} outputs, and "
             "the request asks for neither"
         )
     label = explained_label(model.labels, request.attribution_label, model.name, f"parameters.{LABEL}")
-    return Explain(method, request.attribution_budget, label), wanted
-
-
-def output(name: str, out: Outputs) -> OutputTensor:
-    """ATTRIBUTION or ATTRIBUTION_ROWS of a finished call; empty when no method was asked."""
-    if name == ATTRIBUTION_ROWS:
-        rows_taken = out.attribution_rows or [0] * len(out)
-        return numeric_output(ATTRIBUTION_ROWS, "INT32", np.asarray(rows_taken, dtype=np.int32))
-    rows = out.attribution
-    if rows is None:
-        return numeric_output(ATTRIBUTION, "FP32", np.zeros((len(out), 0), dtype=np.float32))
-    padded = np.zeros((len(rows), max(len(row) for row in rows)), dtype=np.float32)  # [B, T]
-    for i, row in enumerate(rows):
-        padded[i, : len(row)] = row
-    return numeric_output(ATTRIBUTION, "FP32", padded)
+    return Explain(method, request.attribution_budget, label)

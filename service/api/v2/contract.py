@@ -1,6 +1,6 @@
 """The V2 tensor contract: how a served model looks on the V2 protocol (its tensors,
-metadata and configuration), and the contract applied to one inference request (V2
-tensors to the engine's inputs, the engine's outputs back to V2 tensors).
+metadata and configuration), and one inference request read whole against it (`read`: V2
+tensors and parameters to the engine's inputs; reply.py turns the engine's outputs back).
 
 Every model has the same tensor contract (only the class count and the attention rank
 vary), with a leading batch dimension of up to `max_texts_per_request` texts:
@@ -32,26 +32,24 @@ which the protocol's metadata cannot declare.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.tensors import bytes_output, decode_int64, format_shape, numeric_output, require
-from attnserve.service.api.v2.types import (
-    InferRequest,
-    InputTensor,
-    OutputTensor,
-    RequestedOutput,
-    TensorDecl,
-)
+from attnserve.service.api.v2.tensors import decode_int64, encode_bytes, format_shape, require, texts_of
+from attnserve.service.api.v2.types import InferRequest, InputTensor, RequestedOutput, TensorDecl
 from attnserve.service.bundle import AttentionKind
-from attnserve.service.common.vocabulary import AttentionMode
+from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.edges import parse_word
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.results import Outputs
+from attnserve.service.engine.request.attribution import NO_ATTRIBUTION
+from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.errors import InvalidArgument
+from attnserve.service.settings import LongText
 
 TEXT, INPUT_IDS, ATTENTION_MASK = "TEXT", "INPUT_IDS", "ATTENTION_MASK"
 LOGITS, PROBABILITIES, LABEL, ATTENTION, LENGTHS = "LOGITS", "PROBABILITIES", "LABEL", "ATTENTION", "LENGTHS"
@@ -107,14 +105,62 @@ def outputs_of(model: LoadedModel) -> tuple[TensorDecl, ...]:
 
 # --- one inference request ------------------------------------------------------------------
 class Contract:
-    """What a model version's replies need, prepared once per version."""
+    """What a model version's requests and replies need, prepared once per version."""
 
-    __slots__ = ("declared", "labels", "scoring")
+    __slots__ = ("declared", "framed_labels", "labels", "plain", "scoring", "windowed")
 
     def __init__(self, model: LoadedModel) -> None:
         self.declared = [decl.name for decl in outputs_of(model)]
         self.labels = tuple(label.encode() for label in model.labels)
+        self.framed_labels = tuple(encode_bytes([label]) for label in self.labels)  # LABEL's raw data
         self.scoring = model.scoring
+        # What a request naming no outputs and asking no attribution gets: every declared
+        # output but the attribution's, and WINDOWS only where the texts are read as windows.
+        self.windowed = [name for name in self.declared if name not in attribution.OUTPUTS]
+        self.plain = [name for name in self.windowed if name != WINDOWS]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A request read whole: the engine's call, the outputs its reply carries, and where an
+    engine refusal of its texts is placed (the input they came in)."""
+
+    inputs: Inputs
+    wanted: list[str]
+    input_name: str
+    decode_seconds: float  # decoding INPUT_IDS + ATTENTION_MASK (compute_input's part before tokenizing)
+
+
+def read(request: InferRequest, contract: Contract, model: LoadedModel, long_text: LongText) -> Asked:
+    """`request` checked against the contract and read into the engine's inputs (`long_text`:
+    the server's --long-text, for a request without its own)."""
+    named = bool(request.outputs)
+    wanted = requested_outputs(request.outputs, contract.declared)
+    # The attention output is the bulk of a reply: the batch extracts it only when asked,
+    # in the mode asked for (whether the model offers it is the engine's check).
+    mode = attention_mode(request, wanted, model)
+    windows = (request.long_text or long_text) == "windows"
+    method = request.attribution
+    if method is None or method == Attribution.NONE:
+        explain = NO_ATTRIBUTION
+        if not named:
+            wanted = contract.windowed if windows else contract.plain
+    else:
+        explain = attribution.explain(request, wanted, named, model)
+        if not named and not windows:
+            wanted = [name for name in wanted if name != WINDOWS]
+    inputs = inputs_by_name(request.inputs)
+    decode_seconds = 0.0
+    if TEXT in inputs:
+        if len(inputs) > 1:
+            raise InvalidArgument("input TEXT: give either TEXT or INPUT_IDS + ATTENTION_MASK, not both")
+        texts, encoded, input_name = texts_of(inputs[TEXT], INPUT_DECLS[TEXT].shape), None, TEXT
+    else:
+        decoding = time.perf_counter()
+        texts, encoded, input_name = None, decode_ids(inputs), INPUT_IDS
+        decode_seconds = time.perf_counter() - decoding
+    asked = Inputs(texts, encoded, mode, explain=explain, long_text=request.long_text)
+    return Asked(asked, wanted, input_name, decode_seconds)
 
 
 def inputs_by_name(tensors: Sequence[InputTensor]) -> dict[str, InputTensor]:
@@ -132,40 +178,6 @@ def inputs_by_name(tensors: Sequence[InputTensor]) -> dict[str, InputTensor]:
             f"input {unknown[:64]}: not an input of this model (TEXT, or INPUT_IDS + ATTENTION_MASK)"
         )
     return by_name
-
-
-def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[OutputTensor]:
-    """The requested outputs of a finished call, in `wanted`'s order."""
-    return [_output(name, contract, out) for name in wanted]
-
-
-def _output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
-    if name == LOGITS:
-        return numeric_output(LOGITS, "FP32", out.logits)
-    if name == PROBABILITIES:
-        return numeric_output(PROBABILITIES, "FP32", out.probabilities)
-    if name == LABEL:
-        labels = contract.labels
-        return bytes_output(LABEL, (len(out), 1), [labels[i] for i in out.label_ids.tolist()])
-    if name == ATTENTION:
-        if out.attention is None:
-            raise RuntimeError("the batch returned no attention although it was requested")
-        return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
-    if name == ASSIGNED:
-        assigned = contract.scoring.assigned(out.probabilities)
-        if assigned is None:
-            raise RuntimeError("ASSIGNED is declared for multi-label models only")
-        return numeric_output(ASSIGNED, "BOOL", assigned)
-    if name == VALUE:
-        return numeric_output(VALUE, "FP32", out.probabilities)  # a regression's scores are its value
-    if name in attribution.OUTPUTS:
-        return attribution.output(name, out)
-    if name == WINDOWS:
-        return numeric_output(WINDOWS, "FP32", window_table(out))
-    if name == ANSWERED_BY:
-        members = [member.encode() for member in out.answered_by or ()]
-        return bytes_output(ANSWERED_BY, (len(out), 1), members)
-    return numeric_output(LENGTHS, "INT64", np.asarray(out.encoded.lengths, dtype=np.int64))
 
 
 def requested_outputs(outputs: Sequence[RequestedOutput], declared: list[str]) -> list[str]:
@@ -241,33 +253,3 @@ def decode_ids(tensors: dict[str, InputTensor]) -> EncodedTexts:
             f"input {ATTENTION_MASK}: each row must be 1 on the text's tokens, then 0 on the padding"
         )
     return EncodedTexts.from_ids([ids[i, :n] for i, n in enumerate(lengths.tolist())])
-
-
-def pad_attention(rows: list[np.ndarray], lengths: list[int]) -> np.ndarray:
-    """Per-text attention padded with zeros on its token axes to the request's longest text:
-    [n] -> [B, T]; [..., n, n] (pooled, rollout, last_layer, all) -> [B, ..., T, T]."""
-    if len(rows) == 1:  # one text: nothing to pad
-        return rows[0][None]
-    width = max(lengths)
-    first = rows[0]
-    if first.ndim == 1:
-        vectors = np.zeros((len(rows), width), dtype=np.float32)  # [B, T]
-        for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
-            vectors[i, :n] = row
-        return vectors
-    # [B, T, T], [B, H, T, T] or [B, L, H, T, T]
-    maps = np.zeros((len(rows), *first.shape[:-2], width, width), dtype=np.float32)
-    for i, (row, n) in enumerate(zip(rows, lengths, strict=True)):
-        maps[i, ..., :n, :n] = row
-    return maps
-
-
-def window_table(out: Outputs) -> np.ndarray:
-    """[B, W, 3]: per text its windows' start and end characters and weight, zero-padded to
-    the call's most windows ([B, 0, 3] when the call read no windows)."""
-    windows = out.windows or []
-    table = np.zeros((len(out), max((len(w) for w in windows), default=0), 3), np.float32)
-    for i, each in enumerate(windows):
-        for j, window in enumerate(each):
-            table[i, j] = (window.start, window.end, window.weight)
-    return table

@@ -16,26 +16,10 @@ import weakref
 from importlib.metadata import version as package_version
 
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.attribution import explain_of
-from attnserve.service.api.v2.contract import (
-    ATTENTION,
-    INPUT_DECLS,
-    INPUT_IDS,
-    TEXT,
-    WINDOWS,
-    Contract,
-    attention_mode,
-    decode_ids,
-    inputs_by_name,
-    outputs,
-    requested_outputs,
-)
+from attnserve.service.api.v2.contract import ATTENTION, Contract, read
 from attnserve.service.api.v2.description import config, metadata
+from attnserve.service.api.v2.reply import outputs
 from attnserve.service.api.v2.stats import StatsTable
-from attnserve.service.api.v2.tensors import (
-    decode_bytes,
-    require,
-)
 from attnserve.service.api.v2.types import (
     IndexEntry,
     InferRequest,
@@ -43,6 +27,7 @@ from attnserve.service.api.v2.types import (
     ModelConfig,
     ModelMetadata,
     ModelStats,
+    RequestStats,
     ServerMetadata,
 )
 from attnserve.service.bundle import scan
@@ -50,8 +35,6 @@ from attnserve.service.calls.record import Call
 from attnserve.service.edges import parse_version
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.request.classify import Inputs
-from attnserve.service.engine.request.results import Outputs
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError
 
 SERVER_NAME = "attnserve"
@@ -64,7 +47,10 @@ class V2Plane:
         self.core = core
         self.stats = StatsTable()
         self._server = ServerMetadata(SERVER_NAME, package_version("attnserve"), EXTENSIONS)
-        self._contracts: weakref.WeakKeyDictionary[LoadedModel, Contract] = weakref.WeakKeyDictionary()
+        # Per loaded version: its contract and its request statistics, looked up once a call.
+        self._served: weakref.WeakKeyDictionary[LoadedModel, tuple[Contract, RequestStats]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- health and metadata ------------------------------------------------------------
     def server_metadata(self) -> ServerMetadata:
@@ -82,16 +68,16 @@ class V2Plane:
             return False  # an unknown model or version is simply not ready
         return self.ready()
 
-    def resolve(self, name: str, version: str, call: Call | None = None) -> LoadedModel:
-        """The version a request names; an inference `call` notes it in its context."""
-        return self._resolve(name, parse_version(version, field="model_version"), call)
+    def resolve(self, name: str, version: str) -> LoadedModel:
+        """The version a request names ("" is the latest, as most requests name it: no text to parse)."""
+        return self._resolve(name, parse_version(version, field="model_version") if version else 0)
 
-    def _resolve(self, name: str, version: int, call: Call | None = None) -> LoadedModel:
+    def _resolve(self, name: str, version: int) -> LoadedModel:
         if not name and not self.core.settings.default_model:
             raise InvalidArgument(
                 "name: the model name is required (or start the server with --default-model)"
             )
-        return self.core.resolve(name, version, None if call is None else call.context)
+        return self.core.repository.resolve(name, version)
 
     def model_metadata(self, name: str, version: str) -> ModelMetadata:
         model = self.resolve(name, version)
@@ -142,68 +128,54 @@ class V2Plane:
     async def infer(self, request: InferRequest, call: Call) -> InferResponse:
         """Run one inference request, counted in the model's V2 statistics."""
         started = call.started
+        model = self.resolve(request.model_name, request.model_version)
         # Noted in the call's context: a refusal from here on counts under the version.
-        model = self.resolve(request.model_name, request.model_version, call)
-        stats = self.stats.of(model)
+        call.context.model = model
+        served = self._served.get(model)
+        if served is None:
+            served = self._served[model] = (Contract(model), self.stats.of(model))
+        contract, stats = served
         try:
-            response, decode_seconds, out, output_seconds = await self._infer(model, request, call)
+            if request.id:
+                call.name_request(request.id)
+            asked = read(request, contract, model, self.core.settings.long_text)
+            try:
+                out = await self.core.classify(model, asked.inputs, call.context)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{_v2_place(exc.field, asked.input_name)}{exc.message}") from None
+            writing = time.perf_counter()
+            tensors = outputs(asked.wanted, contract, out)
+            written = time.perf_counter()
         except BaseException:
             stats.fail.add(time.perf_counter() - started)
             raise
         timings = out.timings
         attributed = timings.attribution if out.attribution is not None else 0.0
-        stats.succeeded(
-            time.perf_counter() - started,
+        _succeeded(
+            stats,
+            written - started,
             timings.queue,
-            decode_seconds + timings.tokenize,
+            asked.decode_seconds + timings.tokenize,
             timings.inference + attributed,  # its attribution's rows too
-            output_seconds,
+            written - writing,
         )
-        return response
+        return InferResponse(model.name, str(model.version), request.id, tensors)
 
-    async def _infer(
-        self, model: LoadedModel, request: InferRequest, call: Call
-    ) -> tuple[InferResponse, float, Outputs, float]:
-        """(the response, seconds decoding ids, the engine's outputs, seconds building the outputs)"""
-        contract = self._contract(model)
-        wanted = requested_outputs(request.outputs, contract.declared)
-        # The attention output is the bulk of a reply: the batch extracts it only when asked,
-        # in the mode asked for (whether the model offers it is the engine's check).
-        mode = attention_mode(request, wanted, model)
-        explain, wanted = explain_of(request, wanted, named=bool(request.outputs), model=model)
-        if not request.outputs and (request.long_text or self.core.settings.long_text) != "windows":
-            # Every declared output asked for: WINDOWS only where the texts are read as windows.
-            wanted = [name for name in wanted if name != WINDOWS]
-        inputs = inputs_by_name(request.inputs)
-        if request.id:
-            call.name_request(request.id)
-        decode_seconds = 0.0
-        if TEXT in inputs:
-            if len(inputs) > 1:
-                raise InvalidArgument("input TEXT: give either TEXT or INPUT_IDS + ATTENTION_MASK, not both")
-            tensor = inputs[TEXT]
-            require(tensor, "BYTES", INPUT_DECLS[TEXT].shape)
-            texts, encoded = decode_bytes(tensor), None
-            request_input = TEXT
-        else:
-            decoding = time.perf_counter()
-            texts, encoded = None, decode_ids(inputs)
-            request_input = INPUT_IDS
-            decode_seconds = time.perf_counter() - decoding
-        try:
-            asked = Inputs(texts, encoded, mode, explain=explain, long_text=request.long_text)
-            out = await self.core.classify(model, asked, call.context)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{_v2_place(exc.field, request_input)}{exc.message}") from None
-        writing = time.perf_counter()
-        response = InferResponse(model.name, str(model.version), request.id, outputs(wanted, contract, out))
-        return response, decode_seconds, out, time.perf_counter() - writing
 
-    def _contract(self, model: LoadedModel) -> Contract:
-        contract = self._contracts.get(model)
-        if contract is None:
-            contract = self._contracts[model] = Contract(model)
-        return contract
+def _succeeded(
+    stats: RequestStats, total: float, queue: float, compute_input: float, infer: float, output: float
+) -> None:
+    """Count one successful request: its whole time and its parts, in seconds."""
+    for duration, seconds in (
+        (stats.success, total),
+        (stats.queue, queue),
+        (stats.compute_input, compute_input),
+        (stats.compute_infer, infer),
+        (stats.compute_output, output),
+    ):
+        duration.count += 1
+        duration.ns += int(seconds * 1e9)
+    stats.last_inference_ms = int(time.time() * 1000)
 
 
 # The engine's refusals whose field is one of V2's request parameters.

@@ -1,8 +1,8 @@
 """Tensor data of the Open Inference Protocol (V2), independent of the wire it came on.
 
 An input's data is either raw (one buffer, row-major, little endian; a BYTES element is a
-4-byte little-endian length then its bytes) or typed values. Outputs go out raw on every
-transport that can carry it: tritonclient decodes numeric gRPC outputs only from
+4-byte little-endian length then its bytes) or typed values. Outputs (reply.py) go out raw on
+every transport that can carry it: tritonclient decodes numeric gRPC outputs only from
 raw_output_contents and locates raw data by output position, so one typed output among
 raw ones would shift every later tensor.
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnserve.service.api.v2.types import InputTensor, OutputTensor
+from attnserve.service.api.v2.types import InputTensor
 from attnserve.service.edges import quote
 from attnserve.service.errors import InvalidArgument
 
@@ -113,6 +113,12 @@ def element_count(tensor: InputTensor) -> int:
     return count
 
 
+def texts_of(tensor: InputTensor, shape: Sequence[int]) -> list[str]:
+    """A BYTES input declared with `shape`, checked (`require`) and decoded (`decode_bytes`)."""
+    require(tensor, "BYTES", shape)
+    return decode_bytes(tensor)
+
+
 def decode_bytes(tensor: InputTensor) -> list[str]:
     """The BYTES elements of `tensor` as text (strict UTF-8), checked against its shape."""
     count = element_count(tensor)
@@ -161,21 +167,3 @@ def decode_int64(tensor: InputTensor) -> np.ndarray:
     else:
         raise InvalidArgument(f"input {tensor.name}: no data (neither raw_input_contents nor contents)")
     return array.astype(np.int64, copy=False).reshape(tensor.shape)
-
-
-def output_raw(tensor: OutputTensor) -> bytes:
-    """An output as raw data (raw_output_contents, REST binary data)."""
-    if tensor.items is not None:
-        return encode_bytes(tensor.items)
-    if tensor.array is None:
-        raise ValueError(f"output {tensor.name} holds no data")
-    return tensor.array.tobytes()
-
-
-def numeric_output(name: str, datatype: str, array: np.ndarray) -> OutputTensor:
-    data = np.ascontiguousarray(array, dtype=NUMERIC_DTYPES[datatype])
-    return OutputTensor(name, datatype, data.shape, array=data)
-
-
-def bytes_output(name: str, shape: tuple[int, ...], items: Sequence[bytes]) -> OutputTensor:
-    return OutputTensor(name, "BYTES", shape, items=items)

@@ -6,7 +6,6 @@ v2_codec.py) convert their wire forms to these and back; the V2 plane (plane.py)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -64,13 +63,15 @@ class InferRequest:
 
 @dataclass(frozen=True, slots=True)
 class OutputTensor:
-    """One reply output: numeric data as an `array` of `datatype`, BYTES as `items`."""
+    """One reply output: numeric data as an `array` of `datatype`, BYTES as `items` and as
+    `raw` (the items framed as raw tensor data)."""
 
     name: str
     datatype: str
     shape: tuple[int, ...]
     array: np.ndarray | None = None  # contiguous, little endian
     items: Sequence[bytes] | None = None
+    raw: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,21 +149,6 @@ class RequestStats:
     last_inference_ms: int = 0
 
     DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
-
-    def succeeded(
-        self, total: float, queue: float, compute_input: float, infer: float, output: float
-    ) -> None:
-        """Count one successful request: its whole time and its parts, in seconds."""
-        for duration, seconds in (
-            (self.success, total),
-            (self.queue, queue),
-            (self.compute_input, compute_input),
-            (self.compute_infer, infer),
-            (self.compute_output, output),
-        ):
-            duration.count += 1
-            duration.ns += int(seconds * 1e9)
-        self.last_inference_ms = int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnserve.service.api.grpc import v2_codec
+from attnserve.service.api.grpc import v2 as v2_grpc
 from attnserve.service.api.v2.contract import inputs_by_name
+from attnserve.service.api.v2.reply import bytes_output, numeric_output
 from attnserve.service.api.v2.tensors import (
-    bytes_output,
     decode_bytes,
     decode_int64,
     encode_bytes,
     format_shape,
-    numeric_output,
     require,
 )
 from attnserve.service.api.v2.types import InferResponse, InputTensor
@@ -84,15 +83,15 @@ def test_grpc_layout_checks_and_typed_contents() -> None:
     request = pb.ModelInferRequest(model_name="m", id="r1")
     tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[1, 1])
     tensor.contents.bytes_contents.append(b"left")
-    plain = v2_codec.infer_request(request)
+    plain = v2_grpc.infer_request(request)
     assert plain.model_name == "m" and plain.id == "r1" and plain.inputs[0].raw is None
     assert decode_bytes(plain.inputs[0]) == ["left"]
     request.raw_input_contents.append(encode_bytes([b"left"]))
     with pytest.raises(InvalidArgument, match="has typed contents although the request uses raw"):
-        v2_codec.infer_request(request)
+        v2_grpc.infer_request(request)
     request.raw_input_contents.append(b"")
     with pytest.raises(InvalidArgument, match="raw_input_contents has 2 entries for 1 inputs"):
-        v2_codec.infer_request(request)
+        v2_grpc.infer_request(request)
 
 
 def test_reply_keeps_metadata_and_raw_data_in_step() -> None:
@@ -101,10 +100,10 @@ def test_reply_keeps_metadata_and_raw_data_in_step() -> None:
         bytes_output("LABEL", (1, 1), [b"left"]),
     ]
     response = pb.ModelInferResponse.FromString(
-        v2_codec.infer_response_bytes(InferResponse("m", "1", "", outputs))
+        v2_grpc.infer_response_bytes(InferResponse("m", "1", "", outputs))
     )
     stream = pb.ModelStreamInferResponse.FromString(
-        v2_codec.stream_response_bytes(InferResponse("m", "1", "", outputs))
+        v2_grpc.stream_response_bytes(InferResponse("m", "1", "", outputs))
     )
     assert stream.infer_response == response and response.model_name == "m"
     assert [(t.name, t.datatype, list(t.shape)) for t in response.outputs] == [
