@@ -58,18 +58,19 @@ lint: setup
 	$(BIN)/ruff check .
 	bash scripts/typecheck.sh
 
-# Two pytest-xdist workers (tests/conftest.py groups them: each file on one worker, the busy
-# files on one), then the serial tests alone. $(1): a marker expression ending in "and ", or
+# Two pytest-xdist workers (tests/support/scheduling.py: each file on one worker, the long
+# units first), then the serial tests alone; the models both build are built once
+# (tests/support/once.py). $(1): a marker expression ending in "and ", or
 # nothing; $(2): more flags. Exit 5 (nothing selected) passes, so a -k that matches one phase
 # only runs; both phases run even when the first fails.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 define two_phases
-status=0; \
+status=0; export ATTNSERVE_TEST_SHARED=$$(mktemp -d); \
 $(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "$(1)not serial" $(2) \
 	$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 $(PYTEST) -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
-exit $$status
+rm -rf "$$ATTNSERVE_TEST_SHARED"; exit $$status
 endef
 
 pytest: setup

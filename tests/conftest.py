@@ -9,8 +9,8 @@ bundles the product itself produces:
     <repository>/pool/1   attention_pool: attention [B, T]
     <repository>/bow/1    bow_mlp: no attention output
 
-Built once per test session (car's training is capped at 150 s); tests that modify a bundle
-copy it first.
+Built once per `make test`, shared by its processes (tests/support/once.py; car's training is
+capped at 150 s); tests that modify a bundle copy it first.
 
 Test tiers: `make check` runs the tests not marked `slow`, `images` or `e2e` (unit and fast
 integration tests, minutes on 2 cores); `make test` runs everything. Marks come from the
@@ -30,9 +30,11 @@ from typing import Any
 import pytest
 
 from attnserve.training.data import DEFAULTS as TASK_DEFAULTS
+from tests.support.once import built_once
 
 # Tiny trained runs and exported bundles per family, shared by the export and bundle tests.
-pytest_plugins = ["tests.support.runs"]
+# How `make test` spreads the tests over pytest-xdist workers, and which run alone after.
+pytest_plugins = ["tests.support.runs", "tests.support.scheduling"]
 
 MAX_LEN = 48
 # Tests by the fixture they use: one of these costs more than the inner loop can wait for.
@@ -52,61 +54,17 @@ PATH_MARKS: dict[str, tuple[str, ...]] = {
     "tests/training/test_car_order.py::"
     "test_load_task_splits_by_bucket_and_never_trains_on_held_out_material": ("slow",),
 }
-# `make test` runs the suite on two pytest-xdist workers, each file on one worker so that its
-# module fixtures (servers, trained runs) are built once (pytest_xdist_make_scheduler below),
-# then runs these alone: they bound a server's memory, time its event loop or drive it to
-# overload, figures that another process's work would blur.
-SERIAL = frozenset({
-    "tests/service/test_memory.py",
-    "tests/training/test_memory.py",
-    "tests/service/test_loop_responsive.py",
-    "tests/service/test_soak.py",
-    "tests/service/engine/request/test_overload.py",
-})  # fmt: skip
-# Files that keep both cores busy for a minute or more (image builds, the compose stack, two
-# training processes, fresh venvs): one unit of work on one worker, scheduled first, so no two
-# run at once and the other worker takes the short tests meanwhile.
-BUSY = "busy"
-BUSY_FILES = frozenset({
-    "tests/deploy/test_images.py",
-    "tests/deploy/test_compose_stack.py",
-    "tests/deploy/test_rehearsal.py",
-    "tests/deploy/test_tracing_stack.py",
-    "tests/loadtest/test_compose_command.py",
-    "tests/training/test_distributed.py",
-    "tests/training/test_distributed_machines.py",
-    "tests/training/test_compare.py",
-    "tests/test_packaging.py",
-    "tests/bench/test_serving_suite.py",
-})  # fmt: skip
-_BUSY = pytest.StashKey[bool]()
 ROOT = Path(__file__).resolve().parents[1]
 # Servers started by tests (in process or as `attnserve-serve` processes) would all take the
 # default HTTP port 8000 and collide; tests that serve HTTP pass a free port explicitly.
 os.environ.setdefault("ATTNSERVE_HTTP_PORT", "0")
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's `loadfile` (each file's tests on one worker), with BUSY_FILES one unit."""
-    from xdist.scheduler import LoadFileScheduling
-
-    class BusyTogether(LoadFileScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            where = nodeid.split("::", 1)[0]
-            return BUSY if where in BUSY_FILES else where
-
-    return BusyTogether(config, log)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop; on a
-    pytest-xdist worker, the busy files first."""
+    """Mark tests by path and by fixture, so that `-m "not slow"` leaves the inner loop."""
     for item in items:
         path = item.path.resolve()
         where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
-        if where in SERIAL:
-            item.add_marker(pytest.mark.serial)
-        item.stash[_BUSY] = where in BUSY_FILES
         name = getattr(item, "originalname", item.name)
         for mark in (*PATH_MARKS.get(where, ()), *PATH_MARKS.get(f"{where}::{name}", ())):
             item.add_marker(mark)
@@ -114,8 +72,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         slow_param = any(isinstance(v, str) and v in SLOW_PARAMS for v in params.values())
         if slow_param or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    if hasattr(config, "workerinput"):  # the workers' order is the schedule's (the sort is stable)
-        items.sort(key=lambda item: not item.stash[_BUSY])
 
 
 @dataclass(frozen=True)
@@ -170,4 +126,4 @@ def build_repository(root: Path) -> Path:
 @pytest.fixture(scope="session")
 def model_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A repository with car (transformer), pool (attention_pool) and bow (bow_mlp), version 1 each."""
-    return build_repository(tmp_path_factory.mktemp("pipeline"))
+    return built_once("pipeline", build_repository, tmp_path_factory)

@@ -71,9 +71,15 @@ def expected(repository: Path) -> dict[int, np.ndarray]:
             feed, mask = pad_ids([ids], manifest.pad_id)
             rows.append(session.run(["logits"], {"input_ids": feed, "attention_mask": mask})[0][0])
         out[mode] = np.stack(rows)  # [texts, C]
-    # The test can tell the graphs apart: every text's int8 logits stray from its float32 ones.
-    assert np.abs(out[NONE] - out[POOLED]).max(axis=1).min() > 1e-4
+    # The test can tell the graphs apart on the texts whose int8 logits stray from their float32
+    # ones (how far each strays depends on the run's weights): at least two texts must.
+    assert distinct(out).sum() >= 2, np.abs(out[NONE] - out[POOLED]).max(axis=1)
     return out
+
+
+def distinct(expected: dict[int, np.ndarray]) -> np.ndarray:
+    """Per text, whether its two graphs' logits differ by more than a reply's tolerance allows."""
+    return np.asarray(np.abs(expected[NONE] - expected[POOLED]).max(axis=1) > 1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +106,12 @@ def _classify(target: str, index: int, mode: pb.AttentionMode) -> np.ndarray:
 def test_each_kind_of_call_is_answered_by_its_graph(
     target: str, expected: dict[int, np.ndarray], mode: pb.AttentionMode
 ) -> None:
-    for index in range(len(TEXTS)):
-        np.testing.assert_allclose(_classify(target, index, mode), expected[mode][index], atol=2e-5)
+    other = POOLED if mode == NONE else NONE
+    for index, apart in enumerate(distinct(expected)):
+        logits = _classify(target, index, mode)
+        np.testing.assert_allclose(logits, expected[mode][index], atol=2e-5)
+        if apart:  # and not the other graph's
+            assert np.abs(logits - expected[other][index]).max() > 5e-5
 
 
 def test_the_model_listing_names_the_label_graphs_form(server: RunningServer) -> None:
@@ -123,10 +133,11 @@ def test_label_and_attention_calls_at_once_never_share_a_batch(
     ]
     with ThreadPoolExecutor(12) as pool:
         replies = list(pool.map(lambda call: _classify(target, *call), calls))
+    apart = distinct(expected)
     for (index, mode), logits in zip(calls, replies, strict=True):
         if mode == POOLED:
             np.testing.assert_allclose(logits, expected[POOLED][index], atol=2e-5)
-        else:
+        elif apart[index]:
             # int8 quantizes activations with one scale per batch, so a label row's logits move
             # with its batch mates; what they never are is the float32 graph's.
             assert np.abs(logits - expected[POOLED][index]).max() > 2e-5

@@ -1,0 +1,66 @@
+"""How `make test` spreads the suite over two pytest-xdist workers, and which tests run alone.
+
+`make test` (and `make check`) run pytest twice: first `-n 2 -m "not serial"`, each test file on
+one worker so that its module fixtures (servers, trained runs) are built once, then
+`-m serial` without workers. The long units below go first, one to a worker, so the short
+files fill the time around them instead of queueing behind them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+# Run alone, after the others: they bound a server's memory, time its event loop or drive it to
+# overload, figures that another process's work would blur.
+SERIAL = frozenset({
+    "tests/service/test_memory.py",
+    "tests/training/test_memory.py",
+    "tests/service/test_loop_responsive.py",
+    "tests/service/test_soak.py",
+    "tests/service/engine/request/test_overload.py",
+})  # fmt: skip
+# Files of a minute or more, each unit on one worker: the containers (podman, one image build
+# that the rest reuse, fixed container names) and the long multi-process runs (two training
+# processes, fresh venvs, the serving suite's peers).
+LONG_UNITS: dict[str, str] = {
+    "tests/deploy/test_images.py": "containers",
+    "tests/deploy/test_compose_stack.py": "containers",
+    "tests/deploy/test_rehearsal.py": "containers",
+    "tests/deploy/test_tracing_stack.py": "containers",
+    "tests/loadtest/test_compose_command.py": "containers",
+    "tests/training/test_distributed.py": "processes",
+    "tests/training/test_distributed_machines.py": "processes",
+    "tests/training/test_compare.py": "processes",
+    "tests/test_packaging.py": "processes",
+    "tests/bench/test_serving_suite.py": "processes",
+}
+UNIT_ORDER = ("containers", "processes")
+
+
+def _where(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's `loadfile` (each file's tests on one worker), the LONG_UNITS one unit each."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongUnits(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            where = nodeid.split("::", 1)[0]
+            return LONG_UNITS.get(where, where)
+
+    return LongUnits(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark SERIAL tests; on a worker, put the long units first (the schedule keeps the
+    workers' order; the sort is stable)."""
+    for item in items:
+        if _where(item) in SERIAL:
+            item.add_marker(pytest.mark.serial)
+    if hasattr(config, "workerinput"):
+        first = {unit: rank for rank, unit in enumerate(UNIT_ORDER)}
+        items.sort(key=lambda item: first.get(LONG_UNITS.get(_where(item), ""), len(first)))
