@@ -12,14 +12,16 @@ from typing import Any
 
 import pytest
 
-# Run alone, after the others: they bound a server's memory, time its event loop or drive it to
-# overload, figures that another process's work would blur.
+# Run alone, after the others (a file, or one test as PATH::NAME): they bound a server's memory,
+# time its event loop, drive it to overload or need an idle core, which another process's work
+# would take.
 SERIAL = frozenset({
     "tests/service/test_memory.py",
     "tests/training/test_memory.py",
     "tests/service/test_loop_responsive.py",
     "tests/service/test_soak.py",
     "tests/service/engine/request/test_overload.py",
+    "tests/service/engine/models/test_threads.py::test_a_compute_bound_graph_is_measured_to_take_every_core",
 })  # fmt: skip
 # Files of a minute or more, each unit on one worker: the containers (podman, one image build
 # that the rest reuse, fixed container names) and the long multi-process runs (two training
@@ -59,7 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark SERIAL tests; on a worker, put the long units first (the schedule keeps the
     workers' order; the sort is stable)."""
     for item in items:
-        if _where(item) in SERIAL:
+        where = _where(item)
+        if where in SERIAL or f"{where}::{getattr(item, 'originalname', item.name)}" in SERIAL:
             item.add_marker(pytest.mark.serial)
     if hasattr(config, "workerinput"):
         first = {unit: rank for rank, unit in enumerate(UNIT_ORDER)}
