@@ -79,9 +79,9 @@ def _not_version(text: str, field: str) -> InvalidArgument:
 
 
 def check_text(value: str, *, field: str) -> str:
-    """`value` unchanged when it is valid Unicode (encodable as UTF-8), else InvalidArgument."""
-    if value.isascii():
-        return value
+    """`value` unchanged when it is valid Unicode (encodable as UTF-8), else InvalidArgument.
+
+    Callers test `value.isascii()` first (ASCII is valid), so an ASCII value costs no call."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

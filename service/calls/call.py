@@ -109,7 +109,17 @@ class CallLayer:
         deadline; `name`: its span name and access-line method, given when `observed`;
         `parent`: the caller's trace context. A call `within` a stream was let in with the
         stream's token, and its permit is taken within the stream's."""
-        call = self._start(route, timeout, name, parent)
+        # The call's record, counted in flight (inference calls) and traced when tracing is on.
+        if route.counted:
+            self._metrics.inflight.inc()
+        call = Call(route, None if timeout is None else time.monotonic() + timeout, name)
+        if route.counted and self.tracing is not None and name:
+            call.trace = self.tracing.start_call(
+                name, protocol=self.protocol, transport=self.transport, parent=parent, started=call.started
+            )
+            if call.trace is not None:
+                call.context.trace = call.trace.span_context
+                call.log_token = bind_call("", call.trace.ids)
         status = Status.OK
         try:
             auth = self.auth if route.token and within is None else None
@@ -144,20 +154,6 @@ class CallLayer:
             return error
         finally:
             self._end(call, status, size)
-
-    def _start(self, route: Route, timeout: float | None, name: str, parent: Context | None) -> Call:
-        """The call's record, counted in flight (inference calls) and traced when tracing is on."""
-        if route.counted:
-            self._metrics.inflight.inc()
-        call = Call(route, None if timeout is None else time.monotonic() + timeout, name)
-        if route.counted and self.tracing is not None and name:
-            call.trace = self.tracing.start_call(
-                name, protocol=self.protocol, transport=self.transport, parent=parent, started=call.started
-            )
-            if call.trace is not None:
-                call.context.trace = call.trace.span_context
-                call.log_token = bind_call("", call.trace.ids)
-        return call
 
     def _end(self, call: Call, status: Status, size: int | None) -> None:
         """Release the call's permit and count it (inference calls) with `status`; then its

@@ -5,9 +5,10 @@
 A *step* is a call from one attnserve module into another (or into attnserve from outside:
 the transport handing the call over, or a task the call started). A coroutine resumed by
 the event loop is not a new step, only its first start is. Steps up to and including the
-one into the runtime's `RuntimeSession.run` (where onnxruntime runs) are the way down; the
-steps after it, the way back. `functions` counts every attnserve function called
-on the thread (coroutine resumptions included), the figure cProfile gives for a call.
+one into the runtime's `RuntimeSession.run_rows` (which pads a batch's rows and runs
+onnxruntime) are the way down; the steps after it, the way back. `functions` counts every
+attnserve function called on the thread (coroutine resumptions included), the figure cProfile
+gives for a call.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import attnserve.service
 
 ROOT = str(Path(attnserve.service.__file__).resolve().parent.parent)
 RUNTIME = "service/engine/models/runtime.py"
-RUN = "RuntimeSession.run"  # where onnxruntime runs: the end of the way down
+RUN = "RuntimeSession.run_rows"  # where onnxruntime runs: the end of the way down
 # Checks that are not steps of a call: the service's own debugging and test helpers.
 SKIPPED = ("tests/", "kit/", ".venv/")
 

@@ -27,17 +27,27 @@ def parse(message_type: type[M], raw: bytes) -> M:
     try:
         return message_type.FromString(raw)
     except DecodeError:
-        raise InvalidArgument(
-            f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
-            "(corrupt protobuf or invalid UTF-8 in a string field)"
-        ) from None
+        raise not_a(message_type) from None
+
+
+def not_a(message_type: type[Message]) -> InvalidArgument:
+    """The refusal of a body that does not parse as `message_type`."""
+    return InvalidArgument(
+        f"request body is not a valid {message_type.DESCRIPTOR.full_name} message "
+        "(corrupt protobuf or invalid UTF-8 in a string field)"
+    )
 
 
 async def parsed(
     message_type: type[M], handler: Handler[M], raw: bytes, context: Context, call: Call
 ) -> bytes:
-    """A call's work: its body parsed as `message_type` and handed to `handler`."""
-    return await handler(parse(message_type, raw), context, call)
+    """A call's work: its body parsed as `message_type` (as `parse`, written out: one call
+    fewer on every unary call) and handed to `handler`."""
+    try:
+        message = message_type.FromString(raw)
+    except DecodeError:
+        raise not_a(message_type) from None
+    return await handler(message, context, call)
 
 
 async def answer(context: Context, result: bytes | ServiceError) -> bytes:
@@ -85,9 +95,3 @@ async def refuse_stream(requests: AsyncIterator[object], context: Context, error
             async for _ in requests:
                 pass
     refuse(context, error)
-
-
-
-    remaining = context.time_remaining()
-    if remaining is not None and remaining <= 0:
-        await asyncio.sleep(EXPIRED_WAIT_SECONDS)

@@ -1,5 +1,6 @@
-"""The HTTP application: every route of the port, the error answers for unknown routes and
-methods, and the response headers every page and API reply carries."""
+"""The HTTP application: every route of the port, and the error answers for unknown routes
+and methods (a trailing slash too many or too few is redirected). The security headers every
+reply carries are the transport's (transport.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from attnserve.service.api.http.errors import (
     api_error,
@@ -34,44 +36,28 @@ from attnserve.service.errors import INTERNAL_MESSAGE, Internal, ServiceError
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
-# The explorer and the docs page load only their own files: no CDN, no inline script.
-_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
-    (b"referrer-policy", b"no-referrer"),
-]
 
 
-class _ResponseHeaders:
-    """Security headers on every reply, and a redirect's `Location` without scheme and host:
-    Starlette builds it from the client's own `Host` header, which a client (or a cache in
-    between) may have forged. Pure ASGI (no per-request task, unlike BaseHTTPMiddleware)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = message.get("headers", [])
-                if 300 <= message["status"] < 400:
-                    headers = [(k, _relative(v) if k.lower() == b"location" else v) for k, v in headers]
-                message["headers"] = [*headers, *_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
+def _slash_redirect(request: Request) -> Response | None:
+    """Starlette's redirect of a path that matches a route once its trailing slash is added or
+    removed, with a `Location` of path and query only: Starlette builds it from the client's
+    own `Host` header, which a client (or a cache in between) may have forged."""
+    scope, path = request.scope, request.scope["path"]  # the server mounts the app at its root
+    if "route" in scope or path == "/":  # a route matched: its own 404
+        return None
+    moved = {**scope, "path": path.rstrip("/") if path.endswith("/") else path + "/"}
+    if all(route.matches(moved)[0] is Match.NONE for route in scope["router"].routes):
+        return None
+    location = RedirectResponse(str(URL(scope=moved))).headers["location"]
+    return RedirectResponse(_relative(location))
 
 
-def _relative(location: bytes) -> bytes:
-    parts = urlsplit(location.decode("latin-1"))
+def _relative(location: str) -> str:
+    parts = urlsplit(location)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if path.startswith("//"):  # "//host/..." is itself an absolute reference
         path = "/" + path.lstrip("/")
-    return path.encode("latin-1")
+    return path
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -81,6 +67,9 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         error = method_not_allowed(request.method, request.url.path)
     elif exc.status_code == 404:
+        redirect = _slash_redirect(request)
+        if redirect is not None:
+            return redirect
         error = not_found_route(request.url.path)
     else:
         error = Internal(INTERNAL_MESSAGE)
@@ -119,4 +108,5 @@ def build_app(core: Core, tokens: Tokens | None, classify: NativePlane, v2: V2Pl
         routes=routes,
         exception_handlers={HTTPException: _http_exception, Exception: _unexpected},
     )
-    return _ResponseHeaders(app)
+    app.router.redirect_slashes = False  # redirected by _http_exception, with a relative Location
+    return app

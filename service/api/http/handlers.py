@@ -1,11 +1,12 @@
 """HTTP route handlers over the call layer (service/calls/): token, timeout, body, errors.
 
-`Handlers.run` wraps a route handler with its route (service/calls/route.py): the call layer
-takes the permit (health routes take none), the bearer token is checked where the route asks
-for it (the same tokens and failure counter as gRPC), the deadline comes from a `timeout`
-header or query parameter (the call layer ends the call there), the body is read within the
-route's size limit and read timeout and held against `max_inflight_bytes` by the call's
-permit, and every outcome is counted under its protocol with `transport="http"`.
+`Handlers.run`, a route's endpoint (`Handlers.endpoint`), wraps a route handler with its route
+(service/calls/route.py): the call layer takes the permit (health routes take none), the
+bearer token is checked where the route asks for it (the same tokens and failure counter as
+gRPC), the deadline comes from a `timeout` header or query parameter (the call layer ends the
+call there), the body is read within the route's size limit and read timeout and held against
+`max_inflight_bytes` by the call's permit, and every outcome is counted under its protocol
+with `transport="http"`.
 A `ServiceError` becomes its JSON error in the route's style; anything else is logged with
 its traceback and answered 500 with a fixed message, never a traceback.
 """
@@ -33,6 +34,7 @@ from attnserve.service.observe.propagation import extract_headers
 WHERE = "header 'Authorization"
 ErrorStyle = Callable[[ServiceError], Response]
 Handler = Callable[[Request, Call], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
 _TIMEOUT = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*(ms|s)?\s*$")
 
 
@@ -93,6 +95,11 @@ class Handlers:
     async def json(self, request: Request, call: Call) -> object:
         """The body parsed as JSON (any JSON value; the caller checks its shape)."""
         return parse_json(await self.body(request, call))
+
+    def endpoint(self, handler: Handler, style: ErrorStyle, route: Route) -> Endpoint:
+        """A route's endpoint: `run` itself, bound to the route's handler, error style and call
+        route (Starlette unwraps the partial and calls it with the request, nothing between)."""
+        return partial(self.run, handler=handler, style=style, route=route)
 
     async def run(self, request: Request, handler: Handler, style: ErrorStyle, route: Route) -> Response:
         layer = self.layer

@@ -14,15 +14,13 @@ else null), and timings in microseconds. Errors are
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from attnserve.service.api.http.errors import api_error
-from attnserve.service.api.http.handlers import Handlers
+from attnserve.service.api.http.handlers import Endpoint, Handler, Handlers
 from attnserve.service.api.native.plane import NativePlane
 from attnserve.service.api.native.types import (
     ClassifyReply,
@@ -104,7 +102,8 @@ def parse_classify(document: object) -> ClassifyBody:
 def classify_request(name: str, body: ClassifyBody) -> ClassifyRequest:
     """The plane's request: the body checked at the edge, the model from the path."""
     check_texts(body.texts, field="texts")
-    check_text(body.request_id, field="request_id")
+    if not body.request_id.isascii():
+        check_text(body.request_id, field="request_id")
     return ClassifyRequest(
         model=name,
         texts=body.texts,
@@ -146,11 +145,8 @@ class NativeRest:
             Route("/v1/models/{name}", self._endpoint(self.get_model, routes.metadata)),
         ]
 
-    def _endpoint(self, method: Any, route: CallRoute) -> Any:
-        async def endpoint(request: Request) -> Response:
-            return await self.handlers.run(request, method, api_error, route)
-
-        return endpoint
+    def _endpoint(self, method: Handler, route: CallRoute) -> Endpoint:
+        return self.handlers.endpoint(method, api_error, route)
 
     async def list_models(self, request: Request, call: Call) -> Response:
         return _json(MODELS.dump_json(ModelList(self.plane.list_models())))

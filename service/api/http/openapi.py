@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
 from attnserve.service.api.http.native import ClassifyBody
-from attnserve.service.api.http.v2_codec import InferResponseJson
+from attnserve.service.api.http.v2_infer import InferResponseJson
 from attnserve.service.api.http.v2_info import ModelConfigJson, ModelStatisticsJson
 from attnserve.service.api.native.types import ClassifyReply, ModelList
 from attnserve.service.api.v2 import types as v2

@@ -1,6 +1,7 @@
 """The HTTP port on the server's own event loop: uvicorn serving the app from a socket we
 bind (SO_REUSEPORT with --workers N, as the gRPC port), over TLS/mTLS with the gRPC port's
-certificate settings, behind the connection bounds of `BoundedHttp`.
+certificate settings, behind the connection bounds of `BoundedHttp`; uvicorn writes the
+security headers every reply carries (`SECURITY_HEADERS`).
 
 uvicorn's `Server.serve()` installs its own signal handlers; the one `Server` of the
 process owns signals and the lifecycle, so only uvicorn's start-up, tick and shutdown
@@ -30,6 +31,13 @@ from attnserve.service.settings import Settings
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
 MAX_CONNECTIONS = 1024
+# Every reply's security headers, written by uvicorn with its own: the explorer and the docs
+# page load only their own files (no CDN, no inline script).
+SECURITY_HEADERS = [
+    ("x-content-type-options", "nosniff"),
+    ("content-security-policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    ("referrer-policy", "no-referrer"),
+]
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,9 @@ class BoundedHttp(HttpToolsProtocol):
         self._heads += 1
         self._stop_waiting()
         self._head_bytes, self._in_body = None, True
-        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        size = len(self.url)
+        for name, value in self.headers:  # a loop, not a generator: no call per header
+            size += len(name) + len(value) + 4
         if size <= self._limits.max_header_bytes:
             super().on_headers_complete()
             return
@@ -215,6 +225,7 @@ def _config(app: ASGIApp, settings: Settings, limits: HttpLimits) -> uvicorn.Con
         log_config=None,
         access_log=False,
         server_header=False,
+        headers=SECURITY_HEADERS,
         ws="none",
         timeout_keep_alive=int(max(1, round(settings.http_keepalive_s))),
         timeout_graceful_shutdown=None,
@@ -245,6 +256,9 @@ class HttpTransport:
         await server.startup(sockets=[sock])
         if server.should_exit:  # uvicorn reports a start-up failure this way, after logging it
             raise OSError(f"cannot serve HTTP on port {self.port}")
+        # The default headers (date, security) from the first reply on: the tick sets them only
+        # once a second, as uvicorn's own main loop does after its first tick.
+        await server.on_tick(0)
         self._server = server
         self._ticker = asyncio.get_running_loop().create_task(self._tick(server))
         return self.port

@@ -1,6 +1,7 @@
 """KServe V2 / Triton HTTP/REST: health, metadata, config, statistics, repository index and
 inference, a thin adapter around the V2 plane (one set of per-model statistics with
-gRPC). The inference route's work, its body read and its reply written, is v2_codec.infer.
+gRPC). The inference route's work, its body read and its reply written, is v2_infer.infer
+(the body's reading: v2_codec.py).
 
 Health answers 200 for true and 400 for false, as the protocol says; `/v2/health/*` needs
 no token (orchestrator probes). Errors are `{"error": "<message>"}` with the status's HTTP
@@ -17,32 +18,37 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from attnserve.service.api.http import v2_codec as codec
 from attnserve.service.api.http import v2_info as info
 from attnserve.service.api.http.errors import v2_error
-from attnserve.service.api.http.handlers import Handlers
-from attnserve.service.api.http.v2_codec import path_param as _path
+from attnserve.service.api.http.handlers import Endpoint, Handlers
+from attnserve.service.api.http.v2_infer import infer
 from attnserve.service.api.v2.plane import V2Plane
 from attnserve.service.calls.record import Call
 from attnserve.service.calls.route import Route as CallRoute
-from attnserve.service.edges import parse_json
+from attnserve.service.edges import check_text, parse_json
 from attnserve.service.errors import InvalidArgument, NotFound, ServiceError, Status
 
 # The binary tensor data extension is implemented in full on this port.
 BINARY_EXTENSION = "binary_tensor_data"
 MODEL = "/v2/models/{name}"
-Endpoint = Callable[[Request], Awaitable[Response]]
 VERSIONED = "/v2/models/{name}/versions/{version}"
+
+
+def _path(request: Request, key: str) -> str:
+    """A path parameter of the route, valid Unicode (ASCII is, without a look)."""
+    value = str(request.path_params.get(key, ""))
+    return value if value.isascii() else check_text(value, field=key)
 
 
 class V2Rest:
     def __init__(self, handlers: Handlers, plane: V2Plane) -> None:
         self.handlers = handlers
         self.plane = plane
-        self._infer = partial(codec.infer, plane, handlers)  # the inference route's work
+        self._infer = partial(infer, plane, handlers)  # the inference route's work
 
     def routes(self) -> list[BaseRoute]:
         server = self.handlers.routes.server
+        infer = self.handlers.endpoint(self._infer, v2_error, self.handlers.routes.inference)
         routes: list[BaseRoute] = [
             Route("/v2/health/live", self._check(self.live)),
             Route("/v2/health/ready", self._check(self.ready)),
@@ -55,7 +61,7 @@ class V2Rest:
                 Route(f"{base}/ready", self._check(self.model_ready)),
                 Route(f"{base}/config", self._info(self.model_config)),
                 Route(f"{base}/stats", self._info(self.stats)),
-                Route(f"{base}/infer", self.infer, methods=["POST"]),
+                Route(f"{base}/infer", infer, methods=["POST"]),
                 Route(base, self._info(self.model_metadata)),
             ]
         unsupported = self._info(self.unsupported)
@@ -67,10 +73,7 @@ class V2Rest:
         async def handle(request: Request, call: Call) -> Response:
             return Response(status_code=200 if check(request) else 400)
 
-        async def endpoint(request: Request) -> Response:
-            return await self.handlers.run(request, handle, v2_error, self.handlers.routes.health)
-
-        return endpoint
+        return self.handlers.endpoint(handle, v2_error, self.handlers.routes.health)
 
     def live(self, request: Request) -> bool:
         return True
@@ -91,12 +94,7 @@ class V2Rest:
         async def handle(request: Request, call: Call) -> Response:
             return JSONResponse(await method(request, call))
 
-        chosen = route or self.handlers.routes.metadata
-
-        async def endpoint(request: Request) -> Response:
-            return await self.handlers.run(request, handle, v2_error, chosen)
-
-        return endpoint
+        return self.handlers.endpoint(handle, v2_error, route or self.handlers.routes.metadata)
 
     async def server_metadata(self, request: Request, call: Call) -> dict[str, object]:
         metadata = self.plane.server_metadata()
@@ -134,7 +132,3 @@ class V2Rest:
             "and with --repository-poll-seconds",
             Status.UNIMPLEMENTED,
         )
-
-    # --- inference --------------------------------------------------------------------------
-    async def infer(self, request: Request) -> Response:
-        return await self.handlers.run(request, self._infer, v2_error, self.handlers.routes.inference)

@@ -16,9 +16,10 @@ import weakref
 from importlib.metadata import version as package_version
 
 from attnserve.service.api.v2 import attribution
-from attnserve.service.api.v2.contract import ATTENTION, Contract, read
+from attnserve.service.api.v2.contract import ATTENTION, Contract
 from attnserve.service.api.v2.description import config, metadata
 from attnserve.service.api.v2.reply import outputs
+from attnserve.service.api.v2.request import read
 from attnserve.service.api.v2.stats import StatsTable
 from attnserve.service.api.v2.types import (
     IndexEntry,
@@ -61,23 +62,21 @@ class V2Plane:
 
     def model_ready(self, name: str, version: str) -> bool:
         """Whether the model version serves; a malformed version is refused, not "not ready"."""
-        number = parse_version(version, field="model_version")
+        parse_version(version, field="model_version")  # refused here, outside the look-up
         try:
-            self._resolve(name, number)
+            self.resolve(name, version)
         except ServiceError:
             return False  # an unknown model or version is simply not ready
         return self.ready()
 
     def resolve(self, name: str, version: str) -> LoadedModel:
         """The version a request names ("" is the latest, as most requests name it: no text to parse)."""
-        return self._resolve(name, parse_version(version, field="model_version") if version else 0)
-
-    def _resolve(self, name: str, version: int) -> LoadedModel:
         if not name and not self.core.settings.default_model:
             raise InvalidArgument(
                 "name: the model name is required (or start the server with --default-model)"
             )
-        return self.core.repository.resolve(name, version)
+        number = parse_version(version, field="model_version") if version else 0
+        return self.core.repository.resolve(name, number)
 
     def model_metadata(self, name: str, version: str) -> ModelMetadata:
         model = self.resolve(name, version)

@@ -17,6 +17,7 @@ from attnserve.service.api.v2.contract import (
     ASSIGNED,
     ATTENTION,
     LABEL,
+    LENGTHS,
     LOGITS,
     PROBABILITIES,
     VALUE,
@@ -29,42 +30,46 @@ from attnserve.service.engine.request.results import Outputs
 
 
 def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[OutputTensor]:
-    """The requested outputs of a finished call, in `wanted`'s order."""
-    return [_output(name, contract, out) for name in wanted]
-
-
-def _output(name: str, contract: Contract, out: Outputs) -> OutputTensor:
+    """The requested outputs of a finished call, in `wanted`'s order, each built in this one
+    loop: it runs once a call on the event loop, so no call per output."""
     texts = len(out.label_ids)
-    if name == LOGITS:
-        return numeric_output(LOGITS, "FP32", out.logits)
-    if name == PROBABILITIES:
-        return numeric_output(PROBABILITIES, "FP32", out.probabilities)
-    if name == LABEL:
-        ids, labels, framed = out.label_ids.tolist(), contract.labels, contract.framed_labels
-        items = [labels[i] for i in ids]
-        return OutputTensor(LABEL, "BYTES", (texts, 1), items=items, raw=b"".join([framed[i] for i in ids]))
-    if name == ATTENTION:
-        if out.attention is None:
-            raise RuntimeError("the batch returned no attention although it was requested")
-        return numeric_output(ATTENTION, "FP32", pad_attention(out.attention, out.encoded.lengths))
-    if name == ASSIGNED:
-        assigned = contract.scoring.assigned(out.probabilities)
-        if assigned is None:
-            raise RuntimeError("ASSIGNED is declared for multi-label models only")
-        return numeric_output(ASSIGNED, "BOOL", assigned)
-    if name == VALUE:
-        return numeric_output(VALUE, "FP32", out.probabilities)  # a regression's scores are its value
-    if name == ATTRIBUTION:
-        return numeric_output(ATTRIBUTION, "FP32", _attribution(out.attribution, texts))
-    if name == ATTRIBUTION_ROWS:
-        rows_taken = out.attribution_rows or [0] * texts
-        return numeric_output(ATTRIBUTION_ROWS, "INT32", np.asarray(rows_taken, dtype=np.int32))
-    if name == WINDOWS:
-        return numeric_output(WINDOWS, "FP32", window_table(out, texts))
-    if name == ANSWERED_BY:
-        members = [member.encode() for member in out.answered_by or ()]
-        return bytes_output(ANSWERED_BY, (texts, 1), members)
-    return numeric_output("LENGTHS", "INT64", np.asarray(out.encoded.lengths, dtype=np.int64))
+    tensors: list[OutputTensor] = []
+    for name in wanted:
+        if name == LABEL:  # the label's bytes and raw data, framed once per model version
+            ids = out.label_ids.tolist()
+            items = list(map(contract.labels.__getitem__, ids))
+            raw = b"".join(map(contract.framed_labels.__getitem__, ids))
+            tensors.append(OutputTensor(LABEL, "BYTES", (texts, 1), items=items, raw=raw))
+            continue
+        if name == ANSWERED_BY:
+            tensors.append(bytes_output(ANSWERED_BY, (texts, 1), [m.encode() for m in out.answered_by or ()]))
+            continue
+        datatype = "FP32"
+        if name == LOGITS:
+            array = out.logits
+        elif name in (PROBABILITIES, VALUE):  # a regression's scores are its value
+            array = out.probabilities
+        elif name == ATTENTION:
+            rows = out.attention
+            if rows is None:
+                raise RuntimeError("the batch returned no attention although it was requested")
+            array = rows[0][None] if len(rows) == 1 else pad_attention(rows, out.encoded.lengths)
+        elif name == ASSIGNED:
+            assigned = contract.scoring.assigned(out.probabilities)
+            if assigned is None:
+                raise RuntimeError("ASSIGNED is declared for multi-label models only")
+            datatype, array = "BOOL", assigned
+        elif name == ATTRIBUTION:
+            array = _attribution(out.attribution, texts)
+        elif name == ATTRIBUTION_ROWS:
+            datatype, array = "INT32", np.asarray(out.attribution_rows or [0] * texts, dtype=np.int32)
+        elif name == WINDOWS:
+            array = window_table(out, texts)
+        else:
+            name, datatype, array = LENGTHS, "INT64", np.asarray(out.encoded.lengths, dtype=np.int64)
+        data = np.ascontiguousarray(array, dtype=NUMERIC_DTYPES[datatype])  # as numeric_output
+        tensors.append(OutputTensor(name, datatype, data.shape, array=data))
+    return tensors
 
 
 def numeric_output(name: str, datatype: str, array: np.ndarray) -> OutputTensor:
@@ -79,8 +84,6 @@ def bytes_output(name: str, shape: tuple[int, ...], items: Sequence[bytes]) -> O
 def pad_attention(rows: list[np.ndarray], lengths: list[int]) -> np.ndarray:
     """Per-text attention padded with zeros on its token axes to the request's longest text:
     [n] -> [B, T]; [..., n, n] (pooled, rollout, last_layer, all) -> [B, ..., T, T]."""
-    if len(rows) == 1:  # one text: nothing to pad
-        return rows[0][None]
     width = max(lengths)
     first = rows[0]
     if first.ndim == 1:

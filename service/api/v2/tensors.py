@@ -86,9 +86,13 @@ def require(tensor: InputTensor, datatype: str, shape: Sequence[int]) -> None:
     if tensor.datatype != datatype:
         given = tensor.datatype[:16] or "(empty)"
         raise InvalidArgument(f"input {tensor.name}: datatype {given}, expected {datatype}")
-    if len(tensor.shape) != len(shape) or any(
-        have < 1 or (want != -1 and have != want) for have, want in zip(tensor.shape, shape, strict=True)
-    ):
+    fits = len(tensor.shape) == len(shape)
+    if fits:  # a loop, not a generator: no call per dimension
+        for have, want in zip(tensor.shape, shape, strict=True):
+            if have < 1 or (want != -1 and have != want):
+                fits = False
+                break
+    if not fits:
         raise InvalidArgument(
             f"input {tensor.name}: shape {format_shape(tensor.shape)} does not match {format_shape(shape)}"
         )

@@ -2,7 +2,8 @@
 
 A session is fed right-padded int64 `input_ids` and `attention_mask` (`pad_ids`) and asked
 for `logits`, and `attention` when the call wants it (`RuntimeSession.run`); the lifecycle's
-warm-up and golden check and the request path's runner feed it the same way.
+warm-up and golden check pad their rows first; the request path's runner hands a batch's rows
+over unpadded (`run_rows` pads them).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ _GRAPH_LEVELS = {
 class DeviceError(RuntimeError):
     """The requested execution provider cannot be used (fatal at start-up)."""
 
+
+# What a run fed rows unpadded returns: its outputs, and the input_ids and attention_mask
+# it padded them to, int64 [B, T].
+Fed = tuple[list[np.ndarray], np.ndarray, np.ndarray]
 
 _LOGITS = ["logits"]
 _LOGITS_AND_ATTENTION = ["logits", "attention"]
@@ -75,6 +80,14 @@ class RuntimeSession:
         # cost of one memcpy of the outputs (a few ms for 32 MB of attention, next to the run's
         # tens); logits alone cost microseconds.
         return list(map(np.array, outputs))
+
+    def run_rows(
+        self, rows: Sequence[TokenIds], pad_id: int, width: int, attention: bool, vector: bool = False
+    ) -> Fed:
+        """`run` on a batch's rows, right-padded here to `width` with `pad_id` (the request path's
+        runner): the outputs, and the ids and mask fed [B, T] (the drift reads them)."""
+        ids, mask = pad_ids(rows, pad_id, width)
+        return self.run(ids, mask, attention, vector), ids, mask
 
 
 def pad_ids(rows: Sequence[TokenIds], pad_id: int, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -97,7 +97,8 @@ class TextTokenizer:
     def encode(self, texts: Sequence[str], reject_long: bool | None = None) -> EncodedTexts:
         """Encode `texts`; InvalidArgument names the first offending text and the limit
         (`reject_long`: refuse a text over max_len rather than cut it; None: the server's choice)."""
-        self._check_chars(texts)
+        if max(map(len, texts), default=0) > self.max_text_chars:  # refused off the common path
+            self._refuse_chars(texts)
         reject = self.reject_long if reject_long is None else reject_long
         if len(texts) == 1:
             encodings = [self._tokenizer.encode(texts[0])]
@@ -124,7 +125,8 @@ class TextTokenizer:
             truncated.append(cut)
         return EncodedTexts(ids=ids, lengths=lengths, truncated=truncated, encodings=encodings)
 
-    def _check_chars(self, texts: Sequence[str]) -> None:
+    def _refuse_chars(self, texts: Sequence[str]) -> None:
+        """Name the first text over `max_text_chars`."""
         for index, text in enumerate(texts):
             if len(text) > self.max_text_chars:
                 raise InvalidArgument(
@@ -135,7 +137,8 @@ class TextTokenizer:
     def encode_windows(self, texts: Sequence[str]) -> tuple[list[list[Encoding]], list[Encoding]]:
         """Per text its windows (one where it fits) and its whole encoding; a text of more than
         the policy's `max_windows` windows is INVALID_ARGUMENT naming both counts."""
-        self._check_chars(texts)
+        if max(map(len, texts), default=0) > self.max_text_chars:
+            self._refuse_chars(texts)
         uncut = self._uncut or self._make_uncut()
         items = list(texts)
         # One tokenization per text: its tokens without specials, cut into windows sharing the

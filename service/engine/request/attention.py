@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnserve.service.bundle import AttentionKind
+from attnserve.service.bundle import AttentionKind, AttentionSpec
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.errors import InvalidArgument
 
@@ -38,25 +38,13 @@ def mode_shapes(attention_kind: AttentionKind, layers: int, heads: int) -> dict[
     }
 
 
-def reply_bytes(
-    attention_kind: AttentionKind, layers: int, heads: int, mode: AttentionMode, longest: int, count: int
-) -> int:
-    """An upper bound of the attention bytes a reply carries: `count` texts of up to
-    `longest` tokens (float32; V2 pads every text to the longest, hence no per-text sum)."""
-    if mode == AttentionMode.NONE or attention_kind == AttentionKind.NONE:
-        return 0
-    if attention_kind == AttentionKind.POOL:
-        return 4 * longest * count
-    per_map = 4 * longest * longest * count
-    if attention_kind == AttentionKind.SELF or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
-        return per_map
-    return per_map * heads * (layers if mode == AttentionMode.ALL else 1)
-
-
-def check_request(attention_kind: AttentionKind, mode: AttentionMode, top_k: int, model: str) -> None:
+def check_request(spec: AttentionSpec, mode: AttentionMode, top_k: int, model: str) -> tuple[int, int]:
     """Raise InvalidArgument unless the model can answer this attention request: the one check
     of every front end, so modes are named by their word, as the JSON API, V2 and the client
-    write them (attnserve.v1's enum names end in the same word)."""
+    write them (attnserve.v1's enum names end in the same word). Else what the reply's attention
+    holds per text, for its size: (arrays, axes), float32 arrays of `axes` token axes each ([n]
+    has one, [n, n] two); (0, 0) when `mode` asks none."""
+    attention_kind = spec.kind
     if mode != AttentionMode.NONE and mode not in SUPPORTED[attention_kind]:
         if attention_kind == AttentionKind.NONE:
             raise InvalidArgument(
@@ -72,6 +60,13 @@ def check_request(attention_kind: AttentionKind, mode: AttentionMode, top_k: int
         raise InvalidArgument(
             f"top_k: model {model!r} has no attention weights to rank tokens by", field="top_k"
         )
+    if mode == AttentionMode.NONE:
+        return 0, 0
+    if attention_kind == AttentionKind.POOL:
+        return 1, 1
+    if attention_kind == AttentionKind.SELF or mode in (AttentionMode.POOLED, AttentionMode.ROLLOUT):
+        return 1, 2
+    return spec.heads * (spec.layers if mode == AttentionMode.ALL else 1), 2
 
 
 def as_layers(attention: np.ndarray, attention_kind: AttentionKind) -> np.ndarray:

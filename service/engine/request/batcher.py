@@ -155,8 +155,20 @@ class Batcher:
                 entered = self._queue.add(job, lengths)
                 self.metrics.queue_depth.inc(entered)  # under the lock: a thread may take the rows at once
                 self._work.notify()
-        if batch is not None and self._run_here(batch):
-            return job  # done on the loop: its future is left unset
+        if batch is not None:
+            # Run on the loop. Calls of another loop that arrived meanwhile wait for a thread; a
+            # batch that raised failed its job's future, which the await below then raises.
+            try:
+                ran = self._run(batch, self._arrivals) is not None
+            finally:
+                with self._lock:
+                    if self._queue.queued:
+                        self._work.notify()
+                    idle = bool(self._idle_waiters) and self._idle_now()  # only a drain waits
+                if idle:
+                    self._wake_idle()
+            if ran:
+                return job  # done on the loop: its future is left unset
         try:
             await job.future
         except asyncio.CancelledError:
@@ -222,19 +234,6 @@ class Batcher:
             if batch.rows:
                 return batch, expired
         return None, expired
-
-    def _run_here(self, batch: Batch) -> bool:
-        """Run a lone call's batch on the event loop: whether it ran (if the model raised, its
-        future fails on the next loop iteration)."""
-        try:
-            return self._run(batch, self._arrivals) is not None
-        finally:
-            with self._lock:
-                idle = self._idle_now()
-                if self._queue.queued:  # calls that arrived meanwhile (another loop's) wait for a thread
-                    self._work.notify()
-            if idle:
-                self._wake_idle()
 
     def _run(self, batch: Batch, arrivals: int) -> list[Job] | None:
         """Run `batch` (taken when `arrivals` calls had been submitted): the calls it finished

@@ -26,7 +26,7 @@ from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.limits import CallLimits
 from attnserve.service.engine.models.loading import LoadedModel
 from attnserve.service.engine.models.tokenization import EncodedTexts
-from attnserve.service.engine.request.attention import check_request, reply_bytes
+from attnserve.service.engine.request.attention import check_request
 from attnserve.service.engine.request.attributing import Attributed, attribute, find_words
 from attnserve.service.engine.request.attribution import NO_ATTRIBUTION, Explain, check_rows
 from attnserve.service.engine.request.predictor import Predictor
@@ -82,8 +82,9 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
     limit = limits.max_texts_per_request
     if count == 0 or count > limit:  # the refusal is built off the common path
         _refuse_count(count, limit)
+    attention = (0, 0)  # what the reply's attention holds per text: float32 arrays, token axes each
     if inputs.mode is not AttentionMode.NONE or inputs.top_k:  # asking no attention needs no check
-        check_request(model.attention_kind, inputs.mode, inputs.top_k, model.name)
+        attention = check_request(model.attention_spec, inputs.mode, inputs.top_k, model.name)
     long_text = inputs.long_text or limits.long_text
     documents = None
     if texts is not None and long_text == "windows":
@@ -104,7 +105,16 @@ def prepare(model: LoadedModel, inputs: Inputs, limits: CallLimits) -> Prepared:
         encoded = inputs.encoded
         _check_ids(model, encoded)
         tokenize_seconds = time.perf_counter() - started
-    _check_reply(model, encoded, inputs.mode, limits.max_reply_bytes)
+    # A reply over max_reply_bytes is refused up front: built anyway, it would fail at a client
+    # with the default receive limit after all the work. Per text besides attention: logits,
+    # probabilities, tokens with their offsets and special flags, and framing.
+    lengths = encoded.lengths
+    estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
+    arrays, axes = attention
+    if arrays:  # an upper bound: V2 pads every text to the longest, hence no per-text sum
+        estimate += 4 * arrays * max(lengths) ** axes * len(lengths)
+    if estimate > limits.max_reply_bytes:
+        _refuse_reply(estimate, len(lengths), inputs.mode, limits.max_reply_bytes)
     return Prepared(encoded, tokenize_seconds, started, documents)
 
 
@@ -189,25 +199,13 @@ def _refuse_count(count: int, limit: int) -> None:
         raise InvalidArgument(f"texts: {count} texts in one request; the limit is {limit}", field="texts")
 
 
-def _check_reply(model: LoadedModel, encoded: EncodedTexts, mode: AttentionMode, limit: int) -> None:
-    """Refuse up front a request whose reply would exceed `limit` (max_reply_bytes): built anyway,
-    it would fail at a client with the default receive limit after all the work."""
-    lengths = encoded.lengths
-    # Per text besides attention: logits, probabilities, tokens with their offsets and special
-    # flags, and framing.
-    estimate = sum(lengths) * 40 + len(lengths) * (16 * len(model.labels) + 64)
-    if mode is not AttentionMode.NONE:
-        spec = model.attention_spec
-        estimate += reply_bytes(
-            model.attention_kind, spec.layers, spec.heads, mode, max(lengths), len(lengths)
-        )
-    if estimate > limit:
-        raise ReplyTooLarge(
-            f"reply: about {estimate} bytes for {len(lengths)} texts with {mode.name} attention, over "
-            f"the limit of {limit} (max_reply_bytes; gRPC clients accept 4 MiB by default); ask for a "
-            "smaller attention mode (POOLED, or NONE), fewer or shorter texts per request, or raise "
-            "the client's receive limit and the server's max_reply_bytes"
-        )
+def _refuse_reply(estimate: int, count: int, mode: AttentionMode, limit: int) -> None:
+    raise ReplyTooLarge(
+        f"reply: about {estimate} bytes for {count} texts with {mode.name} attention, over "
+        f"the limit of {limit} (max_reply_bytes; gRPC clients accept 4 MiB by default); ask for a "
+        "smaller attention mode (POOLED, or NONE), fewer or shorter texts per request, or raise "
+        "the client's receive limit and the server's max_reply_bytes"
+    )
 
 
 def _check_ids(model: LoadedModel, encoded: EncodedTexts) -> None:

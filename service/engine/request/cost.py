@@ -4,16 +4,16 @@ The lone path (lone.py) runs a call on the event loop only when that call is qui
 call's run time depends on the call itself: its token count and what it asks of the
 attention output (none, one map, every layer's maps, a rollout that multiplies them). So
 each served version is timed on one padded text at a short and at its longest length, per
-`CostClass`, the model run and the attention extraction together, and `predict` interpolates
-between the two lengths. Run time grows with length at least linearly (attention maps and
-rollout faster than that), so the chord between the two points lies above the curve: the
-prediction errs on the slow side. Until the measurement is done every call is unknown (inf).
+`CostClass`, the model run and the attention extraction together, and `TextCost.seconds`
+holds the chord between the two points at every length, per request: the predictor reads a
+one-text call's entry itself. Run time grows with length at least linearly (attention maps
+and rollout faster than that), so the chord lies above the curve: the prediction errs on the
+slow side. Until the measurement is done every call is unknown (inf).
 """
 
 from __future__ import annotations
 
 import enum
-import math
 import time
 
 import numpy as np
@@ -55,23 +55,16 @@ _PROBES = {  # the mode each class is timed with
 
 
 class TextCost:
-    """Predicted seconds of a one-text batch, per class and length (inf until measured)."""
+    """Predicted seconds of a one-text batch, per request and length (inf until measured)."""
 
     def __init__(self) -> None:
         self.short = SHORT_TOKENS
         self.longest = SHORT_TOKENS
         # per class: (seconds at `short`, seconds at `longest`); a class missing is unknown
         self._points: dict[CostClass, tuple[float, float]] = {}
-
-    def predict(self, mode: AttentionMode, top_k: int, length: int) -> float:
-        points = self._points.get(cost_class(mode, top_k))
-        if points is None:
-            return math.inf
-        at_short, at_longest = points
-        if length <= self.short or self.longest <= self.short:
-            return at_short if length <= self.short else at_longest
-        share = (min(length, self.longest) - self.short) / (self.longest - self.short)
-        return at_short + share * (at_longest - at_short)
+        # Per (mode, whether top tokens are asked), the seconds at each length 0..longest: the
+        # predictor reads a one-text call's entry itself. A request missing is unknown (inf).
+        self.seconds: dict[tuple[AttentionMode, bool], list[float]] = {}
 
     def describe(self) -> str:
         """The measured points, for the log: "logits 0.3/4.1 ms, ..." at short/longest tokens."""
@@ -96,8 +89,22 @@ class TextCost:
         for cost, mode in probes.items():
             at = [min(_time(model, mode, length) for _ in range(REPEATS)) for length in (short, longest)]
             points[cost] = (at[0], at[1])
+        lines = {cost: _chord(*at, short, longest) for cost, at in points.items()}
         self.short, self.longest = short, longest
         self._points = points
+        self.seconds = {
+            (mode, top): lines[cost_class(mode, top)]
+            for mode in AttentionMode
+            for top in (False, True)
+            if cost_class(mode, top) in lines
+        }
+
+
+def _chord(at_short: float, at_longest: float, short: int, longest: int) -> list[float]:
+    """Seconds at each length 0..longest on the line through the two points measured (at
+    `short` tokens and below: the short point's)."""
+    slope = (at_longest - at_short) / (longest - short) if longest > short else 0.0
+    return [at_short + max(0, length - short) * slope for length in range(longest + 1)]
 
 
 def _time(model: LoadedModel, mode: AttentionMode | None, length: int) -> float:

@@ -49,39 +49,29 @@ class Predictor:
     def __init__(self, model: LoadedModel, limits: BatchLimits, tracing: Tracing | None) -> None:
         self.model = model
         self.cost = TextCost()
-        self._calls = 0  # calls that entered and have not left (see `enter`)
+        self.calls = 0  # calls that hold this version now (Predictors.serving)
         self._waiters: list[asyncio.Future[None]] = []
         name = f"{model.name}/{model.version}"
         self.batcher = Batcher(name, Runner(model, tracing), limits, model.metrics, lone_path=True)
+        # The lane of a call that asks no attention: the label graph's, where the version has one.
+        self._plain_lane = LABEL_LANE if model.label_runtime is not None else ATTENTION_LANE
 
     def lane(self, mode: AttentionMode, top_k: int) -> int:
         """The graph a call's reply needs: the label graph's lane when the version has one and
         the call asks no attention, so label batches never wait on or carry attention. Every
         row of the call (its attribution's too) runs on this one graph."""
-        if self.model.label_runtime is None or mode != AttentionMode.NONE or top_k > 0:
-            return ATTENTION_LANE
-        return LABEL_LANE
+        return ATTENTION_LANE if mode is not AttentionMode.NONE or top_k > 0 else self._plain_lane
 
-    @property
-    def calls(self) -> int:
-        """Calls that hold this version now (entered and not left)."""
-        return self._calls
-
-    def enter(self) -> None:
-        """A call holds this version from here until `leave`: closing waits for it."""
-        self._calls += 1
-
-    def leave(self) -> None:
-        self._calls -= 1
-        if self._calls == 0:
-            waiters, self._waiters = self._waiters, []
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+    def _last_left(self) -> None:
+        """The last call that held this version is done: wake what waits for it (`finished`)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def finished(self) -> None:
         """Wait until every call that entered has left (each of its jobs submitted and done)."""
-        if self._calls:
+        if self.calls:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
@@ -118,12 +108,15 @@ class Predictor:
         `lane`; classify.run validates the texts first); `paced`: a call's attribution rows,
         which hold a bounded share of the queue; `tokenize`, `started`: the call's tokenizing
         seconds and arrival, for its timings."""
+        attention = mode is not AttentionMode.NONE or k > 0
         if lane is None:
-            lane = self.lane(mode, k)
-        request = CallRows(encoded.ids, mode, k, context.trace, mode is not AttentionMode.NONE or k > 0)
+            lane = ATTENTION_LANE if attention else self._plain_lane
+        request = CallRows(encoded.ids, mode, k, context.trace, attention)
         lengths = encoded.lengths
-        # A one-text call's run time, predicted once here and carried by its job.
-        predicted = self.cost.predict(mode, k, lengths[0]) if len(lengths) == 1 else math.inf
+        # A one-text call's run time, predicted once here and carried by its job (inf: several
+        # texts, or a request the version's timing does not know, or not yet timed).
+        seconds = self.cost.seconds.get((mode, k > 0)) if len(lengths) == 1 else None
+        predicted = math.inf if seconds is None else seconds[min(lengths[0], len(seconds) - 1)]
         job = await self.batcher.submit(
             request, lengths, context.deadline, lane, paced, predicted=predicted, alone=context.alone
         )
@@ -166,12 +159,16 @@ class Predictors:
     def serving(self, model: LoadedModel) -> Iterator[Predictor]:
         """The predictor of a version a call resolved, held for the call: closing the version
         waits until the call is done (refused UNAVAILABLE once the version is closing)."""
-        predictor = self.of(model)
-        predictor.enter()
+        predictor = self._served.get(model)
+        if predictor is None:
+            raise Unavailable(UNLOADING_MESSAGE)
+        predictor.calls += 1
         try:
             yield predictor
         finally:
-            predictor.leave()
+            predictor.calls -= 1
+            if predictor.calls == 0 and predictor._waiters:  # a close waits for the last call
+                predictor._last_left()
 
     def of(self, model: LoadedModel) -> Predictor:
         """The predictor of a version a call resolved."""

@@ -1,4 +1,4 @@
-"""One batch through the model: padding, `session.run`, scores and attention extraction.
+"""One batch through the model: the session's run (padding its rows), scores and attention extraction.
 
 The batcher hands a `Batch` of rows (each a text of some call's `CallRows`) to `Runner`,
 in a batcher thread; the runner returns one `BatchOutput` for the whole batch, computed
@@ -24,7 +24,6 @@ from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.metrics import GRAPHS
 from attnserve.service.engine.models.loading import LoadedModel
-from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.models.tokenization import EncodedTexts, TokenIds
 from attnserve.service.engine.request.attention import as_layers, extract, top_k
 from attnserve.service.engine.request.queue import Batch, Job, Row
@@ -52,8 +51,8 @@ class Runner:
     `tracing`, a batch that carries a traced call gets a span."""
 
     def __init__(self, model: LoadedModel, tracing: Tracing | None = None) -> None:
-        self.run_session = model.runtime.run
-        self.run_labels = model.session_for(attention=False).run  # the label graph, where there is one
+        self.run_session = model.runtime.run_rows
+        self.run_labels = model.session_for(attention=False).run_rows  # the label graph, where there is one
         self.attention_kind = model.attention_kind
         self.pad_id = model.manifest.pad_id
         self.temperature = model.temperature
@@ -77,10 +76,10 @@ class Runner:
             requests.append(request)
             texts.append(request.ids[row.index])
             want_attention = want_attention or request.wants_attention
-        ids, mask = pad_ids(texts, self.pad_id, batch.width)
         # A label-lane batch asks no attention (Predictor.lane): the label graph answers it.
         run = self.run_labels if batch.lane == LABEL_LANE else self.run_session
-        outputs = run(ids, mask, want_attention, self.vectors)
+        # The session pads the rows to the batch's width; the drift reads the ids and mask it fed.
+        outputs, ids, mask = run(texts, self.pad_id, batch.width, want_attention, self.vectors)
         logits = outputs[0]  # [B, C]
         # Neither a temperature nor a sigmoid moves the top label: it is the logits' argmax.
         result = BatchOutput(logits, self.scores(logits, self.temperature), logits.argmax(axis=1), None, None)

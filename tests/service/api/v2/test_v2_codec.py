@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnserve.service.api.grpc import v2 as v2_grpc
-from attnserve.service.api.v2.contract import inputs_by_name
 from attnserve.service.api.v2.reply import bytes_output, numeric_output
+from attnserve.service.api.v2.request import inputs_by_name
 from attnserve.service.api.v2.tensors import (
     decode_bytes,
     decode_int64,

@@ -34,3 +34,20 @@ def test_outputs_own_their_memory_and_survive_the_next_run(
         session.run(*pad_ids([[3] * width] * 3, pad_id=0), attention=True)
     for output, copy in zip(first, kept, strict=True):
         np.testing.assert_array_equal(output, copy)
+
+
+def test_rows_handed_over_unpadded_run_as_their_padded_batch(
+    exported_bundle: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The runner hands a batch's rows over unpadded: the session pads them as `pad_ids` does
+    and hands back the ids and mask it fed, beside the same outputs."""
+    session = create_session(
+        exported_bundle("transformer") / "model.onnx", make_settings(tmp_path), intra_op_threads=1
+    )
+    rows = [[5, 6, 7], [8, 9]]
+    outputs, ids, mask = session.run_rows(rows, 0, 3, True)
+    padded, padded_mask = pad_ids(rows, pad_id=0)
+    np.testing.assert_array_equal(ids, padded)
+    np.testing.assert_array_equal(mask, padded_mask)
+    for output, expected in zip(outputs, session.run(padded, padded_mask, attention=True), strict=True):
+        np.testing.assert_array_equal(output, expected)

@@ -5,10 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnserve.service.bundle import AttentionKind
+from attnserve.service.bundle import AttentionKind, AttentionSpec
 from attnserve.service.common.vocabulary import AttentionMode
 from attnserve.service.common.weights import importance
-from attnserve.service.engine.request.attention import as_layers, extract, rollout, top_k
+from attnserve.service.engine.request.attention import (
+    SUPPORTED,
+    as_layers,
+    check_request,
+    extract,
+    rollout,
+    top_k,
+)
 
 
 def _rows(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -70,3 +77,20 @@ def test_top_k_orders_by_weight_and_caps_at_length() -> None:
     assert index.tolist() == [1, 3, 2]
     np.testing.assert_allclose(weight, [0.4, 0.3, 0.2])
     assert top_k(np.array([1.0], dtype=np.float32), 5)[0].tolist() == [0]
+
+
+@pytest.mark.parametrize("kind", [AttentionKind.POOL, AttentionKind.SELF, AttentionKind.LAYERS])
+def test_the_reply_size_a_request_is_checked_for_is_what_extraction_returns(kind: AttentionKind) -> None:
+    """check_request's (arrays, axes) per text bound the reply's attention: for one text of n
+    tokens, exactly the float32 bytes `extract` hands the reply in each mode the kind offers."""
+    spec = AttentionSpec(kind=kind, layers=3, heads=2)
+    n = 5
+    output = {
+        AttentionKind.POOL: _rows(np.random.default_rng(2), 1, n),
+        AttentionKind.SELF: as_layers(_rows(np.random.default_rng(3), 1, n, n), AttentionKind.SELF),
+        AttentionKind.LAYERS: _rows(np.random.default_rng(4), 1, 3, 2, n, n),
+    }[kind]
+    assert check_request(spec, AttentionMode.NONE, 3, "m") == (0, 0)  # top tokens only: no map
+    for mode in SUPPORTED[kind]:
+        arrays, axes = check_request(spec, mode, 0, "m")
+        assert extract(output, kind, 0, n, mode).nbytes == 4 * arrays * n**axes, mode

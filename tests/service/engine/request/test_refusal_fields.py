@@ -13,7 +13,7 @@ from typing import cast
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from attnserve.service.bundle import AttentionKind
+from attnserve.service.bundle import AttentionKind, AttentionSpec
 from attnserve.service.common.vocabulary import AttentionMode, Attribution
 from attnserve.service.engine.context import CallContext
 from attnserve.service.engine.limits import CallLimits
@@ -64,19 +64,21 @@ def _cascade_ids(tokenizer: TextTokenizer) -> None:
     asyncio.run(run_cascade(model, member, member, inputs, LIMITS, cast(CallContext, None)))
 
 
+NONE_SPEC = AttentionSpec(kind=AttentionKind.NONE, layers=0, heads=0)
+POOL_SPEC = AttentionSpec(kind=AttentionKind.POOL, layers=0, heads=0)
 FIVE_WORDS = [[[1], [2], [3], [4], [5]]]  # one text's words (token positions per word)
 
 REFUSALS: dict[str, tuple[Callable[[TextTokenizer], object], str]] = {
     "a mode of a model without attention": (
-        lambda _: check_request(AttentionKind.NONE, AttentionMode.POOLED, 0, "m"),
+        lambda _: check_request(NONE_SPEC, AttentionMode.POOLED, 0, "m"),
         "attention",
     ),
     "a mode the model does not offer": (
-        lambda _: check_request(AttentionKind.POOL, AttentionMode.ROLLOUT, 0, "m"),
+        lambda _: check_request(POOL_SPEC, AttentionMode.ROLLOUT, 0, "m"),
         "attention",
     ),
     "top tokens of a model without attention": (
-        lambda _: check_request(AttentionKind.NONE, AttentionMode.NONE, 3, "m"),
+        lambda _: check_request(NONE_SPEC, AttentionMode.NONE, 3, "m"),
         "top_k",
     ),
     "no text": (lambda t: _texts(t, []), "texts"),
