@@ -135,7 +135,7 @@ def calibrate_graph(
     max_len: int,
     truncation: Truncation | None,
 ) -> Calibration:
-    """Fit a temperature on model.onnx's logits (``session``: the explain graph, which every
+    """Fit a temperature on model.onnx's logits (``session``: the attention graph, which every
     bundle has and which a cascade decides on) for ``rows``, tokenized as the server will.
     CalibrationError for multi-label rows: a temperature calibrates one softmax over the labels."""
     if rows.multi_label:

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 class LabelSource:
     """What the label graph is built from and measured on."""
 
-    graph: Path  # the explain graph as shipped (float32, or int8 under --quantize int8)
+    graph: Path  # the attention graph as shipped (float32, or int8 under --quantize int8)
     float_graph: Path  # the float32 export, the reference of the gate
     tokenizer: Path
     max_len: int

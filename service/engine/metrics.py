@@ -25,7 +25,7 @@ UNKNOWN_MODEL = "_unknown"
 ENDPOINTS = (("native", "grpc"), ("v2", "grpc"), ("native", "http"), ("v2", "http"))
 Endpoint = tuple[str, str]
 CASCADE_MEMBERS = ("student", "teacher")  # attnserve_cascade_texts_total's member values
-GRAPHS = ("explain", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
+GRAPHS = ("attention", "label")  # attnserve_graph_batches_total's graph values: model.onnx, label.onnx
 LATENCY_BUCKETS = (
     0.0001,
     0.00025,
@@ -163,7 +163,7 @@ class Metrics:
         )
         self.graph_batches = Counter(
             "attnserve_graph_batches",
-            "Batches each graph of a version ran (explain: model.onnx; label: an encoder's label.onnx).",
+            "Batches each graph of a version ran (attention: model.onnx; label: an encoder's label.onnx).",
             ("model", "version", "graph"),
             registry=registry,
         )

@@ -52,7 +52,7 @@ def test_the_default_export_ships_an_int8_label_graph_beside_the_float_graph(
     label = manifest.label_graph
     assert label is not None and bundle.label_model_path == bundle.root / LABEL_MODEL_FILE
     assert manifest.files[LABEL_MODEL_FILE] == sha256_file(bundle.root / LABEL_MODEL_FILE)
-    assert manifest.quantization is None and _quantized_ops(bundle.model_path) == 0  # explain graph: float32
+    assert manifest.quantization is None and _quantized_ops(bundle.model_path) == 0  # float32
     assert label.quantization is not None and label.quantization.rows is not None
     assert _quantized_ops(bundle.root / LABEL_MODEL_FILE) > 0
     session = cpu_session(bundle.root / LABEL_MODEL_FILE)

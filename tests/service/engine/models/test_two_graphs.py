@@ -1,5 +1,5 @@
 """An encoder version's two graphs, served: label calls by the label graph, attention calls
-by the float32 explain graph, never one batch for both.
+by the float32 attention graph, never one batch for both.
 
 A tiny BERT fine-tuned in the test is exported with an int8 label graph (a generous gate, so
 the int8 form is chosen); its logits differ from the float32 graph's, which tells which graph
@@ -38,7 +38,7 @@ TEXTS = [
     "the acting is superb, but the plot never quite comes together",
 ]
 NONE, POOLED = pb.ATTENTION_MODE_NONE, pb.ATTENTION_MODE_POOLED
-GRAPHS = ("explain", "label")
+GRAPHS = ("attention", "label")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def expected(repository: Path) -> dict[int, np.ndarray]:
-    """Each graph's logits for TEXTS, one text at a time: {NONE: label graph, POOLED: explain graph}."""
+    """Each graph's logits for TEXTS, one text at a time: {NONE: label graph, POOLED: attention graph}."""
     bundle = read_bundle(repository / "bert" / "1")
     manifest = bundle.manifest
     assert manifest.label_graph is not None and manifest.label_graph.quantization is not None

@@ -2,7 +2,7 @@
 
 Hypothesis draws calls (their lengths and the lane their rows need) and the limits; the queue
 is drained batch by batch as the batcher drains it. Every row comes out exactly once; a batch
-holds rows of one lane only (the label graph's rows never ride with the explain graph's);
+holds rows of one lane only (the label graph's rows never ride with the attention graph's);
 its padded tokens (rows x longest) stay within `max_batch_tokens` unless it is one row,
 which always fits; and rows of similar length go together.
 """
