@@ -47,6 +47,24 @@ def _not_object(where: str) -> InvalidArgument:
     return InvalidArgument(f"{where}: expected a JSON object")
 
 
+def _parameters(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The `parameters` object of a request, input or output (empty when absent)."""
+    parameters = item.get("parameters", {})
+    if not isinstance(parameters, dict):
+        raise _not_object(f"{where}.parameters")
+    return parameters
+
+
+def _string(item: Mapping[str, Any], key: str, where: str) -> str:
+    """A required non-empty string field of an input or output, valid Unicode."""
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{where}.{key}: expected a non-empty string")
+    if not value.isascii():  # ASCII is valid Unicode
+        check_text(value, field=f"{where}.{key}")
+    return value
+
+
 def _attention_mode(parameters: Mapping[str, Any], field: str) -> AttentionMode | None:
     if ATTENTION_MODE not in parameters:
         return None
@@ -98,9 +116,7 @@ def _tensor_from_json(
 
 
 def parse_request(body: bytes, header_length: str | None, name: str, version: str) -> RestRequest:
-    """The V2 plane's request for a REST inference call (model name and version from the URL).
-
-    Its checks are written out, not helpers per field: this runs once a call, on the loop."""
+    """The V2 plane's request for a REST inference call (model name and version from the URL)."""
     binary = b""
     if header_length is not None:
         split = parse_uint(header_length.strip(), field="Inference-Header-Content-Length", maximum=len(body))
@@ -113,9 +129,7 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
         raise InvalidArgument("id: expected a string")
     if not request_id.isascii():
         check_text(request_id, field="id")
-    parameters = document.get("parameters", {})
-    if not isinstance(parameters, dict):
-        raise _not_object("request.parameters")
+    parameters = _parameters(document, "request")
     binary_default = parameters.get("binary_data_output", False)
     if not isinstance(binary_default, bool):
         raise InvalidArgument("parameters.binary_data_output: expected true or false")
@@ -138,16 +152,8 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
             raise InvalidArgument(
                 f"{where}.shape: expected a list of at most {MAX_RANK} non-negative integers"
             )
-        input_name, datatype = item.get("name", ""), item.get("datatype", "")
-        for key, value in (("name", input_name), ("datatype", datatype)):
-            if not isinstance(value, str) or not value:
-                raise InvalidArgument(f"{where}.{key}: expected a non-empty string")
-            if not value.isascii():
-                check_text(value, field=f"{where}.{key}")
-        input_parameters = item.get("parameters", {})
-        if not isinstance(input_parameters, dict):
-            raise _not_object(f"{where}.parameters")
-        size = input_parameters.get("binary_data_size")
+        input_name, datatype = _string(item, "name", where), _string(item, "datatype", where)
+        size = _parameters(item, where).get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
                 raise InvalidArgument(
@@ -173,14 +179,8 @@ def parse_request(body: bytes, header_length: str | None, name: str, version: st
         where = f"outputs[{index}]"
         if not isinstance(item, dict):
             raise _not_object(where)
-        output_name = item.get("name")
-        if not isinstance(output_name, str) or not output_name:
-            raise InvalidArgument(f"{where}.name: expected a non-empty string")
-        if not output_name.isascii():
-            check_text(output_name, field=f"{where}.name")
-        output_parameters = item.get("parameters", {})
-        if not isinstance(output_parameters, dict):
-            raise _not_object(f"{where}.parameters")
+        output_name = _string(item, "name", where)
+        output_parameters = _parameters(item, where)
         wants_binary = output_parameters.get("binary_data", binary_default)
         if not isinstance(wants_binary, bool):
             raise InvalidArgument(f"{where}.parameters.binary_data: expected true or false")

@@ -30,8 +30,7 @@ from attnserve.service.engine.request.results import Outputs
 
 
 def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[OutputTensor]:
-    """The requested outputs of a finished call, in `wanted`'s order, each built in this one
-    loop: it runs once a call on the event loop, so no call per output."""
+    """The requested outputs of a finished call, in `wanted`'s order, picked in one loop."""
     texts = len(out.label_ids)
     tensors: list[OutputTensor] = []
     for name in wanted:
@@ -67,8 +66,7 @@ def outputs(wanted: Sequence[str], contract: Contract, out: Outputs) -> list[Out
             array = window_table(out, texts)
         else:
             name, datatype, array = LENGTHS, "INT64", np.asarray(out.encoded.lengths, dtype=np.int64)
-        data = np.ascontiguousarray(array, dtype=NUMERIC_DTYPES[datatype])  # as numeric_output
-        tensors.append(OutputTensor(name, datatype, data.shape, array=data))
+        tensors.append(numeric_output(name, datatype, array))
     return tensors
 
 

@@ -62,12 +62,15 @@ class Predictor:
         row of the call (its attribution's too) runs on this one graph."""
         return ATTENTION_LANE if mode is not AttentionMode.NONE or top_k > 0 else self._plain_lane
 
-    def _last_left(self) -> None:
-        """The last call that held this version is done: wake what waits for it (`finished`)."""
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+    def leave(self) -> None:
+        """A call that held this version (`Predictors.serving`) is done: the last one wakes
+        what waits for it (`finished`)."""
+        self.calls -= 1
+        if self.calls == 0 and self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def finished(self) -> None:
         """Wait until every call that entered has left (each of its jobs submitted and done)."""
@@ -159,16 +162,12 @@ class Predictors:
     def serving(self, model: LoadedModel) -> Iterator[Predictor]:
         """The predictor of a version a call resolved, held for the call: closing the version
         waits until the call is done (refused UNAVAILABLE once the version is closing)."""
-        predictor = self._served.get(model)
-        if predictor is None:
-            raise Unavailable(UNLOADING_MESSAGE)
+        predictor = self.of(model)
         predictor.calls += 1
         try:
             yield predictor
         finally:
-            predictor.calls -= 1
-            if predictor.calls == 0 and predictor._waiters:  # a close waits for the last call
-                predictor._last_left()
+            predictor.leave()
 
     def of(self, model: LoadedModel) -> Predictor:
         """The predictor of a version a call resolved."""
