@@ -34,10 +34,12 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def _start_metrics(settings: Settings, directory: str) -> WSGIServer:
-    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from attnserve.service.observe.merged import WorkerFiles
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    registry.register(WorkerFiles(directory))
     try:
         httpd, _ = start_http_server(settings.metrics_port, settings.metrics_bind_host, registry)
     except OSError as exc:
