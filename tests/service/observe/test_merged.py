@@ -20,8 +20,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from attnserve.service.observe.merged import WorkerFiles
-from attnserve.service.settings import Settings
 from attnserve.service.workers import _start_metrics
+from tests.support.servers import plain_settings
 
 WORKER = textwrap.dedent(
     """
@@ -57,7 +57,7 @@ def test_an_unsized_file_of_a_killed_worker_does_not_fail_the_scrape(tmp_path: P
     # What a worker killed between creating its file and sizing it leaves behind, for good.
     (tmp_path / "counter_4194301.db").touch()
     (tmp_path / "histogram_4194301.db").touch()
-    httpd = _start_metrics(Settings(metrics_port=0, metrics_host="127.0.0.1", workers=2), str(tmp_path))
+    httpd = _start_metrics(plain_settings(metrics_port=0, metrics_host="127.0.0.1", workers=2), str(tmp_path))
     try:
         for _ in range(3):
             got = scrape(httpd.server_port)
@@ -75,7 +75,7 @@ def test_a_corrupt_file_fails_the_scrape_loudly(tmp_path: Path) -> None:
     (tmp_path / "counter_4194302.db").write_bytes(bytes(corrupt))
     with pytest.raises((RuntimeError, ValueError)):
         WorkerFiles(str(tmp_path)).collect()
-    httpd = _start_metrics(Settings(metrics_port=0, metrics_host="127.0.0.1", workers=2), str(tmp_path))
+    httpd = _start_metrics(plain_settings(metrics_port=0, metrics_host="127.0.0.1", workers=2), str(tmp_path))
     try:
         with pytest.raises(urllib.error.HTTPError) as failed:
             scrape(httpd.server_port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,9 @@ def test_a_compute_bound_graph_is_measured_to_take_every_core(repository: Path) 
     folder = repository / "slow" / "1"
     settings = _settings()
     choices = []
-    for _ in range(3):  # other work can hold a core for a moment: one try must see the gain
+    for attempt in range(5):  # other work can hold a core for a while: one try must see the gain
+        if attempt:
+            time.sleep(1.0)  # a previous phase's servers and browsers may still be exiting
         choice = choose_threads(folder / MODEL_FILE, settings, _manifest(folder))
         choices.append(choice)
         assert choice.source == "measured" and choice.cores == CORES
