@@ -151,7 +151,8 @@ class Settings(ReliabilitySettings, ObserveSettings):
     )
     allow_spinning: bool | None = Field(
         None,
-        description="Let idle intra-op threads spin (lower latency, burns CPU the event loop needs); "
+        description="Let idle intra-op threads spin while a run lasts (lower latency, takes CPU the "
+        "event loop needs; they stop as the run returns); "
         "unset: on for a model whose measured choice gives it every core, when it is the only "
         "model version the server holds.",
     )

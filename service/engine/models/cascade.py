@@ -53,8 +53,8 @@ def load_cascade(
         raise LoadError(str(exc)) from None
     loaded: list[LoadedModel] = []
     if settings.allow_spinning is None:
-        # The members take turns on the same cores: a teacher's threads spinning after its runs
-        # would take the core the student's next batch needs.
+        # The members share the same cores: a teacher's threads spinning through its runs would
+        # take the core a student's batch running beside it needs.
         settings = settings.model_copy(update={"allow_spinning": False})
     try:
         for member in ("student", "teacher"):

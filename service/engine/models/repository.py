@@ -130,7 +130,7 @@ class Repository:
         settings = self._settings
         if settings.allow_spinning is None and self._versions_held() > 1:
             # Each version measured compute-bound takes every core: one's idle threads spinning
-            # would hold the cores the other's next batch needs.
+            # through its runs would hold the cores the other's batches running beside it need.
             settings = settings.model_copy(update={"allow_spinning": False})
         return settings
 

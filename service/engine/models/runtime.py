@@ -117,6 +117,9 @@ def session_options(settings: Settings, intra_op_threads: int, spinning: bool) -
     options.enable_cpu_mem_arena = settings.cpu_arena
     options.log_severity_level = 3  # errors only: onnxruntime's warnings are about graph internals
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    # Spinning serves the gaps between a run's parallel sections. Left on after a run (about
+    # 40 ms), it held a core at one call every few ms that the loop and batcher threads need.
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     return options
 
 
