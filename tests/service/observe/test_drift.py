@@ -159,7 +159,7 @@ def test_unbinding_removes_the_series_once_the_last_binding_goes() -> None:
 
 
 # Two worker processes record batches into prometheus_client's multiprocess files; the
-# supervisor's MultiProcessCollector must read the sums of both.
+# supervisor's collector (observe/merged.py) must read the sums of both.
 WORKER = textwrap.dedent(
     """
     import numpy as np
@@ -185,8 +185,9 @@ def test_batches_recorded_by_several_workers_add_up(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from prometheus_client import CollectorRegistry, generate_latest, multiprocess; "
-            "r = CollectorRegistry(); multiprocess.MultiProcessCollector(r, path=sys.argv[1]); "
+            "import sys; from prometheus_client import CollectorRegistry, generate_latest; "
+            "from attnserve.service.observe.merged import WorkerFiles; "
+            "r = CollectorRegistry(); r.register(WorkerFiles(sys.argv[1])); "
             "sys.stdout.write(generate_latest(r).decode())",
             str(tmp_path),
         ],
