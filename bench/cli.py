@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from bench.sections import BY_NAME, expand_tiny, listing
+from bench.sections import BY_NAME, Refused, expand_tiny, listing
 from kit.launch import Stopped, stop_on_sigterm
 
 
@@ -19,6 +19,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stop_on_sigterm():
             return _run(list(sys.argv[1:] if argv is None else argv))
+    except Refused as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("bench: interrupted; the servers it started are stopped", file=sys.stderr)
         return 130

@@ -47,9 +47,15 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: 
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def write_between(page: Path, begin: str, end: str, body: str, title: str) -> Path:
+def write_between(
+    page: Path, begin: str, end: str, body: str, title: str, images: dict[Path, str] | None = None
+) -> Path:
     """Replace what lies between `begin` and `end` in `page` with `body`, keeping the hand-written
-    text around it (a missing page or missing markers are created)."""
+    text around it (a missing page or missing markers are created); each of `images` is copied to
+    img/ beside the page's folder under its published name."""
+    for source, name in (images or {}).items():
+        (page.parent.parent / "img").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, page.parent.parent / "img" / name)
     text = page.read_text() if page.is_file() else f"# {title}\n"
     block = f"{begin}\n{body.rstrip()}\n{end}"
     if begin in text and end in text:
@@ -60,13 +66,6 @@ def write_between(page: Path, begin: str, end: str, body: str, title: str) -> Pa
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(text)
     return page
-
-
-def copy_images(docs: Path, pairs: dict[Path, str]) -> None:
-    """Copy each run file to DOCS/img/ under its published name."""
-    (docs / "img").mkdir(parents=True, exist_ok=True)
-    for source, name in pairs.items():
-        shutil.copyfile(source, docs / "img" / name)
 
 
 def figure(columns: int = 1, size: tuple[float, float] = (8, 4.2)) -> tuple[Any, Any]:

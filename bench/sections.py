@@ -12,6 +12,11 @@ from pathlib import Path
 from kit.launch import ROOT
 
 
+class Refused(Exception):
+    """A run that cannot start (no such model, a missing tool): `python -m bench` prints the
+    message and exits with status 2 before anything was measured."""
+
+
 @dataclass(frozen=True)
 class Section:
     name: str
@@ -80,7 +85,7 @@ def parser(name: str, doc: str | None, served: bool = False) -> argparse.Argumen
     """`python -m bench NAME`'s parser: the module docstring's first paragraph, defaults in --help;
     `served` adds the --repository and --model every serving section reads."""
     made = argparse.ArgumentParser(
-        prog=f"python -m bench {name}", description=(doc or "").split("\n\n")[0],
+        prog=f"python -m bench {name}".rstrip(), description=(doc or "").split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )  # fmt: skip
     if served:

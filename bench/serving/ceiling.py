@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 
 from attnserve.service.bundle import Bundle, read_bundle
 from attnserve.service.common.vocabulary import AttentionKind
+from bench.sections import Refused
 
 Feed = tuple[np.ndarray, np.ndarray]  # input_ids, attention_mask: [B, T] each
 MODEL_CPU_SECONDS = 0.3
@@ -33,12 +34,12 @@ class CeilingRow:
 
 def bundle_dir(repository: Path, model: str) -> Path:
     """The latest version folder of `model` in `repository`."""
-    versions = sorted(
-        (p for p in (repository / model).iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
-    )
+    folder = repository / model
+    versions = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
     if not versions:
-        raise FileNotFoundError(f"{repository / model} holds no version folder")
-    return versions[-1]
+        raise Refused(f"no model {model!r} in {repository}; train and export one first (`make model`), "
+                      "or pass --repository/--model")  # fmt: skip
+    return folder / str(max(versions))
 
 
 def session_for(graph: Path, threads: int, spinning: bool = False) -> ort.InferenceSession:

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -22,14 +21,13 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from attnserve.service.bundle import BundleError, read_bundle
 from attnserve.service.bundle.layout import RepositoryError
-from bench.sections import ints, require_at_least
-from bench.sections import parser as section_parser
+from bench import sections
 from bench.serving.ceiling import bundle_dir, encode, rate, runner, session_for, tokenizer_for
 from bench.serving.memory import MB, Sampler
-from bench.serving.texts import csv_texts, mixed_texts, prepared
+from bench.serving.sweep import load_point
+from bench.serving.texts import csv_texts, mixed_texts
 from kit.launch import attnserve
 from kit.ledger import percentile
-from kit.load import run_closed
 from kit.results import Point
 
 TEXTS = 256
@@ -77,31 +75,24 @@ def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: 
                    seconds: float, warmup: float) -> tuple[list[Point], float]:  # fmt: skip
     """Serve this one model version alone (a private copy of the repository), so the RSS is its own:
     the points and the server's peak RSS in MB."""
-    loads = [(prepared("native", model, texts, 1, False), c) for c in levels]
-    loads.append((prepared("native", model, texts, per_call, False), 1))
-    points: list[Point] = []
     with contextlib.ExitStack() as stack:
         repository = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="attnserve-encoder-")))
         shutil.copytree(version_dir, repository / model / version_dir.name)
         server = stack.enter_context(attnserve(repository))
         sampler = stack.enter_context(Sampler(server.pid, 0.1))
-        for requests, concurrency in loads:
-            p = Point.of(run_closed(server.target, requests, concurrency, seconds, warmup=warmup),
-                         system=model, concurrency=concurrency)  # fmt: skip
-            points.append(p)
-            print(f"  serve {p.system:<20s} {p.texts:>2d} text(s)/call c={p.concurrency:<3d} "
-                  f"{p.texts_per_s:8.1f} texts/s  p50 {p.p50_ms:7.2f} ms  p99 {p.p99_ms:7.2f} ms"
-                  + (f"  errors {p.errors}" if p.errors else ""), flush=True)  # fmt: skip
+        loads = [*((1, c) for c in levels), (per_call, 1)]  # (texts per call, callers)
+        points = [load_point(server, "native", model, texts, n, c, seconds, warmup, ("texts", "concurrency"),
+                             system=model) for n, c in loads]  # fmt: skip
         sampler.sample()
     return points, max(sample.rss_mb for sample in sampler.samples)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = section_parser("encoder", __doc__)
+    parser = sections.parser("encoder", __doc__)
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--model", required=True, help="the float bundle's model name")
     parser.add_argument("--int8-model", default=None, help="the same model exported with --quantize int8")
-    parser.add_argument("--concurrency", default="1,8,32", type=ints, help="single-text callers")
+    parser.add_argument("--concurrency", default="1,8,32", type=sections.ints, help="single-text callers")
     parser.add_argument("--per-call", type=int, default=32, help="texts per call of the batch point")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per point")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per point")
@@ -114,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=cores, help="intra-op threads of raw sessions")
     parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = parser.parse_args(argv)
-    require_at_least(parser, args, {"per_call": 1, "threads": 1})
+    sections.require_at_least(parser, args, {"per_call": 1, "threads": 1})
     if not (levels := args.concurrency) or min(levels) < 1:
         parser.error("--concurrency needs positive integers, e.g. 1,8,32")
     models = [args.model] + ([args.int8_model] if args.int8_model else [])
@@ -139,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             if alone:
                 print(f"  rss   {model:<20s} peak {peak:.0f} MB", flush=True)
     except (BundleError, RepositoryError, FileNotFoundError) as exc:
-        print(f"bench encoder: {exc}", file=sys.stderr)
-        return 2
+        raise sections.Refused(str(exc)) from None
     if args.out is not None:
         document = {"raw": [asdict(r) for r in raw], "served": [s.as_dict() for s in served],
                     "memory": memory, "rss_unit": f"{MB} bytes"}  # fmt: skip

@@ -26,9 +26,8 @@ from attnserve.service.common.vocabulary import AttentionKind, AttentionMode, At
 from attnserve.service.common.weights import importance
 from attnserve.service.engine.models.tokenization import TextTokenizer
 from attnserve.service.engine.request.attribution import least_budget, words
+from bench import sections
 from bench.render import markdown_table, num, ratio, write_between
-from bench.sections import parser as section_parser
-from bench.sections import require_at_least
 from bench.serving.ceiling import bundle_dir, session_for
 from bench.serving.faithfulness import KS, Method, Row, Text, faithfulness, per_word, probabilities
 from bench.serving.http import HttpConnection
@@ -40,11 +39,8 @@ from kit.ports import free_port
 RANDOM, IG = "random", "integrated gradients"
 OCCLUSION, SHAPLEY = Attribution.OCCLUSION.word, Attribution.SHAPLEY.word
 POOLED, CLS, ROLLOUT = "attention: pooled", "attention: [CLS], last layer", "attention: rollout"
-ATTENTION_CALLS = {
-    POOLED: AttentionMode.POOLED.word,
-    CLS: AttentionMode.LAST_LAYER.word,
-    ROLLOUT: AttentionMode.ROLLOUT.word,
-}
+ATTENTION_CALLS = {POOLED: AttentionMode.POOLED.word, CLS: AttentionMode.LAST_LAYER.word,
+                   ROLLOUT: AttentionMode.ROLLOUT.word}  # fmt: skip
 PAGE, BEGIN, END = Path("results") / "explanations.md", "<!-- explain:begin -->", "<!-- explain:end -->"
 
 
@@ -219,7 +215,7 @@ def render(results: list[ModelResult], started: str, machine: dict[str, Any], co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = section_parser("explain", __doc__)
+    parser = sections.parser("explain", __doc__)
     parser.add_argument("models", nargs="+", help="MODEL=RUN: a model of --repository and its training run")
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--texts", type=Path, required=True, help="a CSV of texts, read in file order")
@@ -231,15 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     parser.add_argument("--publish", type=Path, default=None, help=f"write the tables into DOCS/{PAGE}")
     args = parser.parse_args(argv)
-    require_at_least(parser, args, {"count": 1, "steps": 1, "budget": 2})
+    sections.require_at_least(parser, args, {"count": 1, "steps": 1, "budget": 2})
     models = [(name, Path(run) if run else None) for name, _, run in (m.partition("=") for m in args.models)]
     started, machine = datetime.now(UTC).strftime("%Y-%m-%d %H:%M"), describe()
     command = "python -m bench explain " + shlex.join(argv if argv is not None else sys.argv[2:])
     try:
         results = measure(args.repository, models, csv_texts(args.texts, args.text_column, args.count), args)
     except (FileNotFoundError, KeyError, ValueError) as exc:
-        print(f"bench explain: {exc}", file=sys.stderr)
-        return 2
+        raise sections.Refused(str(exc)) from None
     text = render(results, started, machine, command)
     print(text)
     if args.out is not None:

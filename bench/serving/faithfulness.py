@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from attnserve.service.bundle.calibration import softmax
 from attnserve.service.engine.models.runtime import pad_ids
 from attnserve.service.engine.request.attribution import without
 
@@ -56,11 +57,10 @@ def probabilities(session: Any, rows: list[np.ndarray], pad_id: int) -> np.ndarr
     for start in range(0, len(order), BATCH):
         chosen = order[start : start + BATCH]
         ids, mask = pad_ids([rows[i] for i in chosen], pad_id)
-        logits = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0].astype(np.float64)
+        logits = session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0]
         if out.shape[1] == 0:
             out = np.zeros((len(rows), logits.shape[1]))
-        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-        out[chosen] = exp / exp.sum(axis=1, keepdims=True)
+        out[chosen] = softmax(logits)
     return out
 
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from attnserve.service.client import AsyncClient
+from bench import sections
 from bench.render import log_point, markdown_table
-from bench.sections import parser as section_parser
 from kit.launch import attnserve, run_async
 from kit.load import Measurement, callers
 from kit.ports import free_port
@@ -117,7 +117,7 @@ def table(points: list[Point]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = section_parser("http", __doc__, served=True)
+    parser = sections.parser("http", __doc__, served=True)
     parser.add_argument("--seconds", type=float, default=3.0, help="measurement per round")
     parser.add_argument("--rounds", type=int, default=3, help="turns each path takes")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="callers")

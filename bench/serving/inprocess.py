@@ -26,8 +26,7 @@ from attnserve.service.engine.request.classify import Inputs
 from attnserve.service.errors import ServiceError
 from attnserve.service.server import Server
 from attnserve.service.settings import Settings
-from bench.sections import ints, subset
-from bench.sections import parser as section_parser
+from bench import sections
 from bench.serving.ceiling import model_cpu_per_text
 from bench.serving.profiling import thread_cpu
 from bench.serving.texts import exact_length_texts
@@ -192,14 +191,14 @@ def _line(p: Point) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = section_parser("inprocess", __doc__, served=True)
-    parser.add_argument("--levels", default="1,8,32", type=ints, help="comma-separated concurrencies")
+    parser = sections.parser("inprocess", __doc__, served=True)
+    parser.add_argument("--levels", default="1,8,32", type=sections.ints, help="concurrencies, as 1,8,32")
     parser.add_argument("--calls", type=int, default=5000, help="calls a point")
     parser.add_argument("--layers", default="engine,v2", help="subset of: engine, v2")
     tracing = "off, or sampling ratios (1,0.01): a server each"
     parser.add_argument("--tracing", default="off", type=tracing_values, help=tracing)
     args = parser.parse_args(argv)
-    layers = subset(parser, args.layers, "layers", ("engine", "v2"))
+    layers = sections.subset(parser, args.layers, "layers", ("engine", "v2"))
     with contextlib.ExitStack() as stack:
         endpoint = stack.enter_context(otlp_sink()) if any(v is not None for v in args.tracing) else None
         try:
@@ -207,6 +206,5 @@ def main(argv: list[str] | None = None) -> int:
                 run_async(measure(args.repository, args.model, args.levels, args.calls, layers, tracing=value,
                                   otlp_endpoint=endpoint))  # fmt: skip
         except (ServiceError, RepositoryError) as exc:  # no such model, or no repository there
-            print(f"bench inprocess: {exc}", file=sys.stderr)
-            return 2
+            raise sections.Refused(str(exc)) from None
     return 0

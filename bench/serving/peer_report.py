@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.render import PREFIX, copy_images, figure, markdown_table, save, write_between
+from bench.render import PREFIX, figure, markdown_table, save, write_between
 from kit.results import Point
 
 Results = dict[str, Any]  # peers.json, its "points" read back as `Point`s (see `load`)
@@ -180,8 +180,7 @@ def render(results: Results, out: Path, before: Results | None = None) -> str:
 
 def publish(results: Results, run_dir: Path, docs: Path, before: Results | None = None) -> Path:
     """Replace the generated part of `docs/results/peers.md` with this run's report and plot."""
-    text = render(results, run_dir, before)
-    copy_images(docs, {run_dir / "peers.png": f"{PREFIX}peers.png"})
-    body = f"![peers](../img/{PREFIX}peers.png)\n\n{text}"
-    title = "attnserve beside its peers: latest published run"
-    return write_between(docs / PEERS_PAGE, PEERS_BEGIN, PEERS_END, body, title)
+    image, title = f"{PREFIX}peers.png", "attnserve beside its peers: latest published run"
+    body = f"![peers](../img/{image})\n\n{render(results, run_dir, before)}"
+    page = docs / PEERS_PAGE
+    return write_between(page, PEERS_BEGIN, PEERS_END, body, title, {run_dir / "peers.png": image})

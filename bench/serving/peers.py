@@ -16,7 +16,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,17 +26,14 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from attnserve.service.bundle import read_bundle
-from bench.render import log_point
-from bench.sections import ints, subset
-from bench.sections import parser as section_parser
+from bench import sections
 from bench.serving import ceiling, tools
 from bench.serving.peer_report import dump, load, publish, render
-from bench.serving.sweep import Meter, closed_point
+from bench.serving.sweep import load_point, perf_point
 from bench.serving.systems.floor_server import floor_server
-from bench.serving.texts import exact_length_texts, prepared
+from bench.serving.texts import exact_length_texts
 from bench.serving.tools import mlserver, pytriton_server
 from kit.launch import ROOT, Launched, attnserve
-from kit.perf_analyzer import run_perf_analyzer
 from kit.results import Point
 
 SYSTEMS = ("floor", "pytriton", "mlserver", "v2-w1", "v2-w2", "native-w1", "native-w2")
@@ -46,7 +44,7 @@ FIELDS = ("api", "generator", "workload", "mode", "concurrency")  # of the progr
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = section_parser("peers", __doc__, served=True)
+    parser = sections.parser("peers", __doc__, served=True)
     parser.add_argument("--levels", default="1,8,32,64", help="comma-separated concurrencies")
     parser.add_argument("--seconds", type=float, default=1.0, help="perf_analyzer window (3 windows a point)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="subset of: " + ", ".join(SYSTEMS))
@@ -61,7 +59,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--before", type=Path, metavar="PEERS_JSON", help="an earlier run of it")
     args = parser.parse_args(argv)
     for flag, allowed in (("systems", SYSTEMS), ("workloads", WORKLOADS), ("modes", ("unary", "streaming"))):
-        subset(parser, getattr(args, flag), flag, allowed)
+        sections.subset(parser, getattr(args, flag), flag, allowed)
     return args
 
 
@@ -75,17 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(render(earlier, args.source.parent, before))
         return 0
-    try:
-        bundle_dir = ceiling.bundle_dir(args.repository, args.model)
-    except (FileNotFoundError, NotADirectoryError):
-        print(f"bench peers: no model {args.model!r} in {args.repository}", file=sys.stderr)
-        return 2
+    bundle_dir = ceiling.bundle_dir(args.repository, args.model)
     wanted = set(args.systems.split(","))
     perf = bool(args.workloads) and bool(wanted & {"floor", "pytriton", "v2-w1", "v2-w2"})
     needed = {"perf_analyzer": perf, "PyTriton": "pytriton" in wanted, "MLServer": "mlserver" in wanted}
-    if lacking := tools.missing(tool for tool, need in needed.items() if need):
-        print(tools.message(lacking, "leave the systems that need them out of --systems"), file=sys.stderr)
-        return 2
+    if lacking := tools.missing(needed):
+        raise tools.refuse(lacking, "leave the systems that need them out of --systems")
     out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     results = measure(args, bundle_dir, out, argv)
@@ -124,48 +117,6 @@ def cpu_figures(
     return figures
 
 
-def perf_point(
-    system: System, workload: str, mode: str, concurrency: int, data: Path, texts: Sequence[str],
-    seconds: float, bundle: Path,
-) -> Point | None:  # fmt: skip
-    """One perf_analyzer run on `data` (which holds `texts`), retried once with 3x longer windows
-    when it cannot settle, as a slow server's calls can outlast a window; None when the system
-    cannot take the workload or mode."""
-    model = system.ids_model if workload.startswith("ids") else system.model
-    if model is None or (mode == "streaming" and not system.streaming):
-        return None
-    flags = ("--input-data", str(data), "--streaming" if mode == "streaming" else "--async")
-    for window in (seconds, 3 * seconds):
-        meter = Meter(system.launched)
-        done = run_perf_analyzer(system.launched.target, model, concurrency, flags,
-                                 interval_ms=int(window * 1000), trials=PERF_TRIALS, count_calls=True,
-                                 timeout=300)  # fmt: skip
-        if done.row is not None:
-            cpu, mean = meter.read()
-            figures = cpu_figures(cpu, done.calls, mean, bundle=bundle, texts=texts)
-            point = done.point(system=system.name, concurrency=concurrency, mean_batch=mean, api="v2",
-                               generator="perf_analyzer", workload=workload, mode=mode,
-                               **figures)  # fmt: skip
-            return log_point(point, *FIELDS)
-        print(f"  perf_analyzer failed on {system.name} {workload} {mode} c={concurrency} "
-              f"({window:.1f} s windows): {done.problem}", file=sys.stderr)  # fmt: skip
-    return None
-
-
-def loadgen_point(
-    system: System, api: str, texts: Sequence[str], per_call: int, concurrency: int, seconds: float,
-    bundle: Path,
-) -> Point:  # fmt: skip
-    requests, channels = prepared(api, system.model, texts, per_call, False), 8 if system.tag == "w2" else 4
-    cpu = partial(cpu_figures, bundle=bundle, texts=texts, texts_per_call=per_call)
-    point = closed_point(system.launched, requests, concurrency, seconds * PERF_TRIALS, min(0.5, seconds),
-                         channels, FIELDS, cpu, system=system.name, texts=per_call, api=api,
-                         workload="text16" if per_call == 1 else f"text16x{per_call}")  # fmt: skip
-    if point.error_share:
-        print(f"  {system.name} {api}: errors {point.errors}", file=sys.stderr)
-    return point
-
-
 def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, tuple[Path, list[str]]]:
     """perf_analyzer input files, each with the texts it holds: TEXT of exactly 16 and 64 tokens,
     and the 16-token texts' ids."""
@@ -189,7 +140,7 @@ def write_inputs(bundle_dir: Path, folder: Path) -> dict[str, tuple[Path, list[s
 
 def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[str] | None) -> dict[str, Any]:
     """Every wanted system at every point; the run as peers.json holds it."""
-    wanted, levels, model = set(args.systems.split(",")), ints(args.levels), args.model
+    wanted, levels, model = set(args.systems.split(",")), sections.ints(args.levels), args.model
     load_average = [round(x, 2) for x in os.getloadavg()]
     inputs = write_inputs(bundle_dir, out)
     texts16 = inputs["text16"][1]
@@ -198,6 +149,23 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
     # Size the queue to the largest offered load: the sweep measures speed, not shedding.
     flags = ["--max-queue", str(max(1024, 64 * max(levels)))]
     with contextlib.ExitStack() as stack:
+
+        def start(name: str, server: Callable[[], AbstractContextManager[Launched]]) -> Launched | None:
+            try:
+                return stack.enter_context(server())
+            except (tools.Unavailable, RuntimeError) as exc:
+                notes.append(f"{name} not measured: {exc}")
+                return None
+
+        def own(system: System, api: str, per_call: int, c: int) -> None:
+            """A point of the own generator, on the same 16-token sentences."""
+            cpu = partial(cpu_figures, bundle=bundle_dir, texts=texts16, texts_per_call=per_call)
+            setup = {"system": system.name, "workers": 2 if system.tag == "w2" else 1,
+                     "workload": "text16" if per_call == 1 else f"text16x{per_call}"}  # fmt: skip
+            seconds, warmup = args.seconds * PERF_TRIALS, min(0.5, args.seconds)
+            points.append(load_point(system.launched, api, model, texts16, per_call, c, seconds, warmup,
+                                     FIELDS, cpu, **setup))  # fmt: skip
+
         systems: list[System] = []
         w1 = stack.enter_context(attnserve(args.repository, flags, workers=1))
         if {"v2-w1", "native-w1", "floor"} & wanted:
@@ -209,33 +177,30 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
             files = [path for path, _ in inputs.values()]
             floor = stack.enter_context(floor_server(w1.target, model, files, out / "floor.log"))
             systems.append(System("floor", floor, model, model, streaming=True))
-        if "pytriton" in wanted:
-            try:
-                python = tools.venv_python("PyTriton")
-                server = stack.enter_context(pytriton_server(python, bundle_dir, model, out / "pytriton.log"))
-                systems.append(System("PyTriton", server, model, f"{model}_ids", streaming=True))
-            except (tools.Unavailable, RuntimeError) as exc:
-                notes.append(f"PyTriton not measured: {exc}")
-        ml: System | None = None
+        triton = partial(pytriton_server, bundle_dir, model, out / "pytriton.log")
+        if "pytriton" in wanted and (server := start("PyTriton", triton)):
+            systems.append(System("PyTriton", server, model, f"{model}_ids", streaming=True))
         if "mlserver" in wanted:
-            try:
-                server = stack.enter_context(mlserver(tools.mlserver_env(create=False), bundle_dir, model))
-                ml = System("MLServer", server, model, None, streaming=False)
-            except (tools.Unavailable, RuntimeError) as exc:
-                notes.append(f"MLServer not measured: {exc}")
+            ml = start("MLServer", lambda: mlserver(tools.mlserver_env(create=False), bundle_dir, model))
         v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
         workloads = [w for w in args.workloads.split(",") if w]
         for workload, mode, c, system in itertools.product(workloads, args.modes.split(","), levels, v2):
-            point = perf_point(system, workload, mode, c, *inputs[workload], args.seconds, bundle_dir)
-            points += [point] if point is not None else []
-        # The own generator: native Classify, V2 and MLServer on the same 16-token sentences.
+            served = system.ids_model if workload.startswith("ids") else system.model
+            if served is None or (mode == "streaming" and not system.streaming):
+                continue  # the system cannot take this workload or mode
+            data, texts = inputs[workload]
+            flow = ["--input-data", str(data), "--streaming" if mode == "streaming" else "--async"]
+            point = perf_point(system.launched, served, c, flow, args.seconds, PERF_TRIALS, FIELDS,
+                               partial(cpu_figures, bundle=bundle_dir, texts=texts), system=system.name,
+                               api="v2", generator="perf_analyzer", workload=workload, mode=mode)  # fmt: skip
+            points += [] if math.isnan(point.rps) else [point]
         for c in levels if args.workloads else []:
             for system in (s for s in systems if s.tag is not None):
                 for api in ("native", "v2"):
                     if f"{api}-{system.tag}" in wanted:
-                        points.append(loadgen_point(system, api, texts16, 1, c, args.seconds, bundle_dir))
-            if ml is not None:
-                points.append(loadgen_point(ml, "v2", texts16, 1, c, args.seconds, bundle_dir))
+                        own(system, api, 1, c)
+            if "mlserver" in wanted and ml is not None:
+                own(System("MLServer", ml, model, None, streaming=False), "v2", 1, c)
         # 32 texts per call against raw onnxruntime in this process (tokenization included),
         # measured right before and after them while the servers are idle.
         raw: list[float] = []
@@ -243,7 +208,7 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         for at in (1, 4, None) if "native-w1" in wanted else ():
             raw.append(ceiling.measure(bundle, texts16 * 4, [32], [1], max(1.0, args.seconds))[0].included)
             if at is not None:
-                points.append(loadgen_point(systems[0], "native", texts16, 32, at, args.seconds, bundle_dir))
+                own(systems[0], "native", 32, at)
     return {
         "label": args.label, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_average": load_average, "levels": levels, "points": points, "notes": notes,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.render import PREFIX, copy_images, num, ratio, write_between
+from bench.render import PREFIX, num, ratio, write_between
 from bench.render import markdown_table as table
 from bench.serving import profiling
 from bench.serving.plots import PLOTS
@@ -163,12 +163,12 @@ def write(results: Results, out: Path, saturation: int, docs: Path | None) -> No
         draw(results, out / name)
     (out / "report.md").write_text(render(results, saturation))
     if docs is not None:
-        copy_images(docs, {out / name: f"{PREFIX}{name}" for name in PLOTS})
         for name in PROFILE_FILES:
             if (out / name).is_file():
                 (docs / "profile").mkdir(exist_ok=True)
                 shutil.copyfile(out / name, docs / "profile" / f"server-under-load{Path(name).suffix}")
         body = render(results, saturation, images=f"../img/{PREFIX}")
         demoted = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
-        write_between(docs / PAGE, BEGIN, END, demoted, "Serving suite: latest published run")
+        images = {out / name: f"{PREFIX}{name}" for name in PLOTS}
+        write_between(docs / PAGE, BEGIN, END, demoted, "Serving suite: latest published run", images)
     print(f"wrote {out / 'report.md'}, results.json and {len(PLOTS)} PNGs", file=sys.stderr)

@@ -80,19 +80,14 @@ class Results:
     def read(cls, path: Path) -> Results:
         """A run's results.json back as objects (to render or publish it again)."""
         data = json.loads(path.read_text())
-        memory, seqlen = data.pop("memory"), data.pop("seqlen")
-        results = cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
-                         "points": [Point.from_dict(point) for point in data["points"]]})  # fmt: skip
-        if memory is not None:  # its samples read first: `**memory` must not hold them too
-            samples = [RssSample(**sample) for sample in memory.pop("samples")]
-            results.memory = Memory(**memory, samples=samples)
-        if seqlen is not None:
-            results.seqlen = SeqLen(
-                raw_texts_per_s={int(k): v for k, v in seqlen["raw_texts_per_s"].items()},
-                service={int(k): Point.from_dict(v) for k, v in seqlen["service"].items()},
-                padding=seqlen["padding"],
-            )
-        return results
+        if (memory := data["memory"]) is not None:
+            data["memory"] = Memory(**{**memory, "samples": [RssSample(**s) for s in memory["samples"]]})
+        if (seqlen := data["seqlen"]) is not None:
+            data["seqlen"] = SeqLen({int(k): v for k, v in seqlen["raw_texts_per_s"].items()},
+                                    {int(k): Point.from_dict(v) for k, v in seqlen["service"].items()},
+                                    seqlen["padding"])  # fmt: skip
+        return cls(**{**data, "ceiling": [CeilingRow(**row) for row in data["ceiling"]],
+                      "points": [Point.from_dict(point) for point in data["points"]]})  # fmt: skip
 
 
 def describe() -> dict[str, Any]:

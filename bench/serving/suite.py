@@ -12,36 +12,28 @@ from pathlib import Path
 
 from attnserve.service.bundle import Bundle, read_bundle
 from attnserve.service.common.vocabulary import AttentionKind
-from bench.sections import SERVING_SECTIONS as SECTIONS
+from bench import sections
 from bench.serving import ceiling, memory, profiling, report, sweep, tools
 from bench.serving.plan import PLANS, Plan, lengths
 from bench.serving.results import Results, SeqLen, describe
 from bench.serving.systems.naive_server import naive
 from bench.serving.texts import exact_length_texts, mixed_texts
-from bench.serving.tools import mlserver
+from bench.serving.tools import Unavailable, mlserver
 from kit.launch import ROOT, attnserve
 
 SEQLEN_BATCH = 32
-
-
-class Skip(Exception):
-    """A section that cannot run here; the message says why."""
+SECTIONS = sections.SERVING_SECTIONS
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench", description=__doc__, epilog="Other sections: python -m bench list"
-    )
+    parser = sections.parser("", __doc__, served=True)
+    parser.epilog = "Other sections: python -m bench list"
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", dest="mode", action="store_const", const="quick", help="a few minutes")
     mode.add_argument("--tiny", dest="mode", action="store_const", const="tiny", help="seconds (CI)")
     parser.set_defaults(mode="full")
-    parser.add_argument("--repository", type=Path, default=ROOT / "models")
-    parser.add_argument("--model", default="car-order")
     parser.add_argument("--out", type=Path, help="results folder (default bench/results/<time>)")
-    parser.add_argument(
-        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of: {', '.join(SECTIONS)}"
-    )
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated subset")
     strict = "a section that cannot run (missing tool) fails the run"
     parser.add_argument("--strict", action="store_true", help=strict)
     no_setup = "do not create .venv-mlserver when it is missing (skip the MLServer comparison)"
@@ -51,8 +43,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     source = "measure nothing: render (and --publish) the results.json of an earlier run"
     parser.add_argument("--from", dest="source", type=Path, metavar="RUN_DIR", help=source)
     args = parser.parse_args(argv)
-    if unknown := set(args.sections.split(",")) - set(SECTIONS):
-        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    sections.subset(parser, args.sections, "sections", SECTIONS)
     return args
 
 
@@ -64,13 +55,14 @@ def text_lengths(repository: Path, bundle: Bundle, model: str, mixed: Sequence[s
         length: exact_length_texts(bundle.tokenizer_path, length, 64)
         for length in lengths(bundle.manifest.max_len, plan.seqlen_points)
     }
-    seconds = plan.ceiling_seconds
-    result = SeqLen(ceiling.length_curve(bundle, by_length, SEQLEN_BATCH, seconds),
-                    padding=ceiling.padding_rows(bundle, mixed, SEQLEN_BATCH, seconds))  # fmt: skip
+    ceiling_s = plan.ceiling_seconds
+    result = SeqLen(ceiling.length_curve(bundle, by_length, SEQLEN_BATCH, ceiling_s),
+                    padding=ceiling.padding_rows(bundle, mixed, SEQLEN_BATCH, ceiling_s))  # fmt: skip
+    c, seconds, warmup = plan.seqlen_concurrency, plan.seconds, plan.warmup
     with attnserve(repository) as server:
         for length, texts in by_length.items():
             result.service[length] = sweep.load_point(
-                server, "native", model, texts, 1, False, plan.seqlen_concurrency, plan, system=sweep.NATIVE
+                server, "native", model, texts, 1, c, seconds, warmup, system=sweep.NATIVE
             )
     return result
 
@@ -83,18 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     plan, repo, model = PLANS[args.mode], args.repository, args.model
     wanted = [s for s in SECTIONS if s in args.sections.split(",")]
-    try:
-        bundle_dir = ceiling.bundle_dir(repo, model)
-    except (FileNotFoundError, NotADirectoryError):
-        print(f"bench: no model {model!r} in {repo}; train and export one first "
-              "(`make model`), or pass --repository/--model", file=sys.stderr)  # fmt: skip
-        return 2
-    needs = {"perf_analyzer": "v2" in wanted, "MLServer": "mlserver" in wanted and args.no_mlserver_setup}
-    lacking = tools.missing(tool for tool, needed in needs.items() if needed)
+    bundle_dir = ceiling.bundle_dir(repo, model)
+    no_setup = "mlserver" in wanted and args.no_mlserver_setup
+    lacking = tools.missing({"perf_analyzer": "v2" in wanted, "MLServer": no_setup})
     if lacking and args.strict:
-        leave_out = "leave their sections out of --sections (or drop --strict to skip them)"
-        print(tools.message(lacking, leave_out), file=sys.stderr)
-        return 2
+        raise tools.refuse(lacking, "leave their sections out of --sections (or drop --strict to skip them)")
     out = args.out or ROOT / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     bundle = read_bundle(bundle_dir)
@@ -106,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = Results(args.mode, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), describe(), facts)
     results.command = " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])
     texts, has_attention = mixed_texts(512, manifest.max_len), spec.kind != AttentionKind.NONE
+    attentions = (False, True) if has_attention else (False,)
 
     def run_sweep() -> None:
         if "perf_analyzer" in lacking:
@@ -117,17 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )  # fmt: skip
 
     def run_mlserver() -> None:
-        try:
-            if "MLServer" in lacking:
-                raise tools.Unavailable(f"{lacking['MLServer']} (or run without --no-mlserver-setup)")
-            python = tools.mlserver_env(create=not args.no_mlserver_setup)
-        except tools.Unavailable as exc:
-            raise Skip(str(exc)) from None
-        with mlserver(python, bundle_dir, model) as server:
+        if "MLServer" in lacking:
+            raise Unavailable(f"{lacking['MLServer']} (or run without --no-mlserver-setup)")
+        with mlserver(tools.mlserver_env(create=not args.no_mlserver_setup), bundle_dir, model) as server:
             results.points += sweep.others(server, "v2", model, texts, plan, (False,), system=sweep.MLSERVER)
 
     def run_naive() -> None:
-        attentions = (False, True) if has_attention else (False,)
         with naive(bundle_dir) as server:
             setup = {"system": sweep.NAIVE, "batching": False}
             results.points += sweep.others(server, "native", model, texts, plan, attentions, **setup)
@@ -150,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.monotonic()
         try:
             steps[section]()
-        except Skip as exc:
+        except Unavailable as exc:  # a tool this section needs cannot run here
             results.skipped[section] = f"failed: {exc}" if args.strict else str(exc)
             failed = failed or args.strict
             print(f"   {section}: {exc}", file=sys.stderr)

@@ -10,9 +10,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
+from bench.sections import Refused
 from kit.launch import ROOT, Launched, launched, v2_ready
 from kit.perf_analyzer import PERF_ANALYZER
 from kit.ports import free_port
@@ -61,16 +62,16 @@ def problem(tool: str) -> str | None:
     return None
 
 
-def missing(tools: Iterable[str]) -> dict[str, str]:
-    """Each of `tools` that cannot run here -> why."""
-    return {tool: why for tool in tools if (why := problem(tool)) is not None}
+def missing(needed: dict[str, bool]) -> dict[str, str]:
+    """Each tool `needed` that cannot run here -> why."""
+    return {tool: why for tool, need in needed.items() if need and (why := problem(tool)) is not None}
 
 
-def message(found: dict[str, str], leave_out: str) -> str:
-    """One message for every missing tool: what, why, how to install it, or what to leave out."""
-    lines = [f"bench: missing {', '.join(found)}; nothing was measured"]
+def refuse(found: dict[str, str], leave_out: str) -> Refused:
+    """One refusal for every missing tool: what, why, how to install it, or what to leave out."""
+    lines = [f"missing {', '.join(found)}; nothing was measured"]
     lines += [f"  {tool}: {why}\n    install: {INSTALL[tool]}" for tool, why in found.items()]
-    return "\n".join([*lines, f"  or {leave_out}"])
+    return Refused("\n".join([*lines, f"  or {leave_out}"]))
 
 
 def locate_perf_analyzer() -> str | None:
@@ -107,10 +108,9 @@ def mlserver(python: Path, bundle: Path, model: str) -> Iterator[Launched]:
             yield server
 
 
-def pytriton_server(
-    python: Path, bundle: Path, model: str, log: Path
-) -> contextlib.AbstractContextManager[Launched]:
+def pytriton_server(bundle: Path, model: str, log: Path) -> contextlib.AbstractContextManager[Launched]:
     """Triton serving the bundle as `model` (TEXT) and `model`_ids (INPUT_IDS)."""
+    python = venv_python("PyTriton")
     grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     # Triton's Python-backend stub needs the libpython of the environment's own interpreter: else it
     # loads the system's 3.11.2 beside the venv's 3.11.7 library and fails in multiprocessing.

@@ -8,7 +8,6 @@ and are tested on the same draw of data. Nothing here is served: a bundle holds 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from tokenizers import Tokenizer
 from attnserve.training.data import Example, load_task
 from attnserve.training.run.checkpoint import LoadedRun, load_run
 from attnserve.training.text.tokenizer import encode_batch, load_tokenizer
+from bench import sections
 from bench.render import markdown_table
 
 
@@ -50,8 +50,7 @@ def _data_seed(run: LoadedRun) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench ensemble", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = sections.parser("ensemble", __doc__)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of attnserve-train")
     limit = "score only the first N texts of each split (0: all of them)"
     parser.add_argument("--limit", type=int, default=0, help=limit)

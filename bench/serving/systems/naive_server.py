@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 from concurrent import futures
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -106,11 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"naive_server: cannot listen on 127.0.0.1:{args.port}", file=sys.stderr)
         return 1
     server.start()
-    stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
-    stopped.wait()
-    server.stop(grace=5).wait()
+        signal.signal(sig, lambda *_: server.stop(grace=5))
+    server.wait_for_termination()
     return 0
 
 
