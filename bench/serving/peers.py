@@ -97,11 +97,7 @@ class System:
     model: str
     ids_model: str | None  # the model name that takes INPUT_IDS; None: no ids input
     streaming: bool
-    tag: str | None = None  # "w1"/"w2" for attnserve
-
-    @classmethod
-    def attnserve(cls, tag: str, launched: Launched, model: str) -> System:
-        return cls(f"attnserve {tag}", launched, model, model, True, tag)
+    tag: str | None = None  # "w1"/"w2" for attnserve, named "attnserve w1"/"attnserve w2"
 
 
 def cpu_figures(
@@ -169,10 +165,10 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
         systems: list[System] = []
         w1 = stack.enter_context(attnserve(args.repository, flags, workers=1))
         if {"v2-w1", "native-w1", "floor"} & wanted:
-            systems.append(System.attnserve("w1", w1, model))
+            systems.append(System("attnserve w1", w1, model, model, True, "w1"))
         if {"v2-w2", "native-w2"} & wanted:
             w2 = stack.enter_context(attnserve(args.repository, flags, workers=2))
-            systems.append(System.attnserve("w2", w2, model))
+            systems.append(System("attnserve w2", w2, model, model, True, "w2"))
         if "floor" in wanted:
             files = [path for path, _ in inputs.values()]
             floor = stack.enter_context(floor_server(w1.target, model, files, out / "floor.log"))

@@ -114,22 +114,19 @@ def tables(summary: dict[str, Any], cpu: dict[str, float], calls: int, *, full: 
     return [*lines, f"{summary['samples']} samples."]
 
 
-def record(tool: str, pid: int, seconds: float, out: Path, fmt: str) -> subprocess.Popen[bytes]:
-    command = [tool, "record", "--pid", str(pid), "--duration", f"{max(1, round(seconds))}", "--rate", "250",
-               "--threads", "--nonblocking", "--format", fmt, "--output", str(out)]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
 def profile(repository: Path, model: str, texts: Sequence[str], plan: Plan, out: Path) -> dict[str, Any]:
     if (tool := py_spy()) is None:
         raise FileNotFoundError("py-spy is not installed in this environment (pip install py-spy)")
     single = prepared("native", model, texts, 1, False)
     results: dict[str, Any] = {}
     formats = [("raw", out / "profile.txt"), ("flamegraph", out / "profile.svg")]
+    duration = str(max(1, round(plan.profile_seconds)))
     with attnserve(repository) as server:
         for fmt, path in formats[: 1 if plan.name == "tiny" else 2]:  # tiny: no flame graph
             before = thread_cpu(server.pid)
-            recorder = record(tool, server.pid, plan.profile_seconds, path, fmt)
+            command = [tool, "record", "--pid", str(server.pid), "--duration", duration, "--rate", "250",
+                       "--threads", "--nonblocking", "--format", fmt, "--output", str(path)]  # fmt: skip
+            recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             with ThreadPoolExecutor(1) as pool:  # the load runs while py-spy records
                 seconds = plan.profile_seconds + 1.0
                 load = pool.submit(run_closed, server.target, single, plan.saturation, seconds, warmup=0.0)
