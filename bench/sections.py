@@ -5,9 +5,11 @@ for (seconds of work, figures that mean nothing, every output written; later fla
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kit.launch import ROOT
 
@@ -81,9 +83,12 @@ def listing() -> str:
     return "\n".join(lines)
 
 
-def parser(name: str, doc: str | None, served: bool = False) -> argparse.ArgumentParser:
+def parser(
+    name: str, doc: str | None, served: bool = False, json_out: bool = False
+) -> argparse.ArgumentParser:
     """`python -m bench NAME`'s parser: the module docstring's first paragraph, defaults in --help;
-    `served` adds the --repository and --model every serving section reads."""
+    `served` adds the --repository and --model every serving section reads, `json_out` an --out
+    for `write_json`."""
     made = argparse.ArgumentParser(
         prog=f"python -m bench {name}".rstrip(), description=(doc or "").split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -91,7 +96,15 @@ def parser(name: str, doc: str | None, served: bool = False) -> argparse.Argumen
     if served:
         made.add_argument("--repository", type=Path, default=ROOT / "models", help="model repository")
         made.add_argument("--model", default="car-order", help="model name")
+    if json_out:
+        made.add_argument("--out", type=Path, help="also write every figure here as JSON")
     return made
+
+
+def write_json(path: Path | None, document: Any) -> None:
+    """A section's figures at `path` (its --out), when one was given."""
+    if path is not None:
+        path.write_text(json.dumps(document, indent=2) + "\n")
 
 
 def ints(text: str) -> list[int]:

@@ -6,7 +6,6 @@ and quantized per channel by onnxruntime's quantize_dynamic, none of attnserve's
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -88,7 +87,7 @@ def measure_served(version_dir: Path, model: str, texts: Sequence[str], levels: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = sections.parser("encoder", __doc__)
+    parser = sections.parser("encoder", __doc__, json_out=True)
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--model", required=True, help="the float bundle's model name")
     parser.add_argument("--int8-model", default=None, help="the same model exported with --quantize int8")
@@ -103,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-expert", action="store_true", help="skip the expert's int8 graph")
     cores = len(os.sched_getaffinity(0))
     parser.add_argument("--threads", type=int, default=cores, help="intra-op threads of raw sessions")
-    parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = parser.parse_args(argv)
     sections.require_at_least(parser, args, {"per_call": 1, "threads": 1})
     if not (levels := args.concurrency) or min(levels) < 1:
@@ -131,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  rss   {model:<20s} peak {peak:.0f} MB", flush=True)
     except (BundleError, RepositoryError, FileNotFoundError) as exc:
         raise sections.Refused(str(exc)) from None
-    if args.out is not None:
-        document = {"raw": [asdict(r) for r in raw], "served": [s.as_dict() for s in served],
-                    "memory": memory, "rss_unit": f"{MB} bytes"}  # fmt: skip
-        args.out.write_text(json.dumps(document, indent=2) + "\n")
+    document = {"raw": [asdict(r) for r in raw], "served": [s.as_dict() for s in served],
+                "memory": memory, "rss_unit": f"{MB} bytes"}  # fmt: skip
+    sections.write_json(args.out, document)
     return 1 if any(p.errors or p.texts_per_s <= 0 for p in served) else 0

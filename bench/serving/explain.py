@@ -215,7 +215,7 @@ def render(results: list[ModelResult], started: str, machine: dict[str, Any], co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = sections.parser("explain", __doc__)
+    parser = sections.parser("explain", __doc__, json_out=True)
     parser.add_argument("models", nargs="+", help="MODEL=RUN: a model of --repository and its training run")
     parser.add_argument("--repository", type=Path, required=True, help="model repository")
     parser.add_argument("--texts", type=Path, required=True, help="a CSV of texts, read in file order")
@@ -224,7 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=50, help="integrated gradients: interpolation steps")
     parser.add_argument("--budget", type=int, default=64, help="shapley: coalitions a text (min. words + 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random scores")
-    parser.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     parser.add_argument("--publish", type=Path, default=None, help=f"write the tables into DOCS/{PAGE}")
     args = parser.parse_args(argv)
     sections.require_at_least(parser, args, {"count": 1, "steps": 1, "budget": 2})
@@ -237,10 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         raise sections.Refused(str(exc)) from None
     text = render(results, started, machine, command)
     print(text)
-    if args.out is not None:
-        document = {"started": started, "machine": machine, "command": command, "ks": KS,
-                    "models": [asdict(r) for r in results]}  # fmt: skip
-        args.out.write_text(json.dumps(document, indent=1) + "\n")
+    sections.write_json(args.out, {"started": started, "machine": machine, "command": command, "ks": KS,
+                                   "models": [asdict(r) for r in results]})  # fmt: skip
     if args.publish is not None:
         write_between(args.publish / PAGE, BEGIN, END, text, "Explanations: faithfulness and cost")
     values = [v for r in results for row in r.rows for v in (row.comprehensiveness, row.sufficiency)]

@@ -178,9 +178,9 @@ def render(results: Results, out: Path, before: Results | None = None) -> str:
     return text
 
 
-def publish(results: Results, run_dir: Path, docs: Path, before: Results | None = None) -> Path:
-    """Replace the generated part of `docs/results/peers.md` with this run's report and plot."""
+def publish(report: str, run_dir: Path, docs: Path) -> Path:
+    """Replace the generated part of `docs/results/peers.md` with a run's `report` and plot."""
     image, title = f"{PREFIX}peers.png", "attnserve beside its peers: latest published run"
-    body = f"![peers](../img/{image})\n\n{render(results, run_dir, before)}"
-    page = docs / PEERS_PAGE
-    return write_between(page, PEERS_BEGIN, PEERS_END, body, title, {run_dir / "peers.png": image})
+    body = f"![peers](../img/{image})\n\n{report}"
+    images = {run_dir / "peers.png": image}
+    return write_between(docs / PEERS_PAGE, PEERS_BEGIN, PEERS_END, body, title, images)

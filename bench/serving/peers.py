@@ -66,27 +66,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     before = load(args.before) if args.before else None
-    if args.source is not None:
-        earlier = load(args.source)
-        if args.publish is not None:
-            publish(earlier, args.source.parent, args.publish, before)
-        else:
-            print(render(earlier, args.source.parent, before))
-        return 0
-    bundle_dir = ceiling.bundle_dir(args.repository, args.model)
-    wanted = set(args.systems.split(","))
-    perf = bool(args.workloads) and bool(wanted & {"floor", "pytriton", "v2-w1", "v2-w2"})
-    needed = {"perf_analyzer": perf, "PyTriton": "pytriton" in wanted, "MLServer": "mlserver" in wanted}
-    if lacking := tools.missing(needed):
-        raise tools.refuse(lacking, "leave the systems that need them out of --systems")
-    out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
-    results = measure(args, bundle_dir, out, argv)
-    dump(results, out / "peers.json")
-    render(results, out, before)
+    if args.source is not None:  # an earlier run, rendered again beside its peers.json
+        results, out = load(args.source), args.source.parent
+    else:
+        bundle_dir = ceiling.bundle_dir(args.repository, args.model)
+        wanted = set(args.systems.split(","))
+        perf = bool(args.workloads) and bool(wanted & {"floor", "pytriton", "v2-w1", "v2-w2"})
+        needed = {"perf_analyzer": perf, "PyTriton": "pytriton" in wanted, "MLServer": "mlserver" in wanted}
+        if lacking := tools.missing(needed):
+            raise tools.refuse(lacking, "leave the systems that need them out of --systems")
+        out = args.out or ROOT / "bench" / "results" / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
+        out.mkdir(parents=True, exist_ok=True)
+        results = measure(args, bundle_dir, out, argv)
+        dump(results, out / "peers.json")
+    text = render(results, out, before)
     if args.publish is not None:
-        publish(results, out, args.publish, before)
-    print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
+        publish(text, out, args.publish)
+    elif args.source is not None:
+        print(text)
+    else:
+        print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
     return 0
 
 

@@ -70,14 +70,13 @@ def run_training(args: list[str], env: dict[str, str], timeout: float, work: Pat
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = sections.parser("training-memory", __doc__)
+    parser = sections.parser("training-memory", __doc__, json_out=True)
     parser.add_argument("--rows", type=int, default=120_000)
     parser.add_argument("--max-len", type=int, default=256)
     parser.add_argument("--max-seconds", type=float, default=120.0, help="training budget of the run")
     parser.add_argument("--timeout", type=float, default=3600.0, help="stop the run after this long")
     parser.add_argument("--pythonpath", type=Path, help="prepend to PYTHONPATH of the run")
     parser.add_argument("--work", type=Path, help="folder for the corpus and the run (default: temporary)")
-    parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="attnserve-memory-") as tmp:
         work = args.work or Path(tmp)
@@ -105,6 +104,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         share = result["peak_mb"] / budget
         print(f"budget {budget:.0f} MB = {HEADROOM} x (model+optimizer {model_mb:.0f} MB + id matrix "
               f"{matrix_mb:.0f} MB + {BASE_MB} MB): peak is {share:.2f} of it")  # fmt: skip
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    sections.write_json(args.out, result)
     return 0 if result["exit_status"] == 0 else 1

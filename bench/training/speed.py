@@ -7,14 +7,12 @@ take turns in rounds and a figure is a variant's median, per wall-clock and per 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -156,17 +154,15 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = sections.parser("training-speed", __doc__)
+    parser = sections.parser("training-speed", __doc__, json_out=True)
     parser.add_argument("--rows", type=int, default=32_000, help="texts in the corpus")
     parser.add_argument("--max-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     sections.require_at_least(parser, args, {"rows": 1, "steps": 1, "rounds": 1})
     result = measure(args)
-    if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    sections.write_json(args.out, result)
     print(render(result))
     return 0
