@@ -93,10 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 class System:
     name: str
     launched: Launched
-    model: str
-    ids_model: str | None  # the model name that takes INPUT_IDS; None: no ids input
-    streaming: bool
-    tag: str | None = None  # "w1"/"w2" for attnserve, named "attnserve w1"/"attnserve w2"
+    ids_model: str  # the model name that takes INPUT_IDS
+    tag: str | None = None  # "w1"/"w2" for attnserve, as --systems names it (v2-w1, native-w2)
 
 
 def cpu_figures(
@@ -161,28 +159,25 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
             points.append(load_point(system.launched, api, model, texts16, per_call, c, seconds, warmup,
                                      FIELDS, cpu, **setup))  # fmt: skip
 
-        systems: list[System] = []
-        w1 = stack.enter_context(attnserve(args.repository, flags, workers=1))
-        if {"v2-w1", "native-w1", "floor"} & wanted:
-            systems.append(System("attnserve w1", w1, model, model, True, "w1"))
+        w1 = stack.enter_context(attnserve(args.repository, flags, workers=1))  # the floor records it
+        systems = [System("attnserve w1", w1, model, "w1")]
         if {"v2-w2", "native-w2"} & wanted:
             w2 = stack.enter_context(attnserve(args.repository, flags, workers=2))
-            systems.append(System("attnserve w2", w2, model, model, True, "w2"))
+            systems.append(System("attnserve w2", w2, model, "w2"))
         if "floor" in wanted:
             files = [path for path, _ in inputs.values()]
             floor = stack.enter_context(floor_server(w1.target, model, files, out / "floor.log"))
-            systems.append(System("floor", floor, model, model, streaming=True))
+            systems.append(System("floor", floor, model))
         triton = partial(pytriton_server, bundle_dir, model, out / "pytriton.log")
         if "pytriton" in wanted and (server := start("PyTriton", triton)):
-            systems.append(System("PyTriton", server, model, f"{model}_ids", streaming=True))
+            systems.append(System("PyTriton", server, f"{model}_ids"))
+        ml = None
         if "mlserver" in wanted:
             ml = start("MLServer", lambda: mlserver(tools.mlserver_env(create=False), bundle_dir, model))
         v2 = [s for s in systems if s.tag is None or f"v2-{s.tag}" in wanted]
         workloads = [w for w in args.workloads.split(",") if w]
         for workload, mode, c, system in itertools.product(workloads, args.modes.split(","), levels, v2):
-            served = system.ids_model if workload.startswith("ids") else system.model
-            if served is None or (mode == "streaming" and not system.streaming):
-                continue  # the system cannot take this workload or mode
+            served = system.ids_model if workload.startswith("ids") else model
             data, texts = inputs[workload]
             flow = ["--input-data", str(data), "--streaming" if mode == "streaming" else "--async"]
             point = perf_point(system.launched, served, c, flow, args.seconds, PERF_TRIALS, FIELDS,
@@ -190,12 +185,11 @@ def measure(args: argparse.Namespace, bundle_dir: Path, out: Path, argv: list[st
                                api="v2", generator="perf_analyzer", workload=workload, mode=mode)  # fmt: skip
             points += [] if math.isnan(point.rps) else [point]
         for c in levels if args.workloads else []:
-            for system in (s for s in systems if s.tag is not None):
-                for api in ("native", "v2"):
-                    if f"{api}-{system.tag}" in wanted:
-                        own(system, api, 1, c)
-            if "mlserver" in wanted and ml is not None:
-                own(System("MLServer", ml, model, None, streaming=False), "v2", 1, c)
+            for system, api in itertools.product(systems, ("native", "v2")):
+                if f"{api}-{system.tag}" in wanted:  # the attnserve systems wanted for own points
+                    own(system, api, 1, c)
+            if ml is not None:
+                own(System("MLServer", ml, model), "v2", 1, c)
         # 32 texts per call against raw onnxruntime in this process (tokenization included),
         # measured right before and after them while the servers are idle.
         raw: list[float] = []
