@@ -54,7 +54,9 @@ def mlserver_env(create: bool) -> Path:
 def problem(tool: str) -> str | None:
     """None when `tool` (a key of INSTALL) can run here, else why it cannot."""
     if tool == "perf_analyzer":
-        return locate_perf_analyzer()
+        command = ["bash", str(PERF_ANALYZER), "--locate"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        return None if done.returncode == 0 else f"perf_analyzer is not usable ({done.stderr.strip()})"
     try:
         venv_python(tool) if tool == "PyTriton" else mlserver_env(create=False)
     except Unavailable as exc:
@@ -72,16 +74,6 @@ def refuse(found: dict[str, str], leave_out: str) -> Refused:
     lines = [f"missing {', '.join(found)}; nothing was measured"]
     lines += [f"  {tool}: {why}\n    install: {INSTALL[tool]}" for tool, why in found.items()]
     return Refused("\n".join([*lines, f"  or {leave_out}"]))
-
-
-def locate_perf_analyzer() -> str | None:
-    """None when perf_analyzer can run here, else why it cannot."""
-    done = subprocess.run(
-        ["bash", str(PERF_ANALYZER), "--locate"], capture_output=True, text=True, timeout=60
-    )
-    if done.returncode != 0:
-        return f"perf_analyzer is not usable ({done.stderr.strip()}); run tools/triton-env.sh"
-    return None
 
 
 @contextlib.contextmanager

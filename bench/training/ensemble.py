@@ -8,7 +8,6 @@ and are tested on the same draw of data. Nothing here is served: a bundle holds 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,11 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [load_run(path) for path in args.runs]
         tasks, seeds = {run.task for run in runs}, {_data_seed(run) for run in runs}
     except (FileNotFoundError, ValueError) as exc:
-        print(f"bench ensemble: {exc}", file=sys.stderr)
-        return 2
+        raise sections.Refused(str(exc)) from None
     if len(tasks) > 1 or len(seeds) > 1:
-        print(f"bench ensemble: the runs differ in task or data seed ({tasks}, {seeds})", file=sys.stderr)
-        return 2
+        raise sections.Refused(f"the runs differ in task or data seed ({tasks}, {seeds})")
     dataset = load_task(tasks.pop(), seed=seeds.pop())
     splits = {"test": dataset.test, **{k: v for k, v in dataset.extra.items() if v}}
     if args.limit > 0:

@@ -49,7 +49,7 @@ def test_a_table_row_per_split(runs: dict[str, Path], capsys: pytest.CaptureFixt
 
 
 def test_runs_of_other_data_are_refused(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(runs["a"]), str(runs["other"])]) == 2
+    assert bench(["ensemble", str(runs["a"]), str(runs["other"])]) == 2
     assert "differ in task or data seed" in capsys.readouterr().err
 
 

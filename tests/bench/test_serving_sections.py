@@ -16,7 +16,7 @@ from bench.serving.peer_report import PEERS_BEGIN as BEGIN
 from bench.serving.peer_report import PEERS_END as END
 from bench.serving.peer_report import PEERS_PAGE as PAGE
 from bench.serving.peer_report import dump, load, render
-from bench.serving.tools import locate_perf_analyzer
+from bench.serving.tools import problem
 from kit.results import Point
 from tests.bench.conftest import MODEL
 
@@ -29,7 +29,7 @@ def test_peers_measures_attnserve_and_renders_and_publishes_a_run_again(
 ) -> None:
     out = tmp_path / "run"
     argv = ["peers", "--tiny", "--repository", str(bench_repository), "--model", MODEL, "--out", str(out)]
-    if locate_perf_analyzer() is not None:  # the systems perf_analyzer drives need it: leave them out
+    if problem("perf_analyzer") is not None:  # the systems perf_analyzer drives need it: leave them out
         argv += ["--systems", "native-w1"]
     assert main(argv) == 0
     results = json.loads((out / "peers.json").read_text())

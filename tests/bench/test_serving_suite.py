@@ -12,7 +12,7 @@ from attnserve.service.bundle import read_bundle
 from bench.cli import main
 from bench.serving.profiling import py_spy
 from bench.serving.report import BEGIN, END, PAGE
-from bench.serving.tools import locate_perf_analyzer
+from bench.serving.tools import problem
 from tests.bench.conftest import MODEL, docs_copy, missing_tool, points, run_suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,9 +43,8 @@ def test_ceiling_measures_each_batch_and_publishes_into_the_docs(
 
 @pytest.mark.slow  # four server setups, and perf_analyzer on one
 def test_native_and_v2_sweep_every_setup(bench_repository: Path, tmp_path: Path) -> None:
-    problem = locate_perf_analyzer()
-    if problem is not None:
-        missing_tool(problem)
+    if (why := problem("perf_analyzer")) is not None:
+        missing_tool(why)
     results = run_suite(bench_repository, tmp_path, "native,v2")
     native = points(results, "attnserve native")
     setups = {(p["workers"], p["batching"], p["attention"], p["texts"]) for p in native}
