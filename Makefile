@@ -13,6 +13,11 @@ PYTEST_ARGS ?=  # more pytest arguments, e.g. make check PYTEST_ARGS="-k batcher
 # The markers `make check` leaves out (pyproject.toml [tool.pytest.ini_options], tests/conftest.py).
 FAST_TESTS := not slow and not images and not e2e and not cuda
 
+# Imports are byte-compiled once and cached in __pycache__, even where the environment says not to:
+# without the cache every pytest worker and every server a test starts compiles its thousands of
+# modules again (12 of a worker's 25 s of collection).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: serve setup model check test test-deps lint pytest proto compare compare-reviews bench loadtest clean
 
 $(BIN)/.installed: pyproject.toml
@@ -59,7 +64,7 @@ lint: setup
 	bash scripts/typecheck.sh
 
 # Two pytest-xdist workers (tests/support/scheduling.py: each file on one worker, the long
-# units first), then the serial tests alone; the models both build are built once
+# units first), then the serial tests alone, from their own files only; the models both build are built once
 # (tests/support/once.py). $(1): a marker expression ending in "and ", or
 # nothing; $(2): more flags. Exit 5 (nothing selected) passes, so a -k that matches one phase
 # only runs; both phases run even when the first fails.
@@ -69,7 +74,7 @@ define two_phases
 status=0; export ATTNSERVE_TEST_SHARED=$$(mktemp -d); \
 $(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "$(1)not serial" $(2) \
 	$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
-$(PYTEST) -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
+$(PYTEST) --serial-files -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 rm -rf "$$ATTNSERVE_TEST_SHARED"; exit $$status
 endef
 

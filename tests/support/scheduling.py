@@ -8,6 +8,7 @@ files fill the time around them instead of queueing behind them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,10 +40,29 @@ LONG_UNITS: dict[str, str] = {
     "tests/bench/test_serving_suite.py": "processes",
 }
 UNIT_ORDER = ("containers", "processes")
+_SERIAL_FILES = frozenset(entry.split("::", 1)[0] for entry in SERIAL)
 
 
 def _where(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--serial-files", action="store_true",
+        help="collect only the files that hold SERIAL tests (the serial phase: importing the other "
+        "200 files would cost more than its tests take)",
+    )  # fmt: skip
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under --serial-files, a test file that holds no SERIAL test is not imported."""
+    if not config.getoption("serial_files") or collection_path.suffix != ".py":
+        return None
+    if collection_path.name == "conftest.py":
+        return None
+    where = collection_path.relative_to(config.rootpath).as_posix()
+    return True if where not in _SERIAL_FILES else None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
