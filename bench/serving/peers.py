@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, out, before)
     if args.publish is not None:
         publish(text, out, args.publish)
-    elif args.source is not None:
-        print(text)
-    else:
+    if args.source is None:
         print(f"wrote {out / 'peers.md'} and {out / 'peers.png'}", file=sys.stderr)
+    elif args.publish is None:
+        print(text)
     return 0
 
 
