@@ -5,6 +5,8 @@ and the ``torch.export``-based one (``dynamo=True``). docs/export.md records whi
 default and why. Either way the saved graph is checked here, never trusted: full
 ``onnx.checker`` pass, strict shape inference, and every declared dim compared with the
 graph's (a fixed number where a symbolic dim belongs is the classic exporter failure).
+Before that, the shape arithmetic both exporters write around head splits is folded into
+constant shapes (export/shapes.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from attnserve.export.contract import (
     example_inputs,
 )
 from attnserve.export.errors import ExportError, ExportRequestError
+from attnserve.export.shapes import fold_shapes
 from attnserve.service.bundle import AttentionKind, Dim, TensorSpec
 from attnserve.training.models.base import Classifier
 
@@ -115,6 +118,7 @@ def export_model(
                     do_constant_folding=True,
                 )
                 _pin_fixed_dims(path, contract)
+            fold_shapes(path)
     except ExportError:
         raise
     except Exception as exc:  # exporters raise many unrelated types; keep the cause attached
