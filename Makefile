@@ -64,8 +64,8 @@ lint: setup
 	bash scripts/typecheck.sh
 
 # Two pytest-xdist workers (tests/support/scheduling.py: each file on one worker, the long
-# units first), then the serial tests alone, from their own files only; the models both build are built once
-# (tests/support/once.py). $(1): a marker expression ending in "and ", or
+# units first), then the serial tests alone, from their own files only; the models both
+# build are built once (tests/support/once.py). $(1): a marker expression ending in "and ", or
 # nothing; $(2): more flags. Exit 5 (nothing selected) passes, so a -k that matches one phase
 # only runs; both phases run even when the first fails.
 TEST_WORKERS ?= 2

@@ -5,7 +5,7 @@
 every call to say "keep the first two dims". ONNX's Reshape already means that by a 0
 (``allowzero`` unset copies the input's dim at that index), so the chain becomes the constant
 ``[0, 0, heads, -1]`` and the Shape/Slice/Concat nodes go. On the car-order transformer that
-is 32 of 121 nodes after onnxruntime's fusions, and a sixth of a one-text run
+is 32 of 121 nodes after onnxruntime's fusions, and about a fifth of a one-text run's CPU
 (docs/results/peers.md). onnxscript's optimizer folds the constants first (the TorchScript
 exporter computes the Slice bounds with Mod and Reshape nodes of constants); the rewrite is one
 onnxscript pattern rule, checked to apply only where the result is the same for every input.

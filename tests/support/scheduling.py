@@ -2,8 +2,9 @@
 
 `make test` (and `make check`) run pytest twice: first `-n 2 -m "not serial"`, each test file on
 one worker so that its module fixtures (servers, trained runs) are built once, then
-`-m serial` without workers. The long units below go first, one to a worker, so the short
-files fill the time around them instead of queueing behind them.
+`--serial-files -m serial` without workers, importing only the files that hold serial tests.
+The long units below go first, one to a worker, so the short files fill the time around them
+instead of queueing behind them.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     """Under --serial-files, a test file that holds no SERIAL test is not imported."""
     if not config.getoption("serial_files") or collection_path.suffix != ".py":
         return None
-    if collection_path.name == "conftest.py":
+    if collection_path.name == "conftest.py" or not collection_path.is_relative_to(config.rootpath):
         return None
     where = collection_path.relative_to(config.rootpath).as_posix()
     return True if where not in _SERIAL_FILES else None
