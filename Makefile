@@ -63,27 +63,31 @@ lint: setup
 	$(BIN)/ruff check .
 	bash scripts/typecheck.sh
 
-# Two pytest-xdist workers (tests/support/scheduling.py: each file on one worker, the long
-# units first), then the serial tests alone, from their own files only; the models both
-# build are built once (tests/support/once.py). $(1): a marker expression ending in "and ", or
-# nothing; $(2): more flags. Exit 5 (nothing selected) passes, so a -k that matches one phase
-# only runs; both phases run even when the first fails.
+# pytest-xdist workers (tests/support/scheduling.py: each file on one worker, the long units
+# first), then the serial tests alone, from their own files only; the models both build are
+# built once (tests/support/once.py). $(1): a marker expression ending in "and ", or nothing;
+# $(2): more flags; $(3): the number of workers. Exit 5 (nothing selected) passes, so a -k that
+# matches one phase only runs; both phases run even when the first fails.
 TEST_WORKERS ?= 2
+# `make check` runs three: its tests wait on servers, browsers and subprocesses more than they
+# compute (two workers kept 1.4 of the 2 cores busy), where `make test`'s image builds and
+# trainings take whole cores.
+CHECK_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 define two_phases
 status=0; export ATTNSERVE_TEST_SHARED=$$(mktemp -d); \
-$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "$(1)not serial" $(2) \
+$(PYTEST) -n $(3) --dist loadfile --no-loadscope-reorder -m "$(1)not serial" $(2) \
 	$(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 $(PYTEST) --serial-files -m "$(1)serial" $(2) $(PYTEST_ARGS) || [ $$? -eq 5 ] || status=1; \
 rm -rf "$$ATTNSERVE_TEST_SHARED"; exit $$status
 endef
 
 pytest: setup
-	@$(call two_phases,,--durations=25)
+	@$(call two_phases,,--durations=25,$(TEST_WORKERS))
 
 # The inner loop: no Debian packages, no images, no long documented commands; minutes on 2 cores.
 check: lint
-	@$(call two_phases,$(FAST_TESTS) and ,)
+	@$(call two_phases,$(FAST_TESTS) and ,,$(CHECK_WORKERS))
 
 test: test-deps lint pytest
 

@@ -118,7 +118,7 @@ class Launched:
                 )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} was not ready after {timeout:.0f}s{self._tail()}")
-            time.sleep(0.25)
+            time.sleep(0.05)  # a probe of a port not yet listening fails at once: polling often costs little
 
     def _tail(self) -> str:
         if self.log is None or not self.log.is_file():
