@@ -63,11 +63,12 @@ class OwnPrefixReshape(RewriteRuleClassBase):
             return result.fail("axes or steps other than the plain prefix")
         if _ints(tail) is None:
             return result.fail("the rest of the shape is not a constant")
-        self._k = k[0]
         return result
 
     def rewrite(self, op: Any, *args: Any, **bound: Any) -> Any:
-        dims = np.array([0] * self._k + (_ints(bound["tail"]) or []), dtype=np.int64)
+        ends, tail = _ints(bound["ends"]), _ints(bound["tail"])
+        assert ends is not None and tail is not None  # check() passed only constants
+        dims = np.array([0] * ends[0] + tail, dtype=np.int64)
         return op.Reshape(bound["x"], op.Constant(value=ir.tensor(dims)))
 
 
