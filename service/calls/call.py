@@ -33,6 +33,7 @@ from attnserve.service.calls.telemetry import access_line, finish_span
 from attnserve.service.engine.admission import Permit
 from attnserve.service.engine.core import Core
 from attnserve.service.engine.metrics import UNKNOWN_MODEL
+from attnserve.service.engine.request.handback import deadline_passed
 from attnserve.service.errors import (
     INTERNAL_MESSAGE,
     BodyTooLarge,
@@ -47,9 +48,6 @@ from attnserve.service.observe.logs import AccessLog, bind_call, unbind_call
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-# A cancellation within this long of the call's deadline is the client's deadline timer: a
-# client whose deadline expires resets the call exactly as one that cancels.
-DEADLINE_SLACK_S = 0.05
 
 
 def error_of(exc: Exception) -> ServiceError:
@@ -63,7 +61,8 @@ def error_of(exc: Exception) -> ServiceError:
 
 def cancelled_status(deadline: float | None) -> Status:
     """DEADLINE_EXCEEDED when a cancelled call's deadline has (all but) passed, else CANCELLED."""
-    if deadline is not None and deadline - time.monotonic() <= DEADLINE_SLACK_S:
+    # A client whose deadline expires resets the call exactly as one that cancels.
+    if deadline_passed(deadline, time.monotonic()):
         return Status.DEADLINE_EXCEEDED
     return Status.CANCELLED
 

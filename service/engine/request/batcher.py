@@ -43,7 +43,13 @@ from typing import Any
 
 from attnserve.service.engine.limits import BatchLimits
 from attnserve.service.engine.metrics import ModelMetrics
-from attnserve.service.engine.request.handback import expired_error, fail, hand_back, internal_error
+from attnserve.service.engine.request.handback import (
+    deadline_passed,
+    expired_error,
+    fail,
+    hand_back,
+    internal_error,
+)
 from attnserve.service.engine.request.lone import LonePolicy
 from attnserve.service.engine.request.queue import Batch, Job, RowQueue, lone_batch
 from attnserve.service.errors import UNLOADING_MESSAGE, ResourceExhausted, Unavailable
@@ -172,7 +178,7 @@ class Batcher:
         try:
             await job.future
         except asyncio.CancelledError:
-            self._cancel(job, expired=deadline is not None and time.monotonic() >= deadline)
+            self._cancel(job, expired=deadline_passed(deadline, time.monotonic()))
             raise
         return job
 

@@ -15,6 +15,9 @@ from attnserve.service.engine.request.queue import Job
 from attnserve.service.errors import INTERNAL_MESSAGE, DeadlineExceeded, Internal
 
 EXPIRED_MESSAGE = "the deadline passed while the texts were queued"
+# A cancellation within this long of a call's deadline is its client's deadline timer: the
+# client resets the call when its own clock runs out, a little before the server's does.
+DEADLINE_SLACK_S = 0.05
 
 
 def complete(jobs: list[Job]) -> None:
@@ -24,6 +27,11 @@ def complete(jobs: list[Job]) -> None:
     for job in jobs:
         if not job.future.done():
             job.future.set_result(None)
+
+
+def deadline_passed(deadline: float | None, now: float) -> bool:
+    """Whether a call cancelled at `now` (time.monotonic()) was ended by its deadline."""
+    return deadline is not None and deadline - now <= DEADLINE_SLACK_S
 
 
 def expired_error() -> Exception:

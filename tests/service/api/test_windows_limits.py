@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import shutil
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -73,15 +72,11 @@ def test_no_batch_of_a_documents_windows_is_over_the_token_budget(server: Runnin
 def test_a_deadline_passing_mid_document_drops_the_windows_not_yet_run(server: RunningServer) -> None:
     dropped_before = server.value("attnserve_deadline_dropped_total", model=NAME)
     with Client(server.target, timeout=30) as client:
-        started = time.perf_counter()
         count = len(client.classify(HUNDREDS, model=NAME).results[0].windows)
-        whole = time.perf_counter() - started
         assert count >= 300
         before = _batches(server)
-        # Half the time the whole document took: its windows are queued by then and only some
-        # have run, however busy the machine (a fixed 50 ms could pass before any was queued).
         with pytest.raises(ClientError) as refused:
-            client.classify(HUNDREDS, model=NAME, timeout=whole / 2)
+            client.classify(HUNDREDS, model=NAME, timeout=0.05)
         assert refused.value.code is grpc.StatusCode.DEADLINE_EXCEEDED
         # The server is answering again, and it ran only some of the document's batches.
         assert len(client.classify("the film was good", model=NAME).results) == 1

@@ -180,6 +180,32 @@ def test_a_cancelled_call_frees_its_queue_slots_at_once(runner: FakeRunner) -> N
     assert runner.payloads() == ["first", "after"]
 
 
+@pytest.mark.parametrize(("left", "counted"), [(0.01, 2), (5.0, 0)])
+def test_a_call_reset_by_its_clients_deadline_timer_counts_as_expired(
+    runner: FakeRunner, left: float, counted: int
+) -> None:
+    """A client resets its call when its own clock runs out, a little before the server's
+    deadline: its dropped rows count as expired. A call cancelled long before does not."""
+    metrics = model_metrics()
+
+    async def run() -> None:
+        batcher = await started(Batcher("m", runner, limits(), metrics))
+        runner.gate.clear()
+        first = asyncio.ensure_future(batcher.submit("first", [5], None))
+        await asyncio.to_thread(runner.entered.wait, 10)
+        reset = asyncio.ensure_future(batcher.submit("reset", [5, 6], time.monotonic() + left))
+        await until(lambda: batcher.queued == 2, what="two rows queued")
+        reset.cancel()  # the reset arrives before the server's own clock reaches the deadline
+        with pytest.raises(asyncio.CancelledError):
+            await reset
+        runner.gate.set()
+        await first
+        await batcher.close()
+
+    asyncio.run(run())
+    assert metrics.deadline_dropped._value.get() == counted
+
+
 def test_a_full_queue_refuses_at_once_and_accepts_again_once_drained(runner: FakeRunner) -> None:
     async def run() -> None:
         batcher = await started(Batcher("m", runner, limits(max_queue=4), model_metrics()))
