@@ -5,9 +5,11 @@ Found by walking back from `logits` through that layer in any of the forms expor
 onnxruntime's dynamic quantization leave: Gemm; MatMul then Add; or the int8 form
 (DynamicQuantizeLinear, MatMulInteger, Cast, Mul by the scales, then Add), with Identity
 nodes passed through. The layer's weight [C, H] and bias [C] are read from the graph's own
-initializers (dequantized for int8), so `FinalLayer.logits` recomputes the graph's logits from
-its vectors, the check every graph gains the output under. A graph whose logits do not come
-out of such a layer is refused (`NoFinalLayer`), naming the node found instead.
+initializers (dequantized for int8), and its nodes are kept as a graph of their own, so
+`FinalLayer.logits` recomputes the graph's logits from its vectors with onnxruntime's own
+kernels (an int8 product saturates on AVX2 CPUs without VNNI, which no exact sum reproduces):
+the check every graph gains the output under. A graph whose logits do not come out of such a
+layer is refused (`NoFinalLayer`), naming the node found instead.
 
 A document head that reads vectors needs them (training/document/, export/document.py).
 """
@@ -15,7 +17,7 @@ A document head that reads vectors needs them (training/document/, export/docume
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,25 +41,20 @@ class FinalLayer:
     weight: np.ndarray  # [C, H] float32 (dequantized for int8)
     bias: np.ndarray  # [C] float32
     int8: bool = False
-    weight_int: np.ndarray | None = None  # int8: the integer weight minus its zero point, [C, H]
-    weight_scale: np.ndarray | None = None  # int8: per output column, or one
+    graph: bytes = b""  # the layer's own nodes and constants: `vector` [B, H] in, `logits` out
 
     @property
     def size(self) -> int:
         return int(self.weight.shape[1])
 
     def logits(self, vectors: np.ndarray) -> np.ndarray:
-        """[B, C] the layer's logits of a batch of vectors [B, H], as the graph computes them (the
-        int8 form quantizes the whole batch with one scale, as DynamicQuantizeLinear does)."""
-        v = np.asarray(vectors, np.float32)
-        if not self.int8 or self.weight_int is None or self.weight_scale is None:
-            return np.asarray(v @ self.weight.T + self.bias, np.float32)
-        low, high = min(0.0, float(v.min())), max(0.0, float(v.max()))
-        scale = np.float32((high - low) / 255.0) if high > low else np.float32(1.0)
-        zero = np.clip(np.rint(-low / scale), 0, 255)
-        q = np.clip(np.rint(v / scale) + zero, 0, 255) - zero
-        out = (q @ self.weight_int.T.astype(np.float64)).astype(np.float32) * (scale * self.weight_scale)
-        return np.asarray(out + self.bias, np.float32)
+        """[B, C] the layer's logits of a batch of vectors [B, H], as the graph computes them: its
+        own nodes on onnxruntime (the int8 form quantizes the whole batch with one scale)."""
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(self.graph, options, providers=["CPUExecutionProvider"])
+        (out,) = session.run([LOGITS], {VECTOR: np.asarray(vectors, np.float32)})
+        return np.asarray(out, np.float32)
 
 
 class _Graph:
@@ -92,7 +89,7 @@ def find_final_layer(model: onnx.ModelProto) -> FinalLayer:
     if node is None:
         raise NoFinalLayer("the graph has no node computing 'logits'")
     if node.op_type == "Gemm":
-        return _gemm(g, node)
+        return _alone(model, _gemm(g, node))
     bias: np.ndarray | None = None
     if node.op_type == "Add":
         parts = g.split(node)
@@ -102,20 +99,56 @@ def find_final_layer(model: onnx.ModelProto) -> FinalLayer:
         bias, node = parts[1].astype(np.float32).reshape(-1), inner
     if node.op_type == "MatMul" and node.input[1] in g.constants:
         weight = g.constants[node.input[1]].astype(np.float32).T
-        return _layer(node.input[0], weight, bias)
+        return _alone(model, _layer(node.input[0], weight, bias))
     if node.op_type == "Mul":
-        return _int8(g, node, bias)
+        return _alone(model, _int8(g, node, bias))
     raise NoFinalLayer(
         f"'logits' comes out of {node.op_type} ({node.name or 'unnamed'}), not a final linear layer "
         "(Gemm, MatMul and Add, or their dynamic int8 form)"
     )
 
 
-def _layer(vector: str, weight: np.ndarray, bias: np.ndarray | None, **int8: np.ndarray) -> FinalLayer:
+def _layer(vector: str, weight: np.ndarray, bias: np.ndarray | None, *, int8: bool = False) -> FinalLayer:
     if weight.ndim != 2:
         raise NoFinalLayer(f"the final layer's weight has shape {list(weight.shape)}, not [C, H]")
     b = np.zeros(weight.shape[0], np.float32) if bias is None else np.broadcast_to(bias, weight.shape[:1])
-    return FinalLayer(vector, weight, np.asarray(b, np.float32), bool(int8), **int8)
+    return FinalLayer(vector, weight, np.asarray(b, np.float32), int8)
+
+
+def _alone(model: onnx.ModelProto, layer: FinalLayer) -> FinalLayer:
+    """`layer` with its graph: the nodes `logits` needs, walked back to the vector."""
+    inner, constants = model.graph.node, {init.name: init for init in model.graph.initializer}
+    producer = {name: i for i, node in enumerate(inner) for name in node.output}
+    picked: set[int] = set()
+    needed, used = [LOGITS], set()
+    while needed:
+        name = needed.pop()
+        if not name or name == layer.vector or name in constants:
+            used.add(name)
+            continue
+        if name not in producer:
+            raise NoFinalLayer(f"the final layer reads {name!r} besides its vector")
+        if producer[name] not in picked:
+            picked.add(producer[name])
+            needed.extend(inner[producer[name]].input)
+    nodes = [_reading(inner[i], layer.vector) for i in sorted(picked)]  # in the graph's order
+    graph = helper.make_graph(
+        nodes,
+        "final_layer",
+        [helper.make_tensor_value_info(VECTOR, onnx.TensorProto.FLOAT, ["batch", layer.size])],
+        [helper.make_tensor_value_info(LOGITS, onnx.TensorProto.FLOAT, ["batch", len(layer.bias)])],
+        [constants[name] for name in sorted(used & constants.keys())],
+    )
+    alone = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    return replace(layer, graph=alone.SerializeToString())
+
+
+def _reading(node: onnx.NodeProto, vector: str) -> onnx.NodeProto:
+    """A copy of `node` whose inputs read `vector` under the layer graph's input name."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.input[:] = [VECTOR if name == vector else name for name in node.input]
+    return copy
 
 
 def _gemm(g: _Graph, node: onnx.NodeProto) -> FinalLayer:
@@ -151,7 +184,7 @@ def _int8(g: _Graph, mul: onnx.NodeProto, bias: np.ndarray | None) -> FinalLayer
     weight_int = (weight_q - zero.astype(np.float64)).T  # [C, H]
     scale = scale_parts[1].astype(np.float32).reshape(-1)
     weight = (weight_int * scale.reshape(-1, 1)).astype(np.float32)
-    return _layer(quantize.input[0], weight, bias, weight_int=weight_int, weight_scale=scale)
+    return _layer(quantize.input[0], weight, bias, int8=True)
 
 
 def with_vector(model: onnx.ModelProto) -> tuple[onnx.ModelProto, FinalLayer]:
