@@ -176,12 +176,18 @@ def test_a_cascade_explains_each_text_on_the_member_and_graph_that_answered_it(s
     answered it: its scores are those of the student asked alone on that graph (attention
     asked), not of its int8 label graph."""
     members = _members_native(served, served.texts)
-    texts = [t for t, m in zip(served.texts, members, strict=True) if m == "student"][:2]
-    texts += [t for t, m in zip(served.texts, members, strict=True) if m == "teacher"][:2]
+    # Up to two of each: the threshold sits on the text the graphs differ on most, which can
+    # leave a single text on one side of it.
+    chosen = {
+        m: [t for t, a in zip(served.texts, members, strict=True) if a == m][:2]
+        for m in ("student", "teacher")
+    }
+    assert chosen["student"] and chosen["teacher"], members
+    texts = chosen["student"] + chosen["teacher"]
     reply = http.classify(served.port, NAME, {"texts": texts, "attribution": "occlusion"})
     assert reply.status == 200, reply.body
     results = reply.json()["results"]
-    assert [r["answered_by"] for r in results] == ["student", "student", "teacher", "teacher"]
+    assert [r["answered_by"] for r in results] == [m for m in ("student", "teacher") for _ in chosen[m]]
     for text, result in zip(texts, results, strict=True):
         assert result["answered_by"] == _members_native(served, [text])[0]
         if result["answered_by"] != "student":
