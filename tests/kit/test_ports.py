@@ -1,0 +1,19 @@
+"""kit/ports.py: the ports handed to test servers lie outside the kernel's ephemeral range, so
+no other process's `bind(0)` or outgoing connection takes one before the server binds it."""
+
+from __future__ import annotations
+
+import socket
+
+from kit.ports import LOWEST, _ephemeral_low, free_port
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_can_be_listened_on() -> None:
+    low = _ephemeral_low()
+    ports = {free_port() for _ in range(50)}
+    assert len(ports) > 40  # picked at random: parallel workers rarely try the same one
+    for port in ports:
+        assert LOWEST <= port < low
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", ports.pop()))
+        server.listen()
