@@ -8,8 +8,10 @@ from pathlib import Path
 
 # Picked below the kernel's ephemeral range: a port from inside it can be handed to another
 # process's `bind(0)` or outgoing connection between our check and the server's own bind,
-# which parallel test workers did. Randomised so that workers rarely try the same one.
+# which parallel test workers did. Randomised so that workers rarely try the same one, from the
+# system's entropy: a test that seeds `random` (training does) must not make workers agree.
 LOWEST = 10_000
+_PICK = random.SystemRandom()
 
 
 def _ephemeral_low() -> int:
@@ -33,7 +35,7 @@ def free_port() -> int:
     high = _ephemeral_low() - 1
     if high - LOWEST >= 1_000:
         for _ in range(100):
-            port = random.randint(LOWEST, high)
+            port = _PICK.randint(LOWEST, high)
             if _bindable(port):
                 return port
     with socket.socket() as probe:  # a narrow or odd range: the kernel's own pick

@@ -3,6 +3,7 @@ no other process's `bind(0)` or outgoing connection takes one before the server 
 
 from __future__ import annotations
 
+import random
 import socket
 
 from kit.ports import LOWEST, _ephemeral_low, free_port
@@ -14,6 +15,11 @@ def test_a_free_port_is_below_the_ephemeral_range_and_can_be_listened_on() -> No
     assert len(ports) > 40  # picked at random: parallel workers rarely try the same one
     for port in ports:
         assert LOWEST <= port < low
+    picks = []
+    for _ in range(2):
+        random.seed(0)  # as a training run in the same process does
+        picks.append([free_port() for _ in range(3)])
+    assert picks[0] != picks[1]  # not replayed from the seed, as two workers would agree
     with socket.socket() as server:
         server.bind(("127.0.0.1", ports.pop()))
         server.listen()
