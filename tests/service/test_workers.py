@@ -126,7 +126,10 @@ def test_sigkill_of_one_worker_under_load_fails_only_its_calls(model_repository:
             await asyncio.gather(*tasks)
             return victim, held[victim], killed, back, replacement
 
-        victim, victim_connections, killed, back, replacement = asyncio.run(scenario())
+        try:
+            victim, victim_connections, killed, back, replacement = asyncio.run(scenario())
+        except (AssertionError, OSError) as exc:  # a worker gone early: the server's log says why
+            raise AssertionError(f"{exc}\n--- server output ---\n{server.output[-4000:]}") from exc
         assert server.process is not None and server.process.poll() is None, server.output
         assert f"worker pid {victim} exited" in server.output
     codes = Counter(code for calls in outcomes for _, code in calls)
