@@ -1,7 +1,8 @@
 """How `make test` spreads the suite over two pytest-xdist workers, and which tests run alone.
 
-`make test` (and `make check`) run pytest twice: first `-n 2 -m "not serial"`, each test file on
-one worker so that its module fixtures (servers, trained runs) are built once, then
+`make test` (and `make check`) run pytest twice: first `-n N -m "not serial"` (two workers for
+`make test`, three for `make check`), each test file on one worker so that its module fixtures
+(servers, trained runs) are built once, then
 `--serial-files -m serial` without workers, importing only the files that hold serial tests.
 The long units below go first, one to a worker, so the short files fill the time around them
 instead of queueing behind them.
