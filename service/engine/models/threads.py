@@ -35,6 +35,10 @@ MIN_SPEEDUP = 1.25
 BATCH_ROWS = 8
 BATCH_TOKENS = 32
 TIMED_RUNS = 5  # per thread count, in turns, after one warm-up run each
+# A busy neighbour on one core slows the all-core runs far more than the one-thread runs and
+# hides their gain (MiniLM int8 on a 2-core VM: 1.24-1.85x from one measurement to the next), so
+# a compute-bound batch that falls short is measured again, and its best showing counts.
+MEASUREMENTS = 3
 # Where the CPU controller's files are: the container's own cgroup inside a container.
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -164,6 +168,12 @@ def choose_threads(model_path: Path, settings: Settings, manifest: BundleManifes
     ids = np.ones((BATCH_ROWS, min(manifest.max_len, BATCH_TOKENS)), dtype=np.int64)  # [B, T]
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     one_ms, all_ms = measure_ms(model_path, settings, (1, cores), feed)
+    for _ in range(MEASUREMENTS - 1):
+        if one_ms < MIN_COMPUTE_MS or decide(one_ms, all_ms, cores) > 1:
+            break
+        again_one, again_all = measure_ms(model_path, settings, (1, cores), feed)
+        if again_one / again_all > one_ms / all_ms:
+            one_ms, all_ms = again_one, again_all
     threads = decide(one_ms, all_ms, cores)
     # Unset --allow-spinning: spin when the model's own compute takes every core anyway (a
     # version sharing the process with another loads with it off: repository.py).
