@@ -1,5 +1,6 @@
 """`python -m attnserve.training` (what `torchrun ... -m attnserve.training` runs): attnserve-train."""
 
 from attnserve.training.cli.main import main
+from attnserve.training.loop.distributed import exit_process
 
-raise SystemExit(main())
+exit_process(main())

@@ -139,6 +139,36 @@ def test_outside_torchrun_a_process_is_rank_0_of_1(monkeypatch: pytest.MonkeyPat
     assert not distributed.launched() and distributed.ranks() == Ranks() and Ranks().main
 
 
+EXITING = """
+import logging, sys
+from attnserve.training.loop.distributed import exit_process
+logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+print("summary", end="")  # buffered: a pipe, no newline
+logging.getLogger("attnserve.training").info("logged")
+exit_process(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("world", ["1", "2"])
+def test_a_process_ends_with_its_status_and_its_output_written(world: str) -> None:
+    # Under torchrun (WORLD_SIZE 2) the process skips the interpreter's teardown: what it
+    # printed and logged must still reach the pipes, and its status the launcher.
+    # PYTHONUNBUFFERED would write every print at once and hide a missing flush.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    env["WORLD_SIZE"] = world
+    done = subprocess.run([sys.executable, "-c", EXITING, "3"], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout) == (3, "summary"), done.stderr[-2000:]
+    assert "logged" in done.stderr
+
+
+def test_outside_torchrun_exit_process_raises_system_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(SystemExit) as ended:
+        distributed.exit_process(0)
+    assert ended.value.code == 0
+
+
 def run(command: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
